@@ -1,0 +1,227 @@
+//! The `ClusterLink` custom resource.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+/// Plumbs one service cluster into the gateway cluster: a leg port on the transit network
+/// attached to the service cluster's router, and a route on the gateway cluster's router.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[kube(
+    group = "ipsec.bnerd.net",
+    version = "v1alpha1",
+    kind = "ClusterLink",
+    plural = "clusterlinks",
+    shortname = "clink",
+    status = "ClusterLinkStatus",
+    derive = "PartialEq",
+    derive = "Default",
+    cel,
+    printcolumn = r#"{"name":"Router","type":"string","jsonPath":".spec.serviceClusterRouter"}"#,
+    printcolumn = r#"{"name":"CIDR","type":"string","jsonPath":".spec.serviceClusterCIDR"}"#,
+    printcolumn = r#"{"name":"Transit IP","type":"string","jsonPath":".status.transitIP"}"#,
+    printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[x_kube(
+    validation = Rule::new("!has(self.customerProjectID) || has(self.credentialsSecretRef)")
+        .message("customerProjectID may only be set on a cross-tenant link (together with credentialsSecretRef)"),
+    validation = Rule::new("!has(oldSelf.customerProjectID) || (has(self.customerProjectID) && self.customerProjectID == oldSelf.customerProjectID)")
+        .message("customerProjectID is immutable once set: it can be neither changed nor removed"),
+    validation = Rule::new("has(self.credentialsSecretRef) == has(oldSelf.credentialsSecretRef)")
+        .message("credentialsSecretRef may not be added to or removed from a live ClusterLink; switching between same-tenant and cross-tenant is delete-and-recreate")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterLinkSpec {
+    /// The service cluster's OpenStack router, by name or ID; resolved at every reconcile.
+    #[schemars(length(min = 1, max = 255))]
+    pub service_cluster_router: String,
+
+    /// The service cluster's network routed via the leg, e.g. 10.251.0.0/16.
+    #[serde(rename = "serviceClusterCIDR")]
+    #[schemars(length(min = 9, max = 18))]
+    pub service_cluster_cidr: String,
+
+    /// Pins the leg's transit IP (e.g. to adopt a hand-made leg); default: the first free
+    /// address from the transit subnet's .3.
+    #[serde(rename = "transitIP", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 15))]
+    pub transit_ip: Option<String>,
+
+    /// Cross-tenant only: the Secret `clusterlink-<name>` in the operator's credentials
+    /// namespace holding the customer's application credential.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_secret_ref: Option<SecretRef>,
+
+    /// Cross-tenant only: the customer OpenStack project the credential must authenticate into.
+    #[serde(rename = "customerProjectID", default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 64))]
+    pub customer_project_id: Option<String>,
+}
+
+/// Reference to a Secret by namespace and name.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+pub struct SecretRef {
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    #[schemars(length(min = 1, max = 63))]
+    pub namespace: String,
+}
+
+/// Observed state; every cloud object the link owns is named here so deletion can find it.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterLinkStatus {
+    /// The leg port's address on the transit network.
+    #[serde(rename = "transitIP", default, skip_serializing_if = "Option::is_none")]
+    pub transit_ip: Option<String>,
+
+    /// The leg port's Neutron ID.
+    #[serde(rename = "legPortID", default, skip_serializing_if = "Option::is_none")]
+    pub leg_port_id: Option<String>,
+
+    /// The router the leg is attached to, as resolved from spec.serviceClusterRouter.
+    #[serde(rename = "serviceRouterID", default, skip_serializing_if = "Option::is_none")]
+    pub service_router_id: Option<String>,
+
+    /// The route this link installed on the gateway cluster's router.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_route: Option<RouteRecord>,
+
+    /// Cross-tenant only: the project the leg was built in.
+    #[serde(rename = "customerProjectID", default, skip_serializing_if = "Option::is_none")]
+    pub customer_project_id: Option<String>,
+
+    /// Routes on the service cluster's router back to each reverse-exposure gateway.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reverse_routes: Vec<ReverseRoute>,
+
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}
+
+/// One static route: destination via nexthop.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RouteRecord {
+    pub destination: String,
+    pub nexthop: String,
+}
+
+/// A route on the service router to one gateway's status.serviceCIDR.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[serde(rename_all = "camelCase")]
+pub struct ReverseRoute {
+    #[serde(rename = "serviceCIDR")]
+    pub service_cidr: String,
+    pub next_hop: String,
+    pub gateway_ref: GatewayRef,
+}
+
+/// Which gateway a reverse route serves.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GatewayRef {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ClusterLink {
+    /// Same-tenant unless a credentials Secret is referenced.
+    pub fn is_cross_tenant(&self) -> bool {
+        self.spec.credentials_secret_ref.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::CustomResourceExt;
+
+    fn link(spec: serde_json::Value) -> ClusterLink {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "ipsec.bnerd.net/v1alpha1", "kind": "ClusterLink",
+            "metadata": {"name": "svc01-link"}, "spec": spec,
+        }))
+        .unwrap()
+    }
+
+    fn same_tenant() -> ClusterLink {
+        link(serde_json::json!({"serviceClusterRouter": "r", "serviceClusterCIDR": "10.251.0.0/16"}))
+    }
+
+    fn cross_tenant(project: Option<&str>) -> ClusterLink {
+        let mut spec = serde_json::json!({
+            "serviceClusterRouter": "r", "serviceClusterCIDR": "10.234.0.0/16",
+            "credentialsSecretRef": {"name": "clusterlink-svc01-link", "namespace": "bnerd-vpn-clusterlinks"},
+        });
+        if let Some(p) = project {
+            spec["customerProjectID"] = p.into();
+        }
+        link(spec)
+    }
+
+    fn message(err: impl std::fmt::Debug) -> String {
+        format!("{err:?}")
+    }
+
+    #[test]
+    fn spec_field_names_match_the_spec() {
+        let v = serde_json::to_value(cross_tenant(Some("p1")).spec).unwrap();
+        for key in ["serviceClusterRouter", "serviceClusterCIDR", "credentialsSecretRef", "customerProjectID"] {
+            assert!(v.get(key).is_some(), "{key} missing from {v}");
+        }
+        let s = ClusterLinkStatus { transit_ip: Some("10.254.0.3".into()), leg_port_id: Some("p".into()), ..Default::default() };
+        let v = serde_json::to_value(s).unwrap();
+        assert!(v.get("transitIP").is_some() && v.get("legPortID").is_some());
+    }
+
+    #[test]
+    fn crd_is_cluster_scoped_with_rules_and_columns() {
+        let crd = serde_json::to_string(&ClusterLink::crd()).unwrap();
+        assert!(crd.contains(r#""scope":"Cluster""#));
+        assert!(crd.contains("x-kubernetes-validations"));
+        assert!(crd.contains(r#""x-kubernetes-list-type":"map""#));
+        for col in ["Router", "CIDR", "Transit IP", "Ready", "Age"] {
+            assert!(crd.contains(&format!(r#""name":"{col}""#)), "{col}");
+        }
+    }
+
+    #[test]
+    fn cel_same_tenant_may_not_carry_customer_project() {
+        let mut l = same_tenant();
+        assert!(l.validate_cel().is_ok());
+        l.spec.customer_project_id = Some("p1".into());
+        assert!(message(l.validate_cel().unwrap_err()).contains("customerProjectID may only be set"));
+        assert!(cross_tenant(Some("p1")).validate_cel().is_ok());
+        assert!(cross_tenant(None).validate_cel().is_ok(), "missing project is the operator's InvalidSpec");
+    }
+
+    #[test]
+    fn cel_customer_project_is_immutable() {
+        let old = cross_tenant(Some("p1"));
+        assert!(cross_tenant(Some("p1")).validate_cel_update(&old).is_ok());
+        let err = cross_tenant(Some("p2")).validate_cel_update(&old).unwrap_err();
+        assert!(message(err).contains("immutable"));
+        let err = cross_tenant(None).validate_cel_update(&old).unwrap_err();
+        assert!(message(err).contains("immutable"));
+        // Setting it on an object that predates the field is allowed.
+        assert!(cross_tenant(Some("p1")).validate_cel_update(&cross_tenant(None)).is_ok());
+    }
+
+    #[test]
+    fn cel_credentials_ref_may_not_be_added_or_removed() {
+        let err = cross_tenant(Some("p1")).validate_cel_update(&same_tenant()).unwrap_err();
+        assert!(message(err).contains("may not be added to or removed"));
+        let mut removed = cross_tenant(None);
+        removed.spec.credentials_secret_ref = None;
+        let err = removed.validate_cel_update(&cross_tenant(None)).unwrap_err();
+        assert!(message(err).contains("may not be added to or removed"));
+        let mut repointed = cross_tenant(None);
+        repointed.spec.credentials_secret_ref.as_mut().unwrap().name = "other".into();
+        assert!(repointed.validate_cel_update(&cross_tenant(None)).is_ok());
+    }
+}

@@ -1,0 +1,192 @@
+//! Condition types and reasons of a ClusterLink, spelled exactly as the spec spells them,
+//! and the one function that writes a condition into a status.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+
+macro_rules! string_enum {
+    ($(#[$m:meta])* $name:ident { $($variant:ident),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum $name { $($variant),+ }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+
+            pub fn as_str(self) -> &'static str {
+                match self { $($name::$variant => stringify!($variant)),+ }
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
+
+string_enum!(
+    /// Conditions in the order of the reconcile steps that own them.
+    ConditionType {
+        Validated,
+        TenantIsolationAttested,
+        CredentialsResolved,
+        TransitNetworkShared,
+        LegAttached,
+        RouteInstalled,
+        ReverseRoutesInstalled,
+        Ready,
+    }
+);
+
+impl ConditionType {
+    /// Conditions every same-tenant link carries (DESIGN 6.4), Ready last.
+    pub const SAME_TENANT: &'static [ConditionType] = &[
+        ConditionType::Validated,
+        ConditionType::LegAttached,
+        ConditionType::RouteInstalled,
+        ConditionType::ReverseRoutesInstalled,
+        ConditionType::Ready,
+    ];
+}
+
+string_enum!(
+    /// Condition reasons. True reasons first, then False reasons per step.
+    Reason {
+        // True reasons
+        Valid,
+        Attested,
+        Resolved,
+        Shared,
+        Attached,
+        Installed,
+        Ready,
+        // Validated
+        InvalidSpec,
+        // TenantIsolationAttested
+        NotAttested,
+        // CredentialsResolved
+        SecretNotFound,
+        SecretNamespaceNotAllowed,
+        SecretNameNotAllowed,
+        CredentialsInvalid,
+        AuthFailed,
+        CredentialsAreOperatorProject,
+        CredentialsPrivileged,
+        CredentialsProjectMismatch,
+        CredentialsProjectChanged,
+        CredentialsUnavailable,
+        // TransitNetworkShared
+        EnsureNetworkSharedFailed,
+        NetworkVisibilityCheckFailed,
+        TransitNetworkNotShared,
+        // LegAttached
+        RouterResolveFailed,
+        TransitIPUnavailable,
+        EnsureLegPortFailed,
+        EnsureRouterHasPortFailed,
+        TransitIPMismatch,
+        // RouteInstalled
+        EnsureRouteFailed,
+        RouteConflict,
+        CIDROverlap,
+        // ReverseRoutesInstalled
+        EnsureReverseRoutesFailed,
+        // Any condition not reached because an earlier step failed
+        Blocked,
+        // Ready while the object is being deleted
+        Deleting,
+        // Ready when some other condition is not True
+        NotReady,
+    }
+);
+
+/// Status of a condition as the API spells it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    True,
+    False,
+    Unknown,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::True => "True",
+            Status::False => "False",
+            Status::Unknown => "Unknown",
+        }
+    }
+}
+
+/// Write one condition, keeping `lastTransitionTime` unless the status itself changed
+/// (reason or message changes alone are not transitions).
+pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    type_: ConditionType,
+    status: Status,
+    reason: Reason,
+    message: impl Into<String>,
+    generation: Option<i64>,
+    now: Timestamp,
+) {
+    let message = message.into();
+    match conditions.iter_mut().find(|c| c.type_ == type_.as_str()) {
+        Some(c) => {
+            if c.status != status.as_str() {
+                c.last_transition_time = Time(now);
+            }
+            c.status = status.as_str().to_string();
+            c.reason = reason.as_str().to_string();
+            c.message = message;
+            c.observed_generation = generation;
+        }
+        None => conditions.push(Condition {
+            type_: type_.as_str().to_string(),
+            status: status.as_str().to_string(),
+            reason: reason.as_str().to_string(),
+            message,
+            observed_generation: generation,
+            last_transition_time: Time(now),
+        }),
+    }
+}
+
+/// Find a condition by type.
+pub fn find(conditions: &[Condition], type_: ConditionType) -> Option<&Condition> {
+    conditions.iter().find(|c| c.type_ == type_.as_str())
+}
+
+/// True when the condition is present with status True.
+pub fn is_true(conditions: &[Condition], type_: ConditionType) -> bool {
+    find(conditions, type_).is_some_and(|c| c.status == "True")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transition_time_moves_only_on_status_change() {
+        let t0 = Timestamp::from_second(1_700_000_000).unwrap();
+        let t1 = Timestamp::from_second(1_700_000_300).unwrap();
+        let t2 = Timestamp::from_second(1_700_000_540).unwrap();
+        let mut c = vec![];
+        set_condition(&mut c, ConditionType::LegAttached, Status::False, Reason::RouterResolveFailed, "a", Some(1), t0);
+        set_condition(&mut c, ConditionType::LegAttached, Status::False, Reason::EnsureRouterHasPortFailed, "b", Some(2), t1);
+        assert_eq!(c[0].last_transition_time.0, t0);
+        assert_eq!(c[0].reason, "EnsureRouterHasPortFailed");
+        assert_eq!(c[0].observed_generation, Some(2));
+        set_condition(&mut c, ConditionType::LegAttached, Status::True, Reason::Attached, "ok", Some(2), t2);
+        assert_eq!(c[0].last_transition_time.0, t2);
+        assert_eq!(c.len(), 1);
+    }
+
+    #[test]
+    fn names_are_spelled_as_in_the_spec() {
+        assert_eq!(Reason::CIDROverlap.as_str(), "CIDROverlap");
+        assert_eq!(Reason::EnsureRouterHasPortFailed.as_str(), "EnsureRouterHasPortFailed");
+        assert_eq!(ConditionType::ReverseRoutesInstalled.as_str(), "ReverseRoutesInstalled");
+    }
+}

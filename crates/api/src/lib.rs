@@ -1,0 +1,15 @@
+//! The `ClusterLink` API (`ipsec.bnerd.net/v1alpha1`) and the vocabulary of its status:
+//! condition types, reasons and the names the spec fixes (annotations, tags, finalizer).
+//! No IO lives here.
+
+pub mod cidr;
+pub mod clusterlink;
+pub mod conditions;
+pub mod gateway;
+pub mod names;
+
+pub use clusterlink::{
+    ClusterLink, ClusterLinkSpec, ClusterLinkStatus, GatewayRef, ReverseRoute, RouteRecord,
+    SecretRef,
+};
+pub use conditions::{ConditionType, Reason};

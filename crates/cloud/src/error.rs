@@ -1,0 +1,84 @@
+//! Errors from the cloud, with Neutron's own error type kept so callers can match on it.
+
+use thiserror::Error;
+
+pub type Result<T, E = CloudError> = std::result::Result<T, E>;
+
+#[derive(Debug, Clone, Error, PartialEq)]
+pub enum CloudError {
+    /// The API answered with an error status. `kind` is NeutronError.type when present.
+    #[error("{method} {path}: HTTP {status} {kind}: {message}")]
+    Api { method: String, path: String, status: u16, kind: String, message: String },
+    /// Keystone refused the credential (or the token lacks what we need).
+    #[error("authentication failed: {0}")]
+    Auth(String),
+    /// No answer in time; the call may or may not have been committed.
+    #[error("{method} {path}: timed out")]
+    Timeout { method: String, path: String },
+    /// Connection-level failure.
+    #[error("{method} {path}: {message}")]
+    Transport { method: String, path: String, message: String },
+    /// The answer was not what the API documents.
+    #[error("{method} {path}: unexpected response: {message}")]
+    Decode { method: String, path: String, message: String },
+}
+
+impl CloudError {
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            CloudError::Api { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// NeutronError.type, e.g. `IpAddressAlreadyAllocated`.
+    pub fn kind(&self) -> Option<&str> {
+        match self {
+            CloudError::Api { kind, .. } => Some(kind),
+            _ => None,
+        }
+    }
+
+    pub fn is_not_found(&self) -> bool {
+        self.status() == Some(404)
+    }
+
+    pub fn is_kind(&self, kind: &str) -> bool {
+        self.kind() == Some(kind)
+    }
+
+    /// Worth retrying with backoff: server errors, timeouts, transport failures, quota and
+    /// revision races. Everything else is terminal for the current spec.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            CloudError::Api { status, kind, .. } => {
+                *status >= 500 || *status == 412 || *status == 429 || (*status == 409 && kind == "OverQuota")
+            }
+            CloudError::Timeout { .. } | CloudError::Transport { .. } => true,
+            CloudError::Auth(_) | CloudError::Decode { .. } => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(status: u16, kind: &str) -> CloudError {
+        CloudError::Api { method: "PUT".into(), path: "/x".into(), status, kind: kind.into(), message: "m".into() }
+    }
+
+    #[test]
+    fn classification() {
+        assert!(api(503, "").is_retryable());
+        assert!(api(412, "RevisionNumberConstraintFailed").is_retryable());
+        assert!(api(409, "OverQuota").is_retryable());
+        assert!(!api(409, "IpAddressAlreadyAllocated").is_retryable());
+        assert!(!api(400, "InvalidRoutes").is_retryable());
+        assert!(!api(403, "PolicyNotAuthorized").is_retryable());
+        assert!(!api(404, "RouterNotFound").is_retryable());
+        assert!(api(404, "RouterNotFound").is_not_found());
+        assert!(CloudError::Timeout { method: "GET".into(), path: "/".into() }.is_retryable());
+        assert_eq!(api(409, "PortInUse").to_string(), "PUT /x: HTTP 409 PortInUse: m");
+    }
+}

@@ -1,0 +1,59 @@
+//! The OpenStack side of the operator: the port (traits the reconciler talks to), typed
+//! errors that keep Neutron's error type, and a thin HTTP implementation for the few
+//! Keystone and Neutron calls the operator makes.
+
+pub mod auth;
+pub mod error;
+pub mod http;
+pub mod secret;
+pub mod types;
+
+pub use auth::{AuthConfig, AuthMethod, ConfigError};
+pub use error::{CloudError, Result};
+pub use http::OpenStack;
+pub use secret::SecretString;
+pub use types::*;
+
+use async_trait::async_trait;
+
+/// Neutron as the operator uses it. Every method is one HTTP call on the real cloud, so call
+/// counts measured on any implementation are the cloud's call counts.
+#[async_trait]
+pub trait Neutron: Send + Sync {
+    /// Aliases of the loaded API extensions.
+    async fn extensions(&self) -> Result<Vec<String>>;
+    async fn get_network(&self, id: &str) -> Result<Network>;
+    async fn get_subnet(&self, id: &str) -> Result<Subnet>;
+    async fn list_ports(&self, query: &PortQuery) -> Result<Vec<Port>>;
+    async fn get_port(&self, id: &str) -> Result<Port>;
+    async fn create_port(&self, req: &CreatePort) -> Result<Port>;
+    /// `PUT /ports/{id}/tags/{tag}`: adds one tag, idempotent.
+    async fn add_port_tag(&self, port_id: &str, tag: &str) -> Result<()>;
+    async fn delete_port(&self, id: &str) -> Result<()>;
+    async fn get_router(&self, id: &str) -> Result<Router>;
+    async fn list_routers(&self, query: &RouterQuery) -> Result<Vec<Router>>;
+    /// Attach an existing port to a router.
+    async fn add_router_interface(&self, router_id: &str, port_id: &str) -> Result<()>;
+    /// Detach a port from a router. Neutron deletes the port as part of this.
+    async fn remove_router_interface(&self, router_id: &str, port_id: &str) -> Result<()>;
+    /// Attach a subnet (Neutron creates the port at the subnet's gateway IP); returns the port ID.
+    async fn add_router_subnet(&self, router_id: &str, subnet_id: &str) -> Result<String>;
+    /// extraroute-atomic: add routes without touching others.
+    async fn add_extraroutes(&self, router_id: &str, routes: &[Route]) -> Result<Router>;
+    /// extraroute-atomic: remove exactly these routes.
+    async fn remove_extraroutes(&self, router_id: &str, routes: &[Route]) -> Result<Router>;
+    /// Replace the whole route table, guarded by `If-Match: revision_number=N` when given.
+    async fn set_routes(&self, router_id: &str, routes: &[Route], if_revision: Option<u64>) -> Result<Router>;
+    async fn create_network(&self, name: &str) -> Result<Network>;
+    async fn delete_network(&self, id: &str) -> Result<()>;
+    async fn create_subnet(&self, network_id: &str, cidr: &str, gateway_ip: &str) -> Result<Subnet>;
+    async fn create_router(&self, name: &str) -> Result<Router>;
+    async fn delete_router(&self, id: &str) -> Result<()>;
+}
+
+/// Keystone as the operator uses it: who the current credential is.
+#[async_trait]
+pub trait Identity: Send + Sync {
+    /// The token of the current credential (authenticating if needed).
+    async fn token_info(&self) -> Result<TokenInfo>;
+}

@@ -1,0 +1,138 @@
+//! Neutron and Keystone objects, with only the fields the operator reads.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct FixedIp {
+    #[serde(default)]
+    pub subnet_id: String,
+    pub ip_address: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Port {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    pub network_id: String,
+    #[serde(default)]
+    pub project_id: String,
+    #[serde(default)]
+    pub device_id: String,
+    #[serde(default)]
+    pub device_owner: String,
+    #[serde(default)]
+    pub fixed_ips: Vec<FixedIp>,
+    #[serde(default)]
+    pub tags: Vec<String>,
+    #[serde(default)]
+    pub revision_number: u64,
+}
+
+/// The device_owner Neutron sets on a router's (non-HA, non-DVR) interface port.
+pub const OWNER_ROUTER_INTERFACE: &str = "network:router_interface";
+
+impl Port {
+    pub fn has_ip(&self, ip: &str) -> bool {
+        self.fixed_ips.iter().any(|f| f.ip_address == ip)
+    }
+
+    pub fn first_ip(&self) -> Option<&str> {
+        self.fixed_ips.first().map(|f| f.ip_address.as_str())
+    }
+
+    pub fn has_tag(&self, tag: &str) -> bool {
+        self.tags.iter().any(|t| t == tag)
+    }
+
+    /// Attached as an interface of this router.
+    pub fn is_interface_of(&self, router_id: &str) -> bool {
+        self.device_id == router_id && self.device_owner.starts_with("network:router_interface")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Route {
+    pub destination: String,
+    pub nexthop: String,
+}
+
+impl Route {
+    pub fn new(destination: impl Into<String>, nexthop: impl Into<String>) -> Self {
+        Self { destination: destination.into(), nexthop: nexthop.into() }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Router {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub project_id: String,
+    #[serde(default)]
+    pub routes: Vec<Route>,
+    #[serde(default)]
+    pub revision_number: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Network {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub project_id: String,
+    #[serde(default)]
+    pub shared: bool,
+    #[serde(default)]
+    pub subnets: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Subnet {
+    pub id: String,
+    pub network_id: String,
+    pub cidr: String,
+    #[serde(default)]
+    pub gateway_ip: Option<String>,
+    #[serde(default)]
+    pub project_id: String,
+}
+
+/// Filters for `GET /ports`; every set field narrows the result (tags: all of them).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PortQuery {
+    pub network_id: Option<String>,
+    pub device_id: Option<String>,
+    pub ip_address: Option<String>,
+    pub tags: Vec<String>,
+}
+
+/// Filters for `GET /routers`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RouterQuery {
+    pub name: Option<String>,
+    pub id: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CreatePort {
+    pub network_id: String,
+    pub subnet_id: Option<String>,
+    pub ip_address: Option<String>,
+    pub name: String,
+    pub description: String,
+    /// Sent in the create body when the cloud lists `tag-creation`, else added one by one.
+    pub tags: Vec<String>,
+}
+
+/// What a Keystone token says about its credential.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TokenInfo {
+    pub project_id: String,
+    pub project_name: String,
+    pub user_id: String,
+    pub roles: Vec<String>,
+    pub application_credential_id: Option<String>,
+}

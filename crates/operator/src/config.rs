@@ -1,0 +1,119 @@
+//! Operator settings from flags or environment. A wrong or missing setting stops the
+//! operator at startup with the setting named.
+
+use std::time::Duration;
+
+use clap::Parser;
+use thiserror::Error;
+
+#[derive(Debug, Clone, Parser)]
+#[command(name = "bnerd-vpn-operator", version, about = "Plumbs service clusters into the VPN gateway cluster (ClusterLink)")]
+pub struct Args {
+    /// The gateway cluster's own OpenStack router (routes to service clusters go here).
+    #[arg(long, env = "IPSEC_GATEWAY_ROUTER_ID")]
+    pub gateway_router_id: Option<String>,
+    /// The transit network every leg port lives on (one subnet, never --share).
+    #[arg(long, env = "IPSEC_TRANSIT_NETWORK_ID")]
+    pub transit_network_id: Option<String>,
+    /// How often a converged link is checked again (self-healing), e.g. 300s, 5m, 1h.
+    #[arg(long, env = "IPSEC_RESYNC_INTERVAL", default_value = "5m")]
+    pub resync_interval: String,
+    /// The one namespace cross-tenant credentials Secrets may live in.
+    #[arg(long, env = "IPSEC_CLUSTERLINK_CREDENTIALS_NAMESPACE", default_value = bnerd_api::names::DEFAULT_CREDENTIALS_NAMESPACE)]
+    pub credentials_namespace: String,
+    /// ClusterLinks reconciled in parallel.
+    #[arg(long, env = "IPSEC_CONCURRENCY", default_value_t = 4)]
+    pub concurrency: u16,
+}
+
+/// Validated settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub gateway_router_id: String,
+    pub transit_network_id: String,
+    pub resync_interval: Duration,
+    pub credentials_namespace: String,
+    pub concurrency: u16,
+}
+
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("{0} is not set")]
+    Missing(&'static str),
+    #[error("{setting}: {message}")]
+    Invalid { setting: &'static str, message: String },
+}
+
+/// Parse `300`, `300s`, `5m`, `1h`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = num.parse().map_err(|_| format!("{s:?} is not a duration (e.g. 300s, 5m, 1h)"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        _ => return Err(format!("{s:?} has an unknown unit {unit:?} (use s, m or h)")),
+    };
+    if secs == 0 {
+        return Err("must be greater than zero".into());
+    }
+    Ok(Duration::from_secs(secs))
+}
+
+impl TryFrom<Args> for Config {
+    type Error = ConfigError;
+
+    fn try_from(a: Args) -> Result<Self, ConfigError> {
+        let need = |v: Option<String>, name: &'static str| v.filter(|s| !s.trim().is_empty()).ok_or(ConfigError::Missing(name));
+        let resync_interval = parse_duration(&a.resync_interval)
+            .map_err(|message| ConfigError::Invalid { setting: "IPSEC_RESYNC_INTERVAL (--resync-interval)", message })?;
+        if a.credentials_namespace.trim().is_empty() {
+            return Err(ConfigError::Missing("IPSEC_CLUSTERLINK_CREDENTIALS_NAMESPACE (--credentials-namespace)"));
+        }
+        if a.concurrency == 0 {
+            return Err(ConfigError::Invalid { setting: "IPSEC_CONCURRENCY (--concurrency)", message: "must be at least 1".into() });
+        }
+        Ok(Config {
+            gateway_router_id: need(a.gateway_router_id, "IPSEC_GATEWAY_ROUTER_ID (--gateway-router-id)")?,
+            transit_network_id: need(a.transit_network_id, "IPSEC_TRANSIT_NETWORK_ID (--transit-network-id)")?,
+            resync_interval,
+            credentials_namespace: a.credentials_namespace,
+            concurrency: a.concurrency,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(extra: &[&str]) -> Args {
+        let mut v = vec!["op"];
+        v.extend_from_slice(extra);
+        Args::try_parse_from(v).unwrap()
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("300").unwrap(), Duration::from_secs(300));
+        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
+        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
+        assert!(parse_duration("5x").unwrap_err().contains("unknown unit"));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("m").is_err());
+    }
+
+    #[test]
+    fn missing_and_invalid_settings_are_named() {
+        let e = Config::try_from(args(&["--transit-network-id", "n"])).unwrap_err();
+        assert_eq!(e.to_string(), "IPSEC_GATEWAY_ROUTER_ID (--gateway-router-id) is not set");
+        let e = Config::try_from(args(&["--gateway-router-id", "r"])).unwrap_err();
+        assert!(e.to_string().starts_with("IPSEC_TRANSIT_NETWORK_ID"));
+        let e = Config::try_from(args(&["--gateway-router-id", "r", "--transit-network-id", "n", "--resync-interval", "soon"])).unwrap_err();
+        assert!(e.to_string().starts_with("IPSEC_RESYNC_INTERVAL (--resync-interval): "), "{e}");
+        let c = Config::try_from(args(&["--gateway-router-id", "r", "--transit-network-id", "n"])).unwrap();
+        assert_eq!(c.credentials_namespace, "bnerd-vpn-clusterlinks");
+        assert_eq!(c.resync_interval, Duration::from_secs(300));
+    }
+}

@@ -1,0 +1,218 @@
+//! Kubernetes glue: watch ClusterLinks, run the engine through the finalizer, write status
+//! with server-side apply, publish Events for condition transitions.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bnerd_api::gateway::{GATEWAY_KINDS, ReverseTarget, reverse_target};
+use bnerd_api::names::{FIELD_MANAGER, FINALIZER, GROUP};
+use bnerd_api::{ClusterLink, ClusterLinkStatus};
+use bnerd_cloud::{CloudError, Neutron};
+use futures::StreamExt;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+use thiserror::Error;
+use tracing::{info, warn};
+
+use crate::backoff::Backoff;
+use crate::config::Config;
+use crate::engine::{Engine, Input, Peer, Retry, cleanup, transitions};
+use crate::fabric::Fabric;
+
+#[derive(Debug, Error)]
+pub enum Error {
+    #[error("kubernetes API: {0}")]
+    Kube(#[from] kube::Error),
+    #[error("finalizer: {0}")]
+    Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
+    #[error("unwinding cloud resources: {0}")]
+    Cleanup(#[from] CloudError),
+    #[error("object has no metadata.uid")]
+    NoUid,
+}
+
+pub struct Context {
+    pub client: Client,
+    pub net: Arc<dyn Neutron>,
+    pub fabric: Fabric,
+    pub config: Config,
+    pub recorder: Recorder,
+    pub backoff: Backoff,
+    pub links: Store<ClusterLink>,
+}
+
+/// Other links' claims, from the informer cache.
+pub fn peers_of(me: &ClusterLink, all: &[Arc<ClusterLink>]) -> Vec<Peer> {
+    all.iter()
+        .filter(|l| l.metadata.uid != me.metadata.uid)
+        .map(|l| {
+            let ips = [l.status.as_ref().and_then(|s| s.transit_ip.clone()), l.spec.transit_ip.clone()];
+            Peer {
+                name: l.name_any(),
+                transit_ips: ips.into_iter().flatten().filter_map(|ip| ip.parse().ok()).collect(),
+                cidr: l.spec.service_cluster_cidr.parse().ok(),
+                route_installed: l.status.as_ref().is_some_and(|s| s.gateway_route.is_some()),
+                created: l.metadata.creation_timestamp.as_ref().map(|t| t.0.to_string()).unwrap_or_default(),
+            }
+        })
+        .collect()
+}
+
+/// Every gateway with reverse exposures, either kind, any namespace. A kind whose CRD is
+/// not installed simply contributes none.
+async fn reverse_targets(client: &Client) -> Result<Vec<ReverseTarget>, kube::Error> {
+    let mut out = vec![];
+    for (kind, plural) in GATEWAY_KINDS {
+        let ar = ApiResource {
+            group: GROUP.into(),
+            version: "v1alpha1".into(),
+            api_version: format!("{GROUP}/v1alpha1"),
+            kind: (*kind).into(),
+            plural: (*plural).into(),
+        };
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+        let list = match api.list(&ListParams::default()).await {
+            Ok(l) => l,
+            Err(kube::Error::Api(s)) if s.code == 404 => continue,
+            Err(e) => return Err(e),
+        };
+        for obj in list {
+            let ns = obj.namespace().unwrap_or_default();
+            let name = obj.name_any();
+            let v = serde_json::to_value(&obj).unwrap_or_default();
+            out.extend(reverse_target(kind, &ns, &name, &v));
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
+fn input<'a>(
+    link: &'a ClusterLink,
+    status: &'a ClusterLinkStatus,
+    peers: &'a [Peer],
+    targets: &'a [ReverseTarget],
+    created: &'a str,
+) -> Result<Input<'a>, Error> {
+    Ok(Input {
+        name: link.metadata.name.as_deref().unwrap_or_default(),
+        uid: link.metadata.uid.as_deref().ok_or(Error::NoUid)?,
+        generation: link.metadata.generation,
+        created,
+        spec: &link.spec,
+        status,
+        peers,
+        reverse_targets: targets,
+    })
+}
+
+async fn apply(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> {
+    let name = link.name_any();
+    let status = link.status.clone().unwrap_or_default();
+    let peers = peers_of(&link, &ctx.links.state());
+    let targets = reverse_targets(&ctx.client).await?;
+    let created = link.metadata.creation_timestamp.as_ref().map(|t| t.0.to_string()).unwrap_or_default();
+    let engine = Engine { net: ctx.net.as_ref(), fabric: &ctx.fabric };
+    let outcome = engine.reconcile(&input(&link, &status, &peers, &targets, &created)?).await;
+
+    if outcome.status != status {
+        let api: Api<ClusterLink> = Api::all(ctx.client.clone());
+        let patch = json!({"apiVersion": "ipsec.bnerd.net/v1alpha1", "kind": "ClusterLink", "status": outcome.status});
+        api.patch_status(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch)).await?;
+    }
+    let reference = link.object_ref(&());
+    for t in transitions(&status.conditions, &outcome.status.conditions) {
+        let type_ = if t.status == "False" { EventType::Warning } else { EventType::Normal };
+        publish(ctx, &reference, type_, &t.reason, &format!("{} {}: {}", t.type_, t.status, t.message)).await;
+    }
+    for (reason, note) in &outcome.actions {
+        info!(clusterlink = %name, reason = %reason, "{note}");
+        publish(ctx, &reference, EventType::Normal, reason, note).await;
+    }
+    Ok(match outcome.retry {
+        Retry::Resync => {
+            ctx.backoff.reset(&name);
+            Action::requeue(ctx.config.resync_interval)
+        }
+        Retry::Backoff => Action::requeue(ctx.backoff.next_delay(&name)),
+    })
+}
+
+async fn publish(ctx: &Context, reference: &k8s_openapi::api::core::v1::ObjectReference, type_: EventType, reason: &str, note: &str) {
+    let ev = KubeEvent {
+        type_,
+        reason: reason.chars().take(128).collect(),
+        note: Some(note.chars().take(1000).collect()),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&ev, reference).await {
+        warn!(error = %e, "publishing event failed");
+    }
+}
+
+async fn remove(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> {
+    let status = link.status.clone().unwrap_or_default();
+    let created = String::new();
+    let engine = Engine { net: ctx.net.as_ref(), fabric: &ctx.fabric };
+    cleanup(&engine, &input(&link, &status, &[], &[], &created)?).await?;
+    info!(clusterlink = %link.name_any(), "unwound gateway route, attachment and leg port");
+    let reference = link.object_ref(&());
+    publish(ctx, &reference, EventType::Normal, "Unwound", "gateway route, router attachment and leg port removed").await;
+    ctx.backoff.reset(&link.name_any());
+    Ok(Action::await_change())
+}
+
+async fn reconcile(link: Arc<ClusterLink>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let api: Api<ClusterLink> = Api::all(ctx.client.clone());
+    finalizer(&api, FINALIZER, link, |ev| async {
+        match ev {
+            Finalizer::Apply(l) => apply(l, &ctx).await,
+            Finalizer::Cleanup(l) => remove(l, &ctx).await,
+        }
+    })
+    .await
+    .map_err(|e| Error::Finalizer(Box::new(e)))
+}
+
+fn error_policy(link: Arc<ClusterLink>, err: &Error, ctx: Arc<Context>) -> Action {
+    let name = link.name_any();
+    let delay = ctx.backoff.next_delay(&name);
+    warn!(clusterlink = %name, error = %err, retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay)
+}
+
+/// Run the ClusterLink controller until a shutdown signal.
+pub async fn run(client: Client, net: Arc<dyn Neutron>, fabric: Fabric, config: Config) {
+    let links: Api<ClusterLink> = Api::all(client.clone());
+    let controller = Controller::new(links, watcher::Config::default().any_semantic())
+        .with_config(kube::runtime::controller::Config::default().concurrency(config.concurrency));
+    let reporter = Reporter { controller: "bnerd-vpn-operator".into(), instance: std::env::var("POD_NAME").ok() };
+    let ctx = Arc::new(Context {
+        recorder: Recorder::new(client.clone(), reporter),
+        client,
+        net,
+        fabric,
+        config,
+        backoff: Backoff::default(),
+        links: controller.store(),
+    });
+    controller
+        .shutdown_on_signal()
+        .run(reconcile, error_policy, ctx)
+        .for_each(|res| async move {
+            if let Err(e) = res {
+                tracing::debug!(error = %e, "controller event");
+            }
+        })
+        .await;
+}
+
+/// Wait this long between fabric checks when the cloud is not reachable at startup.
+pub const STARTUP_RETRY: Duration = Duration::from_secs(5);

@@ -1,0 +1,242 @@
+//! LegAttached: find, create or adopt the leg port, and attach it to the service router.
+
+use std::net::Ipv4Addr;
+
+use bnerd_api::cidr::transit_candidates;
+use bnerd_api::names::{TAG_MANAGED, is_managed, leg_port_name, tag_link_name, tag_link_uid};
+use bnerd_api::Reason;
+use bnerd_cloud::{CreatePort, Port, PortQuery, RouterQuery};
+
+use super::report::Report;
+use super::validate::Valid;
+use super::{Engine, Input, Leg, StepFail};
+
+/// Neutron limits a tag to 255 characters.
+const MAX_TAG: usize = 255;
+
+pub(crate) fn link_tags(name: &str, uid: &str) -> Vec<String> {
+    let mut name_tag = tag_link_name(name);
+    name_tag.truncate(MAX_TAG);
+    vec![TAG_MANAGED.to_string(), tag_link_uid(uid), name_tag]
+}
+
+fn looks_like_uuid(s: &str) -> bool {
+    s.len() == 36 && s.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
+}
+
+pub(crate) fn port_ip(p: &Port) -> Option<Ipv4Addr> {
+    p.first_ip().and_then(|ip| ip.parse().ok())
+}
+
+fn describe_holder(p: &Port) -> String {
+    let owner = if p.device_owner.is_empty() { "no device owner".to_string() } else { format!("device_owner {}", p.device_owner) };
+    let device = if p.device_id.is_empty() { String::new() } else { format!(", device {}", p.device_id) };
+    format!("port {} ({owner}{device}, project {})", p.id, p.project_id)
+}
+
+/// The port this link owns, by status first (one GET), else by its UID tag among the
+/// network's ports (which the allocator needs anyway).
+async fn find_own(e: &Engine<'_>, input: &Input<'_>) -> Result<(Option<Port>, Option<Vec<Port>>), StepFail> {
+    let uid_tag = tag_link_uid(input.uid);
+    if let Some(id) = &input.status.leg_port_id {
+        match e.net.get_port(id).await {
+            Ok(p) if p.has_tag(&uid_tag) => return Ok((Some(p), None)),
+            Ok(_) => {}
+            Err(err) if err.is_not_found() => {}
+            Err(err) => return Err(StepFail::cloud(Reason::EnsureLegPortFailed, "reading leg port", &err)),
+        }
+    }
+    let q = PortQuery { network_id: Some(e.fabric.transit_network_id.clone()), ..Default::default() };
+    let ports = e.net.list_ports(&q).await.map_err(|err| StepFail::cloud(Reason::EnsureLegPortFailed, "listing transit ports", &err))?;
+    let mut mine: Vec<&Port> = ports.iter().filter(|p| p.has_tag(&uid_tag)).collect();
+    // Two tagged ports can only come from a crash between create and status; keep the one
+    // status names, else the lowest address.
+    mine.sort_by_key(|p| (Some(p.id.as_str()) != input.status.leg_port_id.as_deref(), port_ip(p)));
+    Ok((mine.first().map(|p| (*p).clone()), Some(ports)))
+}
+
+/// Resolve spec.serviceClusterRouter by ID or name, at every reconcile.
+async fn resolve_router(e: &Engine<'_>, value: &str, hint: Option<&Port>) -> Result<String, StepFail> {
+    let fail = |m: String| StepFail::terminal(Reason::RouterResolveFailed, m);
+    if looks_like_uuid(value) {
+        if hint.is_some_and(|p| p.device_id == value) {
+            return Ok(value.to_string());
+        }
+        match e.net.get_router(value).await {
+            Ok(r) => return Ok(r.id),
+            Err(err) if err.is_not_found() => {}
+            Err(err) => return Err(StepFail::cloud(Reason::RouterResolveFailed, &format!("reading router {value}"), &err)),
+        }
+    }
+    let q = RouterQuery { name: Some(value.to_string()), ..Default::default() };
+    let found = e
+        .net
+        .list_routers(&q)
+        .await
+        .map_err(|err| StepFail::cloud(Reason::RouterResolveFailed, &format!("looking up router {value:?}"), &err))?;
+    match found.as_slice() {
+        [] => Err(fail(format!("spec.serviceClusterRouter {value:?}: no router with that name or ID is visible to the operator credential"))),
+        [r] => Ok(r.id.clone()),
+        many => {
+            let ids: Vec<&str> = many.iter().map(|r| r.id.as_str()).collect();
+            Err(fail(format!(
+                "spec.serviceClusterRouter {value:?} is ambiguous: {} routers carry that name ({}); use the router ID",
+                many.len(),
+                ids.join(", ")
+            )))
+        }
+    }
+}
+
+pub(crate) async fn ensure(e: &Engine<'_>, input: &Input<'_>, valid: &Valid, r: &mut Report) -> Result<Leg, StepFail> {
+    let (mut own, mut listed) = find_own(e, input).await?;
+    let router_id = resolve_router(e, &input.spec.service_cluster_router, own.as_ref()).await?;
+
+    // The spec moved the leg (another router, another pinned IP): unwind the old one first so
+    // nothing is left behind at the old place (DESIGN 6.6).
+    if let Some(p) = &own {
+        let wrong_router = !p.device_id.is_empty() && p.device_id != router_id;
+        let wrong_ip = valid.pinned_ip.is_some_and(|ip| port_ip(p) != Some(ip));
+        if wrong_router || wrong_ip {
+            super::cleanup::unwind_leg(e, input, p, r).await?;
+            r.action("LegMoved", format!("removed leg port {} to rebuild it per the new spec", p.id));
+            own = None;
+            listed = None;
+        }
+    }
+
+    let mut port = match own {
+        Some(p) => p,
+        None => allocate(e, input, valid, &router_id, listed, r).await?,
+    };
+    let ip = port_ip(&port).ok_or_else(|| StepFail::terminal(Reason::EnsureLegPortFailed, format!("leg port {} has no IPv4 address", port.id)))?;
+    r.status.leg_port_id = Some(port.id.clone());
+    r.status.transit_ip = Some(ip.to_string());
+
+    if !port.is_interface_of(&router_id) {
+        if let Err(err) = e.net.add_router_interface(&router_id, &port.id).await {
+            // A retry after a lost answer finds the port already ours on this router.
+            let done = err.is_kind("PortInUse")
+                && e.net.get_port(&port.id).await.is_ok_and(|p| {
+                    let ok = p.is_interface_of(&router_id);
+                    port = p;
+                    ok
+                });
+            if !done {
+                return Err(StepFail::cloud(
+                    Reason::EnsureRouterHasPortFailed,
+                    &format!("attaching leg port {} to router {router_id}", port.id),
+                    &err,
+                ));
+            }
+        }
+        r.action("LegAttached", format!("attached leg port {} ({ip}) to router {router_id}", port.id));
+    }
+    r.status.service_router_id = Some(router_id.clone());
+    Ok(Leg { port_id: port.id, ip, router_id })
+}
+
+/// The transit-IP walk (DESIGN 6.1): .3 upward (or only the pinned address), skipping
+/// addresses other links claim; free → create, untagged interface of our router → adopt.
+async fn allocate(
+    e: &Engine<'_>,
+    input: &Input<'_>,
+    valid: &Valid,
+    router_id: &str,
+    listed: Option<Vec<Port>>,
+    r: &mut Report,
+) -> Result<Port, StepFail> {
+    let mut ports = match listed {
+        Some(p) => p,
+        None => {
+            let q = PortQuery { network_id: Some(e.fabric.transit_network_id.clone()), ..Default::default() };
+            e.net.list_ports(&q).await.map_err(|err| StepFail::cloud(Reason::EnsureLegPortFailed, "listing transit ports", &err))?
+        }
+    };
+    let unavailable = |m: String| StepFail::terminal(Reason::TransitIPUnavailable, m);
+    let candidates: Vec<Ipv4Addr> = match valid.pinned_ip {
+        Some(ip) => vec![ip],
+        None => transit_candidates(e.fabric.transit_subnet).collect(),
+    };
+    let pinned = valid.pinned_ip.is_some();
+    for ip in candidates {
+        if let Some(peer) = input.peers.iter().find(|p| p.transit_ips.contains(&ip)) {
+            if pinned {
+                return Err(unavailable(format!("spec.transitIP {ip} is already claimed by ClusterLink {}", peer.name)));
+            }
+            continue;
+        }
+        let ip_s = ip.to_string();
+        match ports.iter().find(|p| p.has_ip(&ip_s)) {
+            Some(h) if !is_managed(&h.tags) && h.is_interface_of(router_id) => return adopt(e, input, h.clone(), r).await,
+            Some(h) if pinned => {
+                return Err(unavailable(format!("spec.transitIP {ip} is held by {}, which this link does not own", describe_holder(h))));
+            }
+            Some(_) => continue,
+            None => {}
+        }
+        match create(e, input, &ip_s).await {
+            Ok(p) => {
+                r.action("LegPortCreated", format!("created leg port {} at {ip}", p.id));
+                return Ok(p);
+            }
+            // Someone (another link, another reconcile) took it between our list and create.
+            Err(err) if err.is_kind("IpAddressAlreadyAllocated") => {
+                if pinned {
+                    let q = PortQuery {
+                        network_id: Some(e.fabric.transit_network_id.clone()),
+                        ip_address: Some(ip_s.clone()),
+                        ..Default::default()
+                    };
+                    ports = e.net.list_ports(&q).await.unwrap_or_default();
+                    let holder = ports.first().map(describe_holder).unwrap_or_else(|| "another port".into());
+                    if let Some(h) = ports.first().filter(|h| !is_managed(&h.tags) && h.is_interface_of(router_id)) {
+                        return adopt(e, input, h.clone(), r).await;
+                    }
+                    return Err(unavailable(format!("spec.transitIP {ip} is held by {holder}, which this link does not own")));
+                }
+                continue;
+            }
+            Err(err) => return Err(StepFail::cloud(Reason::EnsureLegPortFailed, &format!("creating leg port at {ip}"), &err)),
+        }
+    }
+    Err(unavailable(format!("no free transit address left in {}", e.fabric.transit_subnet)))
+}
+
+async fn create(e: &Engine<'_>, input: &Input<'_>, ip: &str) -> Result<Port, bnerd_cloud::CloudError> {
+    let tags = link_tags(input.name, input.uid);
+    let req = CreatePort {
+        network_id: e.fabric.transit_network_id.clone(),
+        subnet_id: Some(e.fabric.transit_subnet_id.clone()),
+        ip_address: Some(ip.to_string()),
+        name: leg_port_name(input.name),
+        description: format!("ClusterLink {} leg (managed by bnerd-vpn-operator)", input.name),
+        tags: if e.fabric.tag_creation { tags.clone() } else { vec![] },
+    };
+    let mut port = e.net.create_port(&req).await?;
+    if !e.fabric.tag_creation {
+        for t in tags {
+            e.net.add_port_tag(&port.id, &t).await?;
+            port.tags.push(t);
+        }
+    }
+    Ok(port)
+}
+
+/// Take over a hand-made leg: tag it so every later reconcile (and the unwind) finds it.
+async fn adopt(e: &Engine<'_>, input: &Input<'_>, mut port: Port, r: &mut Report) -> Result<Port, StepFail> {
+    for t in link_tags(input.name, input.uid) {
+        if !port.has_tag(&t) {
+            e.net
+                .add_port_tag(&port.id, &t)
+                .await
+                .map_err(|err| StepFail::cloud(Reason::EnsureLegPortFailed, &format!("tagging adopted port {}", port.id), &err))?;
+            port.tags.push(t);
+        }
+    }
+    r.action(
+        "LegPortAdopted",
+        format!("adopted untagged port {} at {} already attached to router {}", port.id, port.first_ip().unwrap_or("?"), port.device_id),
+    );
+    Ok(port)
+}

@@ -1,0 +1,102 @@
+//! Turning step results into conditions, Ready, and the Events for what changed.
+
+use bnerd_api::conditions::{Status, set_condition};
+use bnerd_api::{ClusterLinkStatus, ConditionType, Reason};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use k8s_openapi::jiff::Timestamp;
+
+use super::{Input, Outcome, Retry, StepFail};
+
+pub(crate) struct Report {
+    pub status: ClusterLinkStatus,
+    generation: Option<i64>,
+    now: Timestamp,
+    done: Vec<ConditionType>,
+    first_failure: Option<ConditionType>,
+    retryable: bool,
+    pub actions: Vec<(String, String)>,
+}
+
+impl Report {
+    pub fn new(input: &Input<'_>) -> Self {
+        Self {
+            status: input.status.clone(),
+            generation: input.generation,
+            now: Timestamp::now(),
+            done: vec![],
+            first_failure: None,
+            retryable: false,
+            actions: vec![],
+        }
+    }
+
+    fn set(&mut self, t: ConditionType, s: Status, reason: Reason, message: String) {
+        set_condition(&mut self.status.conditions, t, s, reason, message, self.generation, self.now);
+        self.done.push(t);
+    }
+
+    pub fn pass(&mut self, t: ConditionType, reason: Reason, message: impl Into<String>) {
+        self.set(t, Status::True, reason, message.into());
+    }
+
+    pub fn fail(&mut self, t: ConditionType, f: StepFail) {
+        self.retryable |= f.retryable;
+        self.first_failure.get_or_insert(t);
+        self.set(t, Status::False, f.reason, f.message);
+    }
+
+    pub fn action(&mut self, reason: &str, message: impl Into<String>) {
+        self.actions.push((reason.to_string(), message.into()));
+    }
+
+    /// Conditions not reached are Unknown, naming the step that stopped them; Ready sums up.
+    pub fn finish(mut self) -> Outcome {
+        for &t in ConditionType::SAME_TENANT {
+            if t == ConditionType::Ready || self.done.contains(&t) {
+                continue;
+            }
+            let blocker = self.first_failure.map(|f| f.as_str()).unwrap_or("an earlier step");
+            let message = format!("not evaluated: {blocker} is not True");
+            self.set(t, Status::Unknown, Reason::Blocked, message);
+        }
+        let not_true: Vec<&str> = ConditionType::SAME_TENANT
+            .iter()
+            .filter(|t| **t != ConditionType::Ready)
+            .filter(|t| !bnerd_api::conditions::is_true(&self.status.conditions, **t))
+            .map(|t| t.as_str())
+            .collect();
+        if not_true.is_empty() {
+            self.set(ConditionType::Ready, Status::True, Reason::Ready, "leg attached and routes installed".into());
+        } else {
+            let msg = format!("not ready: {} not True", not_true.join(", "));
+            self.set(ConditionType::Ready, Status::False, Reason::NotReady, msg);
+        }
+        self.status.observed_generation = self.generation;
+        // Keep the condition list in step order so `kubectl get -o yaml` reads top-down.
+        self.status.conditions.sort_by_key(|c| {
+            ConditionType::ALL.iter().position(|t| t.as_str() == c.type_).unwrap_or(usize::MAX)
+        });
+        Outcome {
+            status: self.status,
+            retry: if self.retryable { Retry::Backoff } else { Retry::Resync },
+            actions: self.actions,
+        }
+    }
+}
+
+/// A condition whose status or reason changed: worth one Event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transition {
+    pub type_: String,
+    pub status: String,
+    pub reason: String,
+    pub message: String,
+}
+
+/// Conditions in `new` whose status or reason differs from `old`.
+pub fn transitions(old: &[Condition], new: &[Condition]) -> Vec<Transition> {
+    new.iter()
+        .filter(|n| !old.iter().any(|o| o.type_ == n.type_ && o.status == n.status && o.reason == n.reason))
+        .map(|n| Transition { type_: n.type_.clone(), status: n.status.clone(), reason: n.reason.clone(), message: n.message.clone() })
+        .collect()
+}

@@ -1,0 +1,66 @@
+//! Validated: the spec checked against the transit subnet, before any cloud call.
+
+use std::net::Ipv4Addr;
+
+use bnerd_api::ClusterLinkSpec;
+use bnerd_api::cidr::{check_transit_ip, parse_service_cidr};
+use ipnet::Ipv4Net;
+
+#[derive(Debug, Clone)]
+pub(crate) struct Valid {
+    pub cidr: Ipv4Net,
+    pub pinned_ip: Option<Ipv4Addr>,
+}
+
+pub(crate) fn validate(spec: &ClusterLinkSpec, subnet: Ipv4Net) -> Result<Valid, String> {
+    if spec.service_cluster_router.trim().is_empty() {
+        return Err("spec.serviceClusterRouter is empty; name the service cluster's router by name or ID".into());
+    }
+    let cidr = parse_service_cidr(&spec.service_cluster_cidr)?;
+    if cidr.contains(&subnet.network()) || subnet.contains(&cidr.network()) {
+        return Err(format!("spec.serviceClusterCIDR {cidr} overlaps the transit subnet {subnet}"));
+    }
+    let pinned_ip = spec.transit_ip.as_deref().map(|ip| check_transit_ip(ip, subnet)).transpose()?;
+    if spec.credentials_secret_ref.is_some() && spec.customer_project_id.is_none() {
+        return Err("spec.customerProjectID is required when spec.credentialsSecretRef is set".into());
+    }
+    Ok(Valid { cidr, pinned_ip })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bnerd_api::SecretRef;
+
+    fn spec(cidr: &str, ip: Option<&str>) -> ClusterLinkSpec {
+        ClusterLinkSpec {
+            service_cluster_router: "r".into(),
+            service_cluster_cidr: cidr.into(),
+            transit_ip: ip.map(String::from),
+            ..Default::default()
+        }
+    }
+
+    fn subnet() -> Ipv4Net {
+        "10.254.0.0/24".parse().unwrap()
+    }
+
+    #[test]
+    fn accepts_and_rejects_naming_the_field() {
+        assert!(validate(&spec("10.251.0.0/16", Some("10.254.0.3")), subnet()).is_ok());
+        for (s, field) in [
+            (spec("10.251.0.0/33", None), "spec.serviceClusterCIDR"),
+            (spec("10.254.0.0/16", None), "spec.serviceClusterCIDR"),
+            (spec("10.251.0.0/16", Some("10.254.0.2")), "spec.transitIP"),
+            (spec("10.251.0.0/16", Some("10.254.9.9")), "spec.transitIP"),
+        ] {
+            assert!(validate(&s, subnet()).unwrap_err().contains(field), "{s:?}");
+        }
+        let mut s = spec("10.251.0.0/16", None);
+        s.service_cluster_router = " ".into();
+        assert!(validate(&s, subnet()).unwrap_err().contains("spec.serviceClusterRouter"));
+        s.service_cluster_router = "r".into();
+        s.credentials_secret_ref = Some(SecretRef { name: "clusterlink-x".into(), namespace: "n".into() });
+        assert!(validate(&s, subnet()).unwrap_err().contains("spec.customerProjectID is required"));
+    }
+}

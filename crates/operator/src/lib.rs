@@ -1,0 +1,11 @@
+//! bnerd-vpn-operator: the ClusterLink reconciler.
+//!
+//! `engine` holds the cloud side of a reconcile (observe → decide → act against the
+//! [`bnerd_cloud::Neutron`] port) and knows nothing of Kubernetes, so the same code runs
+//! against the fake cloud, the real lab and production. `controller` is the Kubernetes glue.
+
+pub mod backoff;
+pub mod config;
+pub mod controller;
+pub mod engine;
+pub mod fabric;
