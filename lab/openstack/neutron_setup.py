@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""Neutron-side setup of the lab (run by up.sh with the lab venv's python).
+
+1. As the cloud admin: unlimited (-1) quotas for the operator/customer projects
+   (tests create many ports/routers/RBAC policies), verified by reading back.
+2. Checks the API extensions the operator relies on are loaded.
+3. As the operator user (member of "operator"): the demo fabric, found by name
+   first so re-runs are no-ops:
+     network vpn-transit, subnet vpn-transit-subnet 10.254.0.0/24 gw .1 (not shared),
+     router shoot--services--vpn01 (gateway cluster router) with an interface on
+     the transit subnet (-> 10.254.0.1), router shoot--services--svc01 (no interface).
+4. Writes $LAB/run/lab.env and $LAB/run/clouds.yaml (atomically), from
+   $LAB/run/keystone.json (written by ks_setup.py) plus the fabric IDs.
+"""
+import json
+import os
+import re
+import sys
+
+import requests
+import yaml
+
+LAB = os.environ["LAB"]
+RUN = os.path.join(LAB, "run")
+KS = "http://127.0.0.1:5000/v3"
+NEUTRON_URL = "http://127.0.0.1:9696"
+NU = NEUTRON_URL + "/v2.0"
+REGION = "RegionOne"
+T = 60
+
+QUOTA = {"network": -1, "subnet": -1, "port": -1, "router": -1, "rbac_policy": -1}
+REQUIRED_EXTENSIONS = ("router", "extraroute", "extraroute-atomic", "standard-attr-tag",
+                       "tag-creation", "rbac-policies", "standard-attr-revisions",
+                       "revision-if-match", "quotas")
+NET, SUBNET, CIDR, GW_IP = "vpn-transit", "vpn-transit-subnet", "10.254.0.0/24", "10.254.0.1"
+GW_ROUTER, SVC_ROUTER = "shoot--services--vpn01", "shoot--services--svc01"
+
+
+def log(msg):
+    print(f"neutron_setup: {msg}", file=sys.stderr)
+
+
+def die(msg, resp=None):
+    if resp is not None:
+        msg += f": HTTP {resp.status_code} {resp.text[:500]}"
+    log(msg)
+    sys.exit(1)
+
+
+def call(tok, method, path, what, ok=(200, 201, 204), **kw):
+    r = requests.request(method, NU + path, headers={"X-Auth-Token": tok}, timeout=T, **kw)
+    if r.status_code not in ok:
+        die(f"{what} ({method} {path})", r)
+    return r.json() if r.content else None
+
+
+def password_token(user, pw, project):
+    body = {"auth": {"identity": {"methods": ["password"], "password": {
+        "user": {"name": user, "domain": {"name": "Default"}, "password": pw}}},
+        "scope": {"project": {"name": project, "domain": {"name": "Default"}}}}}
+    r = requests.post(KS + "/auth/tokens", json=body, timeout=T)
+    if r.status_code != 201:
+        die(f"token for {user}@{project}", r)
+    return r.headers["X-Subject-Token"]
+
+
+with open(os.path.join(RUN, "keystone.json")) as f:
+    ks = json.load(f)
+proj, users, acs, adm = ks["projects"], ks["users"], ks["app_creds"], ks["admin"]
+
+# ---- 1. quotas (admin) --------------------------------------------------------
+admin_tok = password_token(adm["username"], adm["password"], adm["project"])
+for p in ("operator", "customer", "customer2"):
+    call(admin_tok, "PUT", f"/quotas/{proj[p]}", f"set quota {p}", json={"quota": QUOTA})
+    got = call(admin_tok, "GET", f"/quotas/{proj[p]}", f"get quota {p}")["quota"]
+    bad = {k: got.get(k) for k in QUOTA if got.get(k) != -1}
+    if bad:
+        die(f"quota of {p} not unlimited after PUT: {bad}")
+log("quotas unlimited (-1) for operator, customer, customer2: " + ",".join(QUOTA))
+
+# ---- 2. extensions --------------------------------------------------------------
+op_user = users["operator"]
+op_tok = password_token("operator", op_user["password"], op_user["project"])
+aliases = {e["alias"] for e in call(op_tok, "GET", "/extensions", "list extensions")["extensions"]}
+missing = [a for a in REQUIRED_EXTENSIONS if a not in aliases]
+if missing:
+    die(f"neutron lacks extensions {missing}")
+log(f"{len(aliases)} extensions, required present: {' '.join(REQUIRED_EXTENSIONS)}")
+
+# ---- 3. fabric (operator, member) --------------------------------------------------
+op_pid = proj["operator"]
+
+
+def find_one(kind, **filters):
+    items = call(op_tok, "GET", f"/{kind}", f"list {kind}",
+                 params={**filters, "project_id": op_pid})[kind]
+    if len(items) > 1:
+        log(f"WARNING: {len(items)} {kind} match {filters}, using the first")
+    return items[0] if items else None
+
+
+net = find_one("networks", name=NET) or call(
+    op_tok, "POST", "/networks", "create network",
+    json={"network": {"name": NET}})["network"]
+sub = find_one("subnets", name=SUBNET, network_id=net["id"]) or call(
+    op_tok, "POST", "/subnets", "create subnet",
+    json={"subnet": {"name": SUBNET, "network_id": net["id"], "ip_version": 4,
+                     "cidr": CIDR, "gateway_ip": GW_IP}})["subnet"]
+if sub["cidr"] != CIDR or sub["gateway_ip"] != GW_IP:
+    die(f"existing subnet {SUBNET} is {sub['cidr']} gw {sub['gateway_ip']}, expected {CIDR} gw {GW_IP}")
+gw = find_one("routers", name=GW_ROUTER) or call(
+    op_tok, "POST", "/routers", "create gateway router",
+    json={"router": {"name": GW_ROUTER}})["router"]
+svc = find_one("routers", name=SVC_ROUTER) or call(
+    op_tok, "POST", "/routers", "create svc01 router",
+    json={"router": {"name": SVC_ROUTER}})["router"]
+
+# gateway router interface on the transit subnet (takes the subnet's gateway_ip)
+gw_ports = call(op_tok, "GET", "/ports", "list gateway router ports",
+                params={"device_id": gw["id"], "network_id": net["id"]})["ports"]
+if not gw_ports:
+    call(op_tok, "PUT", f"/routers/{gw['id']}/add_router_interface", "add gateway interface",
+         json={"subnet_id": sub["id"]})
+    gw_ports = call(op_tok, "GET", "/ports", "list gateway router ports",
+                    params={"device_id": gw["id"], "network_id": net["id"]})["ports"]
+gw_ips = [ip["ip_address"] for p in gw_ports for ip in p["fixed_ips"]]
+if GW_IP not in gw_ips:
+    die(f"gateway router interface has {gw_ips}, expected {GW_IP}")
+gw_port = next(p for p in gw_ports if any(ip["ip_address"] == GW_IP for ip in p["fixed_ips"]))
+log(f"fabric ok: network {net['id']} subnet {sub['id']} gw-router {gw['id']} "
+    f"(if {GW_IP} port {gw_port['id']}) svc01 {svc['id']}")
+
+# ---- 4. lab.env + clouds.yaml ---------------------------------------------------------
+clouds_path = os.path.join(RUN, "clouds.yaml")
+env = {
+    "OS_AUTH_URL": KS,
+    "OS_REGION_NAME": REGION,
+    "OS_USER_DOMAIN_NAME": "Default",
+    "OS_PROJECT_DOMAIN_NAME": "Default",
+    "OS_IDENTITY_API_VERSION": "3",
+    "OS_INTERFACE": "public",
+    "OS_CLIENT_CONFIG_FILE": clouds_path,
+    "LAB_DIR": LAB,
+    "LAB_KEYSTONE_URL": KS,
+    "LAB_NEUTRON_URL": NEUTRON_URL,
+    "LAB_CLOUDS_YAML": clouds_path,
+    "LAB_ADMIN_USERNAME": adm["username"],
+    "LAB_ADMIN_PASSWORD": adm["password"],
+    "LAB_ADMIN_PROJECT_NAME": adm["project"],
+    "LAB_ADMIN_PROJECT_ID": adm["project_id"],
+}
+
+
+def user_block(prefix, user, with_project=True):
+    u = users[user]
+    env[f"{prefix}_USERNAME"] = user
+    env[f"{prefix}_PASSWORD"] = u["password"]
+    if with_project:
+        env[f"{prefix}_PROJECT_NAME"] = u["project"]
+        env[f"{prefix}_PROJECT_ID"] = proj[u["project"]]
+
+
+def ac_block(prefix, key):
+    env[f"{prefix}_AC_ID"] = acs[key]["id"]
+    env[f"{prefix}_AC_SECRET"] = acs[key]["secret"]
+    env[f"{prefix}_AC_NAME"] = acs[key]["name"]
+
+
+user_block("LAB_OPERATOR", "operator")
+ac_block("LAB_OPERATOR", "operator")
+user_block("LAB_OPERATOR_ADMIN", "operator-admin")
+user_block("LAB_CUSTOMER", "customer")
+ac_block("LAB_CUSTOMER", "customer")
+user_block("LAB_CUSTOMER2", "customer2")
+ac_block("LAB_CUSTOMER2", "customer2")
+user_block("LAB_CUSTOMER_ADMIN", "customer-admin")
+ac_block("LAB_CUSTOMER_PRIV", "customer_priv")
+env.update({
+    "LAB_TRANSIT_NETWORK_NAME": NET,
+    "LAB_TRANSIT_NETWORK_ID": net["id"],
+    "LAB_TRANSIT_SUBNET_NAME": SUBNET,
+    "LAB_TRANSIT_SUBNET_ID": sub["id"],
+    "LAB_TRANSIT_CIDR": CIDR,
+    "LAB_TRANSIT_GATEWAY_IP": GW_IP,
+    "LAB_GATEWAY_ROUTER_NAME": GW_ROUTER,
+    "LAB_GATEWAY_ROUTER_ID": gw["id"],
+    "LAB_GATEWAY_ROUTER_PORT_ID": gw_port["id"],
+    "LAB_SVC01_ROUTER_NAME": SVC_ROUTER,
+    "LAB_SVC01_ROUTER_ID": svc["id"],
+})
+
+# The file must be sourceable without quoting: refuse any value that would need it.
+for k, v in env.items():
+    if not re.fullmatch(r"[A-Za-z0-9_./:@+=,-]*", v):
+        die(f"value of {k} needs shell quoting: {v!r}")
+
+clouds = {"clouds": {
+    "lab-operator": {
+        "auth_type": "password",
+        "auth": {"auth_url": KS, "username": "operator", "password": op_user["password"],
+                 "project_name": op_user["project"], "user_domain_name": "Default",
+                 "project_domain_name": "Default"},
+        "region_name": REGION, "interface": "public", "identity_api_version": 3,
+    },
+    "lab-operator-ac": {
+        "auth_type": "v3applicationcredential",
+        "auth": {"auth_url": KS, "application_credential_id": acs["operator"]["id"],
+                 "application_credential_secret": acs["operator"]["secret"]},
+        "region_name": REGION, "interface": "public", "identity_api_version": 3,
+    },
+}}
+
+
+def write_atomic(path, text):
+    tmp = path + ".tmp"
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+write_atomic(clouds_path, yaml.safe_dump(clouds, sort_keys=False))
+write_atomic(os.path.join(RUN, "lab.env"),
+             "# written by lab/openstack/up.sh; plain KEY=value, sourceable\n"
+             + "".join(f"{k}={v}\n" for k, v in env.items()))
+log(f"wrote {os.path.join(RUN, 'lab.env')} and {clouds_path}")

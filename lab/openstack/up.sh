@@ -1,0 +1,326 @@
+#!/usr/bin/env bash
+# Real OpenStack test lab for bnerd-vpn-operator: Keystone 30 + Neutron 29 API on loopback.
+#
+#   MariaDB (Debian package, private datadir)  127.0.0.1:3307
+#   Keystone (PyPI, gunicorn)                  127.0.0.1:5000   -> /v3
+#   Neutron API (PyPI, gunicorn)               127.0.0.1:9696   -> /v2.0
+#   No agents, no RabbitMQ (transport_url = fake:/), ML2 without mechanism drivers, L3 router plugin:
+#   the API and DB semantics (ports, fixed IPs, routers, extra routes, tags, RBAC, quotas) are real,
+#   no packets flow.
+#
+# Usage:   bash lab/openstack/up.sh            (prints the path of lab.env as its last stdout line;
+#                                               progress goes to stderr)
+#          . "$(bash lab/openstack/up.sh)"     (source the env in one go)
+#          bash lab/openstack/down.sh
+# Knobs:   LAB=<dir>                 state dir (default $HOME/.cache/bnerd-vpn-operator/oslab)
+#          OSLAB_VENV=<dir>          venv (default $HOME/.cache/bnerd-vpn-operator/oslab-venv-<sha12 of constraints.txt>)
+#          OSLAB_PYTHON=<python3>    interpreter used to create the venv (default python3)
+#          OSLAB_NEUTRON_WORKERS=2   gunicorn workers for Neutron (each has 8 threads)
+#          OSLAB_KEEP_ON_FAILURE=1   do not stop half-started services when up.sh fails
+#
+# Behaviour: if the lab recorded in $LAB/run is already up and healthy, this only re-ensures
+# quotas/fabric, rewrites lab.env + clouds.yaml and exits 0 (a second caller costs ~2 s).
+# Otherwise it stops leftovers of a previous run (via down.sh), wipes $LAB/var and starts from
+# an empty database.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+HOME=${HOME:-$(getent passwd "$(id -u)" | cut -d: -f6)}
+CACHE=$HOME/.cache/bnerd-vpn-operator
+export LAB=${LAB:-$CACHE/oslab}
+CONSTRAINTS=$HERE/constraints.txt
+# The venv lives outside $LAB and outside the clone, keyed by the constraints content: it
+# survives down/up and fresh clones, and a changed constraints.txt gets a new venv.
+VENV=${OSLAB_VENV:-$CACHE/oslab-venv-$(sha256sum "$CONSTRAINTS" | cut -c1-12)}
+ETC=$LAB/etc VAR=$LAB/var RUN=$LAB/run LOG=$LAB/log
+MYSQL_SOCK=$VAR/mysql/mysqld.sock
+export PYTHONWARNINGS=ignore
+mkdir -p "$LAB" "$RUN" "$LOG"
+
+t0=$(date +%s%N)
+ts() { printf '[oslab up %5.1fs] %s\n' "$(( ($(date +%s%N) - t0) / 1000000 ))e-3" "$*" >&2; }
+http_code() { curl -m 5 -s -o /dev/null -w '%{http_code}' "$1" 2>/dev/null || true; }
+pid_alive() { [ -s "$RUN/$1.pid" ] && kill -0 "$(cat "$RUN/$1.pid")" 2>/dev/null; }
+port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+die() { # message [log file to show the tail of]
+  echo "oslab up: ERROR: $1" >&2
+  if [ -n "${2:-}" ] && [ -f "$2" ]; then echo "---- tail $2" >&2; tail -n 30 "$2" >&2; fi
+  exit 1
+}
+wait_http() { # url expected_code timeout_s pidfile-name: poll, but fail early if the server died
+  local end=$(( $(date +%s) + $3 ))
+  while [ "$(date +%s)" -lt "$end" ]; do
+    [ "$(http_code "$1")" = "$2" ] && return 0
+    if [ -s "$RUN/$4.pid" ] && ! pid_alive "$4"; then return 1; fi
+    sleep 0.3
+  done
+  return 1
+}
+
+# Serialise concurrent callers (e.g. two test processes calling up.sh at once). The lock fd
+# is closed (9>&-) for every daemon started below, otherwise they would hold it forever.
+exec 9>"$LAB/up.lock"
+flock -w 900 9 || die "could not get $LAB/up.lock within 900 s"
+
+# On failure stop what this run started, so no half-started lab keeps the ports busy.
+cleanup_on_failure() {
+  local rc=$?
+  if [ $rc -ne 0 ] && [ "${OSLAB_KEEP_ON_FAILURE:-0}" != 1 ] && [ "${STARTED:-0}" = 1 ]; then
+    echo "oslab up: failed (rc=$rc), stopping what was started; logs in $LOG" >&2
+    bash "$HERE/down.sh" >&2 || true
+  fi
+}
+trap cleanup_on_failure EXIT
+
+# ---- 0. OS packages ---------------------------------------------------------------------------
+need=()
+command -v curl >/dev/null || need+=(curl)
+{ command -v mariadbd || [ -x /usr/sbin/mariadbd ]; } >/dev/null || need+=(mariadb-server mariadb-client)
+PY=${OSLAB_PYTHON:-python3}
+if [ ! -x "$VENV/bin/python" ] && ! "$PY" -c 'import venv, ensurepip' 2>/dev/null; then
+  need+=(python3-venv); PY=/usr/bin/python3   # Debian's python3 needs python3-venv for ensurepip
+fi
+if [ ${#need[@]} -gt 0 ]; then
+  ts "apt-get install ${need[*]}"
+  apt-get update -qq >"$LOG/apt.log" 2>&1 || die "apt-get update failed" "$LOG/apt.log"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" \
+    >>"$LOG/apt.log" 2>&1 || die "apt-get install failed" "$LOG/apt.log"
+fi
+MARIADBD=$(command -v mariadbd || echo /usr/sbin/mariadbd)
+MARIADB_INSTALL_DB=$(command -v mariadb-install-db || echo /usr/bin/mariadb-install-db)
+
+# ---- 1. already up? ------------------------------------------------------------------------
+lab_healthy() {
+  pid_alive mariadb && pid_alive keystone && pid_alive neutron &&
+    [ "$(http_code http://127.0.0.1:5000/v3)" = 200 ] &&
+    [ "$(http_code http://127.0.0.1:9696/v2.0/networks)" = 401 ] &&   # 401: authtoken is wired
+    [ -s "$RUN/keystone.json" ] && [ "$(cat "$RUN/venv.path" 2>/dev/null)" = "$VENV" ] &&
+    [ -x "$VENV/bin/python" ]
+}
+if lab_healthy; then
+  if "$VENV/bin/python" "$HERE/neutron_setup.py" 2>"$LOG/neutron_setup.log"; then
+    ts "lab already up and healthy; rewrote $RUN/lab.env"
+    echo "$RUN/lab.env"
+    exit 0
+  fi
+  ts "lab answers but setup check failed (see $LOG/neutron_setup.log); restarting it"
+fi
+if ls "$RUN"/*.pid >/dev/null 2>&1; then
+  ts "stopping leftovers of a previous run"
+  bash "$HERE/down.sh" >&2
+fi
+for p in 3307 5000 9696; do
+  port_busy $p && die "127.0.0.1:$p is in use by a process this lab did not record (another lab with a different LAB=?)"
+done
+rm -f "$RUN/lab.env" "$RUN/clouds.yaml" "$RUN/keystone.json" "$RUN/venv.path"
+
+# ---- 2. Python venv (cached) ----------------------------------------------------------------
+# A marker file is written last, so an interrupted install is detected and redone. The flock
+# keeps two labs (different LAB dirs) from building the same venv at the same time.
+(
+  exec 8>"$VENV.lock"; flock -w 900 8 || exit 1
+  if [ ! -f "$VENV/.oslab-complete" ]; then
+    rm -rf "$VENV"
+    echo "oslab up: building venv $VENV (pip, ~1 min)" >&2
+    "$PY" -m venv "$VENV"
+    "$VENV/bin/pip" install -q --upgrade pip >"$LOG/pip.log" 2>&1
+    "$VENV/bin/pip" install -q -c "$CONSTRAINTS" keystone neutron python-openstackclient \
+      gunicorn PyMySQL requests PyYAML >>"$LOG/pip.log" 2>&1
+    touch "$VENV/.oslab-complete"
+  fi
+) 9>&- || die "venv build failed" "$LOG/pip.log"
+ts "venv ok: $VENV"
+
+# ---- 3. fresh state + config files ----------------------------------------------------------
+rm -rf "$VAR"
+mkdir -p "$ETC/keystone" "$ETC/neutron/plugins/ml2" "$VAR/keystone/fernet-keys" \
+  "$VAR/keystone/credential-keys" "$VAR/neutron/lock" "$VAR/mysql"
+ME=$(id -un) MYGROUP=$(id -gn)
+
+# MariaDB runs as the invoking user: $LAB is under $HOME, which the "mysql" user usually cannot
+# traverse (/root is 0700). Durability settings are off: this DB is thrown away on every start.
+cat >"$ETC/my.cnf" <<EOF
+[mysqld]
+user = $ME
+datadir = $VAR/mysql/data
+socket = $MYSQL_SOCK
+pid-file = $VAR/mysql/mariadb.pid
+bind-address = 127.0.0.1
+port = 3307
+skip-name-resolve
+log-error = $VAR/mysql/error.log
+innodb_flush_log_at_trx_commit = 0
+innodb_buffer_pool_size = 256M
+sync_binlog = 0
+performance_schema = OFF
+character-set-server = utf8mb4
+collation-server = utf8mb4_general_ci
+max_connections = 500
+EOF
+
+cat >"$ETC/keystone/keystone.conf" <<EOF
+[DEFAULT]
+log_dir = $LOG
+log_file = keystone.log
+[database]
+connection = mysql+pymysql://os:ospass@127.0.0.1:3307/keystone?charset=utf8mb4
+[token]
+provider = fernet
+# long-lived tokens: test runs may keep one token for their whole duration
+expiration = 86400
+[fernet_tokens]
+key_repository = $VAR/keystone/fernet-keys
+[credential]
+key_repository = $VAR/keystone/credential-keys
+[identity]
+# minimum bcrypt cost: the default (12) makes every password auth ~0.5 s of CPU
+password_hash_rounds = 4
+[cache]
+enabled = false
+EOF
+
+# Neutron 29 has no neutron-server binary: the API is only a WSGI app (neutron.wsgi.api), so
+# concurrency comes from gunicorn (workers x threads), not from api_workers (kept for clarity).
+cat >"$ETC/neutron/neutron.conf" <<EOF
+[DEFAULT]
+core_plugin = ml2
+service_plugins = router
+auth_strategy = keystone
+transport_url = fake:/
+allow_overlapping_ips = true
+api_paste_config = $ETC/neutron/api-paste.ini
+state_path = $VAR/neutron
+host = oslab
+log_dir = $LOG
+log_file = neutron.log
+debug = false
+notify_nova_on_port_status_changes = false
+notify_nova_on_port_data_changes = false
+dhcp_agent_notification = false
+rpc_workers = 0
+rpc_state_report_workers = 0
+api_workers = ${OSLAB_NEUTRON_WORKERS:-2}
+[database]
+connection = mysql+pymysql://os:ospass@127.0.0.1:3307/neutron?charset=utf8mb4
+max_pool_size = 20
+max_overflow = 40
+[keystone_authtoken]
+www_authenticate_uri = http://127.0.0.1:5000
+auth_url = http://127.0.0.1:5000
+auth_type = password
+project_domain_name = Default
+user_domain_name = Default
+project_name = service
+username = neutron
+password = neutronpass
+service_token_roles_required = true
+[oslo_concurrency]
+lock_path = $VAR/neutron/lock
+[oslo_policy]
+enforce_scope = true
+enforce_new_defaults = true
+[nova]
+auth_url = http://127.0.0.1:5000
+auth_type = password
+project_domain_name = Default
+user_domain_name = Default
+region_name = RegionOne
+project_name = service
+username = neutron
+password = neutronpass
+EOF
+
+cat >"$ETC/neutron/plugins/ml2/ml2_conf.ini" <<EOF
+[ml2]
+type_drivers = local,flat,vxlan
+tenant_network_types = local
+mechanism_drivers =
+extension_drivers = port_security
+[ml2_type_flat]
+flat_networks = *
+[ml2_type_vxlan]
+vni_ranges = 1000:1999
+EOF
+cp "$VENV/etc/neutron/api-paste.ini" "$ETC/neutron/api-paste.ini"
+
+# Keystone and Neutron parse sys.argv with oslo.config at import time; under gunicorn that is
+# gunicorn's argv and the workers die with exit code 2. Hide it from them.
+printf 'import sys\nsys.argv = sys.argv[:1]\nfrom keystone.wsgi.api import application  # noqa\n' >"$LAB/wsgi_keystone.py"
+printf 'import sys\nsys.argv = sys.argv[:1]\nfrom neutron.wsgi.api import application  # noqa\n' >"$LAB/wsgi_neutron.py"
+echo "$VENV" >"$RUN/venv.path"
+ts "config written to $ETC"
+
+# ---- 4. MariaDB --------------------------------------------------------------------------------
+# Daemons are started with setsid (own session + process group, so a Ctrl-C or a harness killing
+# the caller's process group does not take them down; down.sh can kill the whole group) and
+# nohup, with stdin from /dev/null and the lock fd closed. $! is the daemon's own pid.
+# gunicorn >= 27 opens a control socket at $HOME/.gunicorn/gunicorn.ctl by default: one path shared
+# by both servers (and any other gunicorn of the user), and closing it adds seconds to shutdown,
+# hence --no-control-socket. Keystone/Neutron workers linger after "Worker exiting" until the master
+# SIGKILLs them at --graceful-timeout, so that is kept short (2 s) to make down.sh fast.
+STARTED=1
+"$MARIADB_INSTALL_DB" --defaults-file="$ETC/my.cnf" --user="$ME" --auth-root-authentication-method=normal \
+  --skip-test-db >"$LOG/mariadb-install.log" 2>&1 || die "mariadb-install-db failed" "$LOG/mariadb-install.log"
+setsid nohup "$MARIADBD" --defaults-file="$ETC/my.cnf" </dev/null >"$LOG/mariadb.out" 2>&1 9>&- &
+echo $! >"$RUN/mariadb.pid"
+end=$(( $(date +%s) + 60 ))
+until mariadb-admin --socket="$MYSQL_SOCK" -uroot ping >/dev/null 2>&1; do
+  pid_alive mariadb && [ "$(date +%s)" -lt "$end" ] || die "mariadb did not start" "$VAR/mysql/error.log"
+  sleep 0.3
+done
+mariadb --socket="$MYSQL_SOCK" -uroot -e "
+  CREATE DATABASE keystone CHARACTER SET utf8mb4;
+  CREATE DATABASE neutron CHARACTER SET utf8mb4;
+  CREATE USER 'os'@'127.0.0.1' IDENTIFIED BY 'ospass';
+  GRANT ALL ON keystone.* TO 'os'@'127.0.0.1'; GRANT ALL ON neutron.* TO 'os'@'127.0.0.1';"
+ts "mariadb up on 127.0.0.1:3307 (pid $(cat "$RUN/mariadb.pid"))"
+
+# ---- 5. Neutron DB migration, in the background -------------------------------------------------
+# It is the slowest step and independent of Keystone, so it overlaps with the Keystone setup.
+"$VENV/bin/neutron-db-manage" --config-file "$ETC/neutron/neutron.conf" \
+  --config-file "$ETC/neutron/plugins/ml2/ml2_conf.ini" upgrade heads \
+  >"$LOG/neutron-db-manage.log" 2>&1 9>&- &
+NDB_PID=$!
+
+# ---- 6. Keystone --------------------------------------------------------------------------------
+KM=("$VENV/bin/keystone-manage" --config-file "$ETC/keystone/keystone.conf")
+{
+  "${KM[@]}" db_sync &&
+  "${KM[@]}" fernet_setup --keystone-user "$ME" --keystone-group "$MYGROUP" &&
+  "${KM[@]}" credential_setup --keystone-user "$ME" --keystone-group "$MYGROUP" &&
+  "${KM[@]}" bootstrap --bootstrap-password adminpass --bootstrap-username admin \
+    --bootstrap-project-name admin --bootstrap-role-name admin --bootstrap-service-name keystone \
+    --bootstrap-region-id RegionOne --bootstrap-admin-url http://127.0.0.1:5000/v3 \
+    --bootstrap-public-url http://127.0.0.1:5000/v3 --bootstrap-internal-url http://127.0.0.1:5000/v3
+} >"$LOG/keystone-manage.log" 2>&1 || die "keystone-manage failed" "$LOG/keystone-manage.log"
+ts "keystone db_sync + bootstrap done"
+OS_KEYSTONE_CONFIG_DIR=$ETC/keystone setsid nohup "$VENV/bin/gunicorn" --chdir "$LAB" \
+  --bind 127.0.0.1:5000 --workers 2 --threads 8 --timeout 120 --graceful-timeout 2 --no-control-socket \
+  --pid "$RUN/keystone.pid" --access-logfile "$LOG/keystone-access.log" \
+  --error-logfile "$LOG/keystone-gunicorn.log" wsgi_keystone:application \
+  </dev/null >"$LOG/keystone.out" 2>&1 9>&- &
+echo $! >"$RUN/keystone.pid"   # gunicorn rewrites it with the same (master) pid
+wait_http http://127.0.0.1:5000/v3 200 90 keystone || die "keystone did not answer" "$LOG/keystone-gunicorn.log"
+ts "keystone answering on 127.0.0.1:5000 (pid $(cat "$RUN/keystone.pid"))"
+"$VENV/bin/python" "$HERE/ks_setup.py" 2>"$LOG/ks_setup.log" || die "ks_setup.py failed" "$LOG/ks_setup.log"
+ts "keystone projects/users/app creds created"
+
+# ---- 7. Neutron ---------------------------------------------------------------------------------
+wait "$NDB_PID" || die "neutron-db-manage failed" "$LOG/neutron-db-manage.log"
+ts "neutron db migrated"
+OS_NEUTRON_CONFIG_DIR=$ETC/neutron OS_NEUTRON_CONFIG_FILES="neutron.conf;plugins/ml2/ml2_conf.ini" \
+  setsid nohup "$VENV/bin/gunicorn" --chdir "$LAB" --bind 127.0.0.1:9696 \
+  --workers "${OSLAB_NEUTRON_WORKERS:-2}" --threads 8 --timeout 120 --graceful-timeout 2 --no-control-socket \
+  --pid "$RUN/neutron.pid" --access-logfile "$LOG/neutron-access.log" \
+  --error-logfile "$LOG/neutron-gunicorn.log" wsgi_neutron:application \
+  </dev/null >"$LOG/neutron.out" 2>&1 9>&- &
+echo $! >"$RUN/neutron.pid"
+wait_http http://127.0.0.1:9696/ 200 120 neutron || die "neutron did not answer" "$LOG/neutron-gunicorn.log"
+wait_http http://127.0.0.1:9696/v2.0/networks 401 60 neutron || die "neutron API not ready" "$LOG/neutron.log"
+ts "neutron answering on 127.0.0.1:9696 (pid $(cat "$RUN/neutron.pid"))"
+
+# ---- 8. quotas, demo fabric, lab.env, clouds.yaml ------------------------------------------------
+"$VENV/bin/python" "$HERE/neutron_setup.py" 2>"$LOG/neutron_setup.log" \
+  || die "neutron_setup.py failed" "$LOG/neutron_setup.log"
+ts "quotas + fabric done; lab up"
+echo "$RUN/lab.env"
