@@ -12,6 +12,7 @@ pub enum Op {
     GetPort,
     CreatePort,
     AddPortTag,
+    SetPortTags,
     DeletePort,
     GetRouter,
     ListRouters,

@@ -13,7 +13,7 @@ use ipnet::Ipv4Net;
 
 use crate::faults::{Fault, Op, PlannedFault};
 
-/// Neutron's default `max_routes` per router.
+/// Neutron's default `router_route` quota per router.
 pub const MAX_ROUTES: usize = 30;
 
 #[derive(Default)]
@@ -24,6 +24,7 @@ struct World {
     routers: BTreeMap<String, Router>,
     faults: Vec<PlannedFault>,
     calls: BTreeMap<Op, u64>,
+    honour_create_tags: bool,
 }
 
 /// The shared in-memory cloud. Clone handles with [`FakeCloud::client`].
@@ -72,6 +73,14 @@ impl FakeCloud {
 
     fn lock(&self) -> MutexGuard<'_, World> {
         self.world.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keep `tags` sent in a port's create body. Off by default, as in the lab: Neutron lists
+    /// `tag-creation` yet ML2 drops the tags unless the `tag_ports_during_bulk_creation`
+    /// extension driver is loaded.
+    pub fn honour_create_tags(self, on: bool) -> Self {
+        self.lock().honour_create_tags = on;
+        self
     }
 
     /// Inject `fault` into the next `times` calls of `op`.
@@ -197,13 +206,18 @@ fn validate_routes(w: &World, router_id: &str, routes: &[Route], method: &str, p
     let ifaces = router_interfaces(w, router_id);
     for r in routes {
         if r.destination.parse::<ipnet::IpNet>().is_err() {
-            return Err(api(
-                method,
-                path,
-                400,
-                "HTTPBadRequest",
-                format!("Invalid input for routes. Reason: '{}' is not a valid CIDR.", r.destination),
-            ));
+            // The extraroute-atomic actions parse with netaddr; PUT runs the API validator.
+            return Err(if path.ends_with("extraroutes") {
+                api(method, path, 400, "AddrFormatError", format!("invalid IPNetwork {}", r.destination))
+            } else {
+                api(
+                    method,
+                    path,
+                    400,
+                    "HTTPBadRequest",
+                    format!("Invalid input for routes. Reason: '{}' is not a valid CIDR.", r.destination),
+                )
+            });
         }
         let hop: Option<Ipv4Addr> = r.nexthop.parse().ok();
         let connected = hop.is_some_and(|h| ifaces.iter().any(|(s, _)| subnet_net(s).is_some_and(|n| n.contains(&h))));
@@ -229,18 +243,9 @@ fn validate_routes(w: &World, router_id: &str, routes: &[Route], method: &str, p
     Ok(())
 }
 
-fn check_route_quota(router: &Router, count: usize, method: &str, path: &str) -> Result<()> {
+fn check_route_quota(_router: &Router, count: usize, method: &str, path: &str) -> Result<()> {
     if count > MAX_ROUTES {
-        return Err(api(
-            method,
-            path,
-            400,
-            "RoutesExhausted",
-            format!(
-                "Unable to complete operation for {}. The number of routes exceeds the maximum {MAX_ROUTES}.",
-                router.id
-            ),
-        ));
+        return Err(api(method, path, 409, "OverQuota", "Quota exceeded for resources: ['router_route'].".into()));
     }
     Ok(())
 }
@@ -343,14 +348,21 @@ impl Neutron for FakeNeutron {
                     let subnet = subnets
                         .iter()
                         .find(|s| addr.is_some_and(|a| subnet_net(s).is_some_and(|n| n.contains(&a))))
-                        .ok_or_else(|| {
-                            api(
+                        .ok_or_else(|| match req.subnet_id {
+                            Some(_) => api(
                                 "POST",
                                 "/ports",
                                 400,
                                 "InvalidIpForSubnet",
                                 format!("IP address {ip} is not a valid IP for the specified subnet."),
-                            )
+                            ),
+                            None => api(
+                                "POST",
+                                "/ports",
+                                400,
+                                "InvalidIpForNetwork",
+                                format!("IP address {ip} is not a valid IP for any of the subnets on the specified network."),
+                            ),
                         })?;
                     if taken(w, ip) {
                         return Err(api(
@@ -388,7 +400,8 @@ impl Neutron for FakeNeutron {
                 device_id: String::new(),
                 device_owner: String::new(),
                 fixed_ips: vec![FixedIp { subnet_id: subnet.id.clone(), ip_address: ip }],
-                tags: req.tags.clone(),
+                description: req.description.clone(),
+                tags: if w.honour_create_tags { req.tags.clone() } else { vec![] },
                 revision_number: 1,
             };
             w.ports.insert(port.id.clone(), port.clone());
@@ -412,6 +425,25 @@ impl Neutron for FakeNeutron {
                 && !p.has_tag(tag)
             {
                 p.tags.push(tag.to_string());
+                p.revision_number += 1;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    async fn set_port_tags(&self, port_id: &str, tags: &[String]) -> Result<()> {
+        let path = format!("/ports/{port_id}/tags");
+        self.run(Op::SetPortTags, "PUT", &path, |w| {
+            let visible = w.ports.get(port_id).is_some_and(|p| self.port_visible(w, p));
+            if !visible {
+                return Err(port_not_found("PUT", &path, port_id));
+            }
+            if !w.ports.get(port_id).is_some_and(|p| self.owns(&p.project_id)) {
+                return Err(api("PUT", &path, 403, "PolicyNotAuthorized", "rule:update_port:tags is disallowed by policy".into()));
+            }
+            if let Some(p) = w.ports.get_mut(port_id) {
+                p.tags = tags.to_vec();
                 p.revision_number += 1;
             }
             Ok(())
@@ -569,6 +601,7 @@ impl Neutron for FakeNeutron {
             let port = Port {
                 id: new_id(),
                 name: String::new(),
+                description: String::new(),
                 network_id: subnet.network_id.clone(),
                 project_id: router.project_id.clone(),
                 device_id: router_id.to_string(),

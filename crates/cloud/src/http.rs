@@ -354,6 +354,12 @@ impl Neutron for OpenStack {
         Ok(())
     }
 
+    async fn set_port_tags(&self, port_id: &str, tags: &[String]) -> Result<()> {
+        let path = format!("/ports/{}/tags", enc(port_id));
+        self.call(Method::PUT, &path, Some(&json!({"tags": tags})), None).await?;
+        Ok(())
+    }
+
     async fn delete_port(&self, id: &str) -> Result<()> {
         self.call(Method::DELETE, &format!("/ports/{}", enc(id)), None, None).await?;
         Ok(())

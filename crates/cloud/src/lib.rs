@@ -29,6 +29,8 @@ pub trait Neutron: Send + Sync {
     async fn create_port(&self, req: &CreatePort) -> Result<Port>;
     /// `PUT /ports/{id}/tags/{tag}`: adds one tag, idempotent.
     async fn add_port_tag(&self, port_id: &str, tag: &str) -> Result<()>;
+    /// `PUT /ports/{id}/tags`: replaces all tags in one call.
+    async fn set_port_tags(&self, port_id: &str, tags: &[String]) -> Result<()>;
     async fn delete_port(&self, id: &str) -> Result<()>;
     async fn get_router(&self, id: &str) -> Result<Router>;
     async fn list_routers(&self, query: &RouterQuery) -> Result<Vec<Router>>;

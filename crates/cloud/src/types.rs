@@ -18,6 +18,8 @@ pub struct Port {
     #[serde(default)]
     pub project_id: String,
     #[serde(default)]
+    pub description: String,
+    #[serde(default)]
     pub device_id: String,
     #[serde(default)]
     pub device_owner: String,

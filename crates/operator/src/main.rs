@@ -11,6 +11,7 @@ use tracing::{error, info};
 async fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
         .init();
     match run().await {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -27,8 +27,14 @@ async fn find_leg(e: &Engine<'_>, input: &Input<'_>) -> Result<Option<Port>, Clo
             Err(err) => return Err(err),
         }
     }
-    let q = PortQuery { network_id: Some(e.fabric.transit_network_id.clone()), tags: vec![uid_tag], ..Default::default() };
-    Ok(e.net.list_ports(&q).await?.into_iter().next())
+    // Not by tag filter: a port whose tags were lost is still ours by its description marker.
+    let q = PortQuery { network_id: Some(e.fabric.transit_network_id.clone()), ..Default::default() };
+    let marker = super::leg::uid_marker(input.uid);
+    Ok(e.net
+        .list_ports(&q)
+        .await?
+        .into_iter()
+        .find(|p| p.has_tag(&uid_tag) || (p.tags.is_empty() && p.description.ends_with(&marker))))
 }
 
 /// Remove this link's route(s) from the gateway router: the recorded one, and the one the

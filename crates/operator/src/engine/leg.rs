@@ -20,6 +20,17 @@ pub(crate) fn link_tags(name: &str, uid: &str) -> Vec<String> {
     vec![TAG_MANAGED.to_string(), tag_link_uid(uid), name_tag]
 }
 
+/// Written into the leg's description at create time, which Neutron always keeps: if the
+/// tags are dropped or a crash lands between create and tagging, this still proves the port
+/// is this link's (and the next reconcile re-tags it).
+pub(crate) fn uid_marker(uid: &str) -> String {
+    format!("clusterlink-uid={uid}")
+}
+
+fn is_own(p: &Port, uid: &str) -> bool {
+    p.has_tag(&tag_link_uid(uid)) || (p.tags.is_empty() && p.description.ends_with(&uid_marker(uid)))
+}
+
 fn looks_like_uuid(s: &str) -> bool {
     s.len() == 36 && s.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
 }
@@ -37,10 +48,9 @@ fn describe_holder(p: &Port) -> String {
 /// The port this link owns, by status first (one GET), else by its UID tag among the
 /// network's ports (which the allocator needs anyway).
 async fn find_own(e: &Engine<'_>, input: &Input<'_>) -> Result<(Option<Port>, Option<Vec<Port>>), StepFail> {
-    let uid_tag = tag_link_uid(input.uid);
     if let Some(id) = &input.status.leg_port_id {
         match e.net.get_port(id).await {
-            Ok(p) if p.has_tag(&uid_tag) => return Ok((Some(p), None)),
+            Ok(p) if is_own(&p, input.uid) => return Ok((Some(p), None)),
             Ok(_) => {}
             Err(err) if err.is_not_found() => {}
             Err(err) => return Err(StepFail::cloud(Reason::EnsureLegPortFailed, "reading leg port", &err)),
@@ -48,7 +58,7 @@ async fn find_own(e: &Engine<'_>, input: &Input<'_>) -> Result<(Option<Port>, Op
     }
     let q = PortQuery { network_id: Some(e.fabric.transit_network_id.clone()), ..Default::default() };
     let ports = e.net.list_ports(&q).await.map_err(|err| StepFail::cloud(Reason::EnsureLegPortFailed, "listing transit ports", &err))?;
-    let mut mine: Vec<&Port> = ports.iter().filter(|p| p.has_tag(&uid_tag)).collect();
+    let mut mine: Vec<&Port> = ports.iter().filter(|p| is_own(p, input.uid)).collect();
     // Two tagged ports can only come from a crash between create and status; keep the one
     // status names, else the lowest address.
     mine.sort_by_key(|p| (Some(p.id.as_str()) != input.status.leg_port_id.as_deref(), port_ip(p)));
@@ -109,6 +119,7 @@ pub(crate) async fn ensure(e: &Engine<'_>, input: &Input<'_>, valid: &Valid, r: 
         Some(p) => p,
         None => allocate(e, input, valid, &router_id, listed, r).await?,
     };
+    ensure_tags(e, input, &mut port).await?;
     let ip = port_ip(&port).ok_or_else(|| StepFail::terminal(Reason::EnsureLegPortFailed, format!("leg port {} has no IPv4 address", port.id)))?;
     r.status.leg_port_id = Some(port.id.clone());
     r.status.transit_ip = Some(ip.to_string());
@@ -210,30 +221,33 @@ async fn create(e: &Engine<'_>, input: &Input<'_>, ip: &str) -> Result<Port, bne
         subnet_id: Some(e.fabric.transit_subnet_id.clone()),
         ip_address: Some(ip.to_string()),
         name: leg_port_name(input.name),
-        description: format!("ClusterLink {} leg (managed by bnerd-vpn-operator)", input.name),
-        tags: if e.fabric.tag_creation { tags.clone() } else { vec![] },
+        description: format!("ClusterLink {} leg, managed by bnerd-vpn-operator, {}", input.name, uid_marker(input.uid)),
+        // Sent when listed; whether they stuck is checked after (ensure_tags).
+        tags: if e.fabric.tag_creation { tags } else { vec![] },
     };
-    let mut port = e.net.create_port(&req).await?;
-    if !e.fabric.tag_creation {
-        for t in tags {
-            e.net.add_port_tag(&port.id, &t).await?;
-            port.tags.push(t);
-        }
+    e.net.create_port(&req).await
+}
+
+/// Neutron may list `tag-creation` and still drop tags from a port's create body (ML2
+/// without `tag_ports_during_bulk_creation`, as in the lab): set them in one call if so.
+async fn ensure_tags(e: &Engine<'_>, input: &Input<'_>, port: &mut Port) -> Result<(), StepFail> {
+    let want = link_tags(input.name, input.uid);
+    if want.iter().all(|t| port.has_tag(t)) {
+        return Ok(());
     }
-    Ok(port)
+    let mut all = port.tags.clone();
+    all.extend(want.into_iter().filter(|t| !port.has_tag(t)));
+    e.net
+        .set_port_tags(&port.id, &all)
+        .await
+        .map_err(|err| StepFail::cloud(Reason::EnsureLegPortFailed, &format!("tagging leg port {}", port.id), &err))?;
+    port.tags = all;
+    Ok(())
 }
 
 /// Take over a hand-made leg: tag it so every later reconcile (and the unwind) finds it.
 async fn adopt(e: &Engine<'_>, input: &Input<'_>, mut port: Port, r: &mut Report) -> Result<Port, StepFail> {
-    for t in link_tags(input.name, input.uid) {
-        if !port.has_tag(&t) {
-            e.net
-                .add_port_tag(&port.id, &t)
-                .await
-                .map_err(|err| StepFail::cloud(Reason::EnsureLegPortFailed, &format!("tagging adopted port {}", port.id), &err))?;
-            port.tags.push(t);
-        }
-    }
+    ensure_tags(e, input, &mut port).await?;
     r.action(
         "LegPortAdopted",
         format!("adopted untagged port {} at {} already attached to router {}", port.id, port.first_ip().unwrap_or("?"), port.device_id),

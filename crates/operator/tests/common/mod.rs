@@ -1,0 +1,241 @@
+//! One harness, two clouds: every scenario runs against the in-memory fake and against
+//! the real Keystone + Neutron lab (`lab/openstack/up.sh`), with the same assertions.
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bnerd_api::gateway::ReverseTarget;
+use bnerd_api::{ClusterLink, ClusterLinkSpec};
+use bnerd_cloud::{AuthConfig, AuthMethod, Neutron, OpenStack, Port, PortQuery, Router, SecretString};
+use bnerd_cloud_fake::FakeCloud;
+use bnerd_vpn_operator::controller::peers_of;
+use bnerd_vpn_operator::engine::{Engine, Input, Outcome, cleanup};
+use bnerd_vpn_operator::fabric::Fabric;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+pub const SUBNET: &str = "10.254.0.0/24";
+
+/// Settings of a running lab, from `$LAB/run/lab.env`.
+pub fn lab_env() -> Option<BTreeMap<String, String>> {
+    let path = std::env::var("BNERD_LAB_ENV").ok().or_else(|| {
+        let home = std::env::var("HOME").ok()?;
+        let p = format!("{home}/.cache/bnerd-vpn-operator/oslab/run/lab.env");
+        std::path::Path::new(&p).exists().then_some(p)
+    })?;
+    let text = std::fs::read_to_string(&path).ok()?;
+    Some(
+        text.lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.trim().to_string(), v.trim().trim_matches('"').to_string()))
+            .collect(),
+    )
+}
+
+/// Whether the lab tier must run (CI sets BNERD_REQUIRE_LAB=1 so a missing lab fails loudly).
+pub fn lab_or_skip(test: &str) -> Option<BTreeMap<String, String>> {
+    match lab_env() {
+        Some(env) => Some(env),
+        None if std::env::var("BNERD_REQUIRE_LAB").is_ok_and(|v| v == "1") => {
+            panic!("{test}: BNERD_REQUIRE_LAB=1 but no lab.env found; run lab/openstack/up.sh")
+        }
+        None => {
+            eprintln!("SKIPPED {test}: no OpenStack lab running (lab/openstack/up.sh)");
+            None
+        }
+    }
+}
+
+pub fn lab_client(env: &BTreeMap<String, String>, who: &str) -> OpenStack {
+    let g = |k: &str| env.get(k).cloned().unwrap_or_else(|| panic!("lab.env lacks {k}"));
+    let method = AuthMethod::Password {
+        username: g(&format!("LAB_{who}_USERNAME")),
+        password: SecretString::new(g(&format!("LAB_{who}_PASSWORD"))),
+        user_domain_name: "Default".into(),
+        project_id: None,
+        project_name: Some(g(&format!("LAB_{who}_PROJECT_NAME"))),
+        project_domain_name: "Default".into(),
+    };
+    let auth = AuthConfig { auth_url: g("OS_AUTH_URL"), region: Some("RegionOne".into()), interface: "public".into(), method };
+    OpenStack::new(auth).expect("client")
+}
+
+static SEQ: AtomicU64 = AtomicU64::new(0);
+
+pub fn unique(prefix: &str) -> String {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros()).unwrap_or(0);
+    format!("{prefix}-{}-{}", t % 100_000_000, SEQ.fetch_add(1, Ordering::Relaxed))
+}
+
+/// A fresh transit network (10.254.0.0/24, gateway .1) and gateway router, per test, so
+/// tests on the shared lab never see each other's addresses.
+pub struct Env {
+    pub net: Arc<dyn Neutron>,
+    pub fabric: Fabric,
+    pub fake: Option<FakeCloud>,
+    pub links: Vec<ClusterLink>,
+    pub reverse: Vec<ReverseTarget>,
+}
+
+pub async fn fake_env() -> Env {
+    let cloud = FakeCloud::new();
+    let net: Arc<dyn Neutron> = Arc::new(cloud.client("operator"));
+    build(net, Some(cloud)).await
+}
+
+pub async fn lab_env_for(test: &str) -> Option<Env> {
+    let env = lab_or_skip(test)?;
+    let net: Arc<dyn Neutron> = Arc::new(lab_client(&env, "OPERATOR"));
+    Some(build(net, None).await)
+}
+
+async fn build(net: Arc<dyn Neutron>, fake: Option<FakeCloud>) -> Env {
+    let n = net.create_network(&unique("vpn-transit")).await.expect("network");
+    let s = net.create_subnet(&n.id, SUBNET, "10.254.0.1").await.expect("subnet");
+    let gw = net.create_router(&unique("gw")).await.expect("gateway router");
+    net.add_router_subnet(&gw.id, &s.id).await.expect("gateway leg");
+    let fabric = Fabric::discover(net.as_ref(), &n.id, &gw.id).await.expect("fabric");
+    Env { net, fabric, fake, links: vec![], reverse: vec![] }
+}
+
+impl Env {
+    pub async fn router(&self, name: &str) -> Router {
+        self.net.create_router(&unique(name)).await.expect("router")
+    }
+
+    pub async fn get_router(&self, id: &str) -> Router {
+        self.net.get_router(id).await.expect("get router")
+    }
+
+    pub async fn ports(&self) -> Vec<Port> {
+        let q = PortQuery { network_id: Some(self.fabric.transit_network_id.clone()), ..Default::default() };
+        self.net.list_ports(&q).await.expect("ports")
+    }
+
+    pub async fn port_at(&self, ip: &str) -> Option<Port> {
+        self.ports().await.into_iter().find(|p| p.has_ip(ip))
+    }
+
+    /// Add a ClusterLink object (as the apiserver would hold it).
+    pub fn add_link(&mut self, name: &str, spec: ClusterLinkSpec) {
+        let mut l = ClusterLink::new(name, spec);
+        l.metadata.uid = Some(uuid_like(name));
+        l.metadata.generation = Some(1);
+        let secs = 1_700_000_000 + self.links.len() as i64;
+        l.metadata.creation_timestamp = Some(Time(Timestamp::from_second(secs).expect("ts")));
+        self.links.push(l);
+    }
+
+    pub fn link(&self, name: &str) -> &ClusterLink {
+        self.links.iter().find(|l| l.metadata.name.as_deref() == Some(name)).expect("link")
+    }
+
+    fn idx(&self, name: &str) -> usize {
+        self.links.iter().position(|l| l.metadata.name.as_deref() == Some(name)).expect("link")
+    }
+
+    /// One reconcile, with peers from the current objects; stores the status.
+    pub async fn reconcile(&mut self, name: &str) -> Outcome {
+        let i = self.idx(name);
+        let out = reconcile_one(self.net.as_ref(), &self.fabric, &self.links, i, &self.reverse).await;
+        self.links[i].status = Some(out.status.clone());
+        out
+    }
+
+    /// Delete: run the unwind and drop the object.
+    pub async fn delete(&mut self, name: &str) {
+        let i = self.idx(name);
+        let l = self.links[i].clone();
+        let status = l.status.clone().unwrap_or_default();
+        let engine = Engine { net: self.net.as_ref(), fabric: &self.fabric };
+        let input = Input {
+            name,
+            uid: l.metadata.uid.as_deref().unwrap_or_default(),
+            generation: l.metadata.generation,
+            created: "",
+            spec: &l.spec,
+            status: &status,
+            peers: &[],
+            reverse_targets: &[],
+        };
+        cleanup(&engine, &input).await.expect("cleanup");
+        self.links.remove(i);
+    }
+
+    pub fn condition(&self, name: &str, type_: &str) -> (String, String, String) {
+        let s = self.link(name).status.clone().unwrap_or_default();
+        let c = s.conditions.iter().find(|c| c.type_ == type_).unwrap_or_else(|| panic!("{name} has no {type_}"));
+        (c.status.clone(), c.reason.clone(), c.message.clone())
+    }
+
+    pub fn transit_ip(&self, name: &str) -> Option<String> {
+        self.link(name).status.as_ref().and_then(|s| s.transit_ip.clone())
+    }
+}
+
+pub async fn reconcile_one(
+    net: &dyn Neutron,
+    fabric: &Fabric,
+    links: &[ClusterLink],
+    i: usize,
+    reverse: &[ReverseTarget],
+) -> Outcome {
+    let all: Vec<Arc<ClusterLink>> = links.iter().cloned().map(Arc::new).collect();
+    let l = &links[i];
+    let peers = peers_of(l, &all);
+    let status = l.status.clone().unwrap_or_default();
+    let created = l.metadata.creation_timestamp.as_ref().map(|t| t.0.to_string()).unwrap_or_default();
+    let engine = Engine { net, fabric };
+    let input = Input {
+        name: l.metadata.name.as_deref().unwrap_or_default(),
+        uid: l.metadata.uid.as_deref().unwrap_or_default(),
+        generation: l.metadata.generation,
+        created: &created,
+        spec: &l.spec,
+        status: &status,
+        peers: &peers,
+        reverse_targets: reverse,
+    };
+    engine.reconcile(&input).await
+}
+
+fn uuid_like(name: &str) -> String {
+    let mut h: u64 = 1469598103934665603;
+    for b in name.bytes().chain(unique("u").bytes()) {
+        h = (h ^ b as u64).wrapping_mul(1099511628211);
+    }
+    format!("{:08x}-0000-4000-8000-{:012x}", h >> 32, h & 0xffff_ffff_ffff)
+}
+
+pub fn spec(router: &str, cidr: &str, ip: Option<&str>) -> ClusterLinkSpec {
+    ClusterLinkSpec {
+        service_cluster_router: router.into(),
+        service_cluster_cidr: cidr.into(),
+        transit_ip: ip.map(String::from),
+        ..Default::default()
+    }
+}
+
+/// Run a scenario on the fake and on the lab.
+#[macro_export]
+macro_rules! both {
+    ($name:ident) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn fake() {
+                let env = $crate::common::fake_env().await;
+                super::$name(env).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn lab() {
+                if let Some(env) = $crate::common::lab_env_for(concat!(stringify!($name), "::lab")).await {
+                    super::$name(env).await;
+                }
+            }
+        }
+    };
+}

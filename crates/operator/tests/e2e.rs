@@ -1,0 +1,254 @@
+//! End to end: the real operator binary against a real kube-apiserver (lab/kube) and the
+//! real Keystone + Neutron lab (lab/openstack), driven through the Kubernetes API.
+
+mod common;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use bnerd_api::ClusterLink;
+use bnerd_api::names::{FINALIZER, tag_link_uid};
+use bnerd_cloud::{Neutron, PortQuery, Route};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config, CustomResourceExt};
+use serde_json::json;
+
+fn kubeconfig_path() -> Option<String> {
+    let p = std::env::var("BNERD_KUBECONFIG").ok().or_else(|| {
+        let home = std::env::var("HOME").ok()?;
+        Some(format!("{home}/.cache/bnerd-vpn-operator/kubelab-run/kubeconfig"))
+    })?;
+    std::path::Path::new(&p).exists().then_some(p)
+}
+
+async fn kube_client(test: &str) -> Option<(Client, String)> {
+    let Some(path) = kubeconfig_path() else {
+        if std::env::var("BNERD_REQUIRE_KUBE").is_ok_and(|v| v == "1") {
+            panic!("{test}: BNERD_REQUIRE_KUBE=1 but no kubeconfig; run lab/kube/up.sh");
+        }
+        eprintln!("SKIPPED {test}: no kube-apiserver lab (lab/kube/up.sh)");
+        return None;
+    };
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let kc = Kubeconfig::read_from(&path).expect("kubeconfig");
+    let cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.expect("config");
+    Some((Client::try_from(cfg).expect("client"), path))
+}
+
+async fn install_crd(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = ClusterLink::crd();
+    crds.patch("clusterlinks.ipsec.bnerd.net", &PatchParams::apply("e2e").force(), &Patch::Apply(&crd)).await.expect("apply CRD");
+    for _ in 0..50 {
+        let c = crds.get("clusterlinks.ipsec.bnerd.net").await.expect("crd");
+        let est = c.status.and_then(|s| s.conditions).unwrap_or_default().iter().any(|c| c.type_ == "Established" && c.status == "True");
+        if est {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("CRD not established");
+}
+
+fn link(name: &str, spec: serde_json::Value) -> ClusterLink {
+    serde_json::from_value(json!({"apiVersion": "ipsec.bnerd.net/v1alpha1", "kind": "ClusterLink", "metadata": {"name": name}, "spec": spec}))
+        .expect("link")
+}
+
+fn rejection(e: kube::Error) -> String {
+    match e {
+        kube::Error::Api(s) => {
+            assert_eq!(s.code, 422, "{s:?}");
+            s.message
+        }
+        other => panic!("expected a 422 from the apiserver, got {other}"),
+    }
+}
+
+#[tokio::test]
+async fn cel_rules_enforced_by_the_apiserver() {
+    let Some((client, _)) = kube_client("cel_rules_enforced_by_the_apiserver").await else { return };
+    install_crd(&client).await;
+    let api: Api<ClusterLink> = Api::all(client.clone());
+    let pp = PostParams { dry_run: true, ..Default::default() };
+    let name = common::unique("cel");
+    let same = json!({"serviceClusterRouter": "r", "serviceClusterCIDR": "10.251.0.0/16"});
+    let cross = |p: Option<&str>| {
+        let mut s = json!({"serviceClusterRouter": "r", "serviceClusterCIDR": "10.234.0.0/16",
+            "credentialsSecretRef": {"name": format!("clusterlink-{name}"), "namespace": "bnerd-vpn-clusterlinks"}});
+        if let Some(p) = p {
+            s["customerProjectID"] = json!(p);
+        }
+        s
+    };
+    // Valid objects are accepted.
+    api.create(&pp, &link(&name, same.clone())).await.expect("same-tenant accepted");
+    // Same-tenant with customerProjectID: rejected.
+    let mut bad = same.clone();
+    bad["customerProjectID"] = json!("p1");
+    let msg = rejection(api.create(&pp, &link(&name, bad)).await.unwrap_err());
+    assert!(msg.contains("customerProjectID may only be set on a cross-tenant link"), "{msg}");
+
+    // A live cross-tenant link (not dry-run, so updates have an old object).
+    let live = api.create(&PostParams::default(), &link(&name, cross(Some("p1")))).await.expect("cross-tenant accepted");
+    let upd = |spec: serde_json::Value| {
+        let mut l = live.clone();
+        l.spec = serde_json::from_value(spec).expect("spec");
+        l
+    };
+    let dry = PostParams { dry_run: true, ..Default::default() };
+    let msg = rejection(api.replace(&name, &dry, &upd(cross(Some("p2")))).await.unwrap_err());
+    assert!(msg.contains("customerProjectID is immutable once set"), "{msg}");
+    let msg = rejection(api.replace(&name, &dry, &upd(cross(None))).await.unwrap_err());
+    assert!(msg.contains("customerProjectID is immutable once set"), "{msg}");
+    let msg = rejection(api.replace(&name, &dry, &upd(same.clone())).await.unwrap_err());
+    assert!(msg.contains("credentialsSecretRef may not be added to or removed from a live ClusterLink"), "{msg}");
+    api.replace(&name, &dry, &upd(cross(Some("p1")))).await.expect("unchanged update accepted");
+
+    // Adding the ref to a live same-tenant link: rejected.
+    let name2 = common::unique("cel");
+    let live2 = api.create(&PostParams::default(), &link(&name2, same.clone())).await.expect("create");
+    let mut l2 = live2.clone();
+    l2.spec = serde_json::from_value(cross(Some("p1"))).expect("spec");
+    let msg = rejection(api.replace(&name2, &dry, &l2).await.unwrap_err());
+    assert!(msg.contains("may not be added to or removed"), "{msg}");
+    for n in [&name, &name2] {
+        // No operator runs in this test, so nothing holds a finalizer.
+        api.delete(n, &DeleteParams::default()).await.expect("delete");
+    }
+}
+
+struct Operator(tokio::process::Child);
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.0.start_kill();
+    }
+}
+
+async fn wait_for<T>(what: &str, secs: u64, mut f: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "timed out after {secs}s waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+fn ready(l: &ClusterLink) -> bool {
+    l.status.as_ref().is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+#[tokio::test]
+async fn operator_binary_converges_heals_and_unwinds() {
+    let Some((client, kubeconfig)) = kube_client("operator_binary_converges_heals_and_unwinds").await else { return };
+    let Some(lab) = common::lab_or_skip("operator_binary_converges_heals_and_unwinds") else { return };
+    install_crd(&client).await;
+    let env = common::lab_env_for("e2e").await.expect("lab");
+    let svc = env.router("shoot--services--e2e").await;
+    let g = |k: &str| lab.get(k).cloned().unwrap_or_default();
+
+    let bin = env!("CARGO_BIN_EXE_bnerd-vpn-operator");
+    let child = tokio::process::Command::new(bin)
+        .env_clear()
+        .env("HOME", std::env::var("HOME").unwrap_or_default())
+        .env("KUBECONFIG", &kubeconfig)
+        .env("RUST_LOG", "info")
+        .env("OS_AUTH_URL", g("OS_AUTH_URL"))
+        .env("OS_REGION_NAME", "RegionOne")
+        .env("OS_USERNAME", g("LAB_OPERATOR_USERNAME"))
+        .env("OS_PASSWORD", g("LAB_OPERATOR_PASSWORD"))
+        .env("OS_PROJECT_NAME", g("LAB_OPERATOR_PROJECT_NAME"))
+        .env("OS_USER_DOMAIN_NAME", "Default")
+        .env("OS_PROJECT_DOMAIN_NAME", "Default")
+        .env("IPSEC_GATEWAY_ROUTER_ID", &env.fabric.gateway_router_id)
+        .env("IPSEC_TRANSIT_NETWORK_ID", &env.fabric.transit_network_id)
+        .env("IPSEC_RESYNC_INTERVAL", "3s")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("operator starts");
+    let mut op = Operator(child);
+    let stderr = op.0.stderr.take().expect("stderr");
+    let log = tokio::spawn(async move {
+        use tokio::io::AsyncReadExt;
+        let mut s = String::new();
+        let mut r = stderr;
+        let _ = r.read_to_string(&mut s).await;
+        s
+    });
+
+    let api: Api<ClusterLink> = Api::all(client.clone());
+    let name = common::unique("e2e-link");
+    api.create(&PostParams::default(), &link(&name, json!({"serviceClusterRouter": svc.name, "serviceClusterCIDR": "10.251.0.0/16"})))
+        .await
+        .expect("create link");
+    let l = wait_for("Ready=True", 90, async || api.get(&name).await.ok().filter(ready)).await;
+    let st = l.status.clone().expect("status");
+    assert_eq!(st.transit_ip.as_deref(), Some("10.254.0.3"));
+    assert!(l.metadata.finalizers.clone().unwrap_or_default().contains(&FINALIZER.to_string()));
+    let uid = l.metadata.uid.clone().expect("uid");
+    let port = env.net.get_port(st.leg_port_id.as_deref().expect("port id")).await.expect("leg port exists");
+    assert!(port.has_tag(&tag_link_uid(&uid)) && port.is_interface_of(&svc.id));
+    let want = Route::new("10.251.0.0/16", "10.254.0.3");
+    assert!(env.get_router(&env.fabric.gateway_router_id).await.routes.contains(&want));
+    // Events for the cluster-scoped object land in `default`.
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), "default");
+    let evs = wait_for("events", 30, async || {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        let mine: Vec<String> = list
+            .items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str()))
+            .filter_map(|e| e.reason)
+            .collect();
+        mine.iter().any(|r| r == "Ready").then_some(mine)
+    })
+    .await;
+    assert!(evs.iter().any(|r| r == "LegPortCreated"), "{evs:?}");
+
+    // Out-of-band removal of the route: restored by the periodic resync.
+    env.net.remove_extraroutes(&env.fabric.gateway_router_id, std::slice::from_ref(&want)).await.expect("remove route");
+    wait_for("route restored", 30, async || env.get_router(&env.fabric.gateway_router_id).await.routes.contains(&want).then_some(())).await;
+
+    // Delete: the finalizer unwinds, the object goes, the cloud is clean.
+    api.delete(&name, &DeleteParams::default()).await.expect("delete");
+    wait_for("object gone", 60, async || matches!(api.get(&name).await, Err(kube::Error::Api(s)) if s.code == 404).then_some(())).await;
+    assert!(env.get_router(&env.fabric.gateway_router_id).await.routes.is_empty());
+    let q = PortQuery { network_id: Some(env.fabric.transit_network_id.clone()), ..Default::default() };
+    let left: Vec<_> = env.net.list_ports(&q).await.expect("ports").into_iter().filter(|p| p.device_id != env.fabric.gateway_router_id).collect();
+    assert!(left.is_empty(), "leaked ports: {left:?}");
+
+    drop(op);
+    let log = log.await.unwrap_or_default();
+    assert!(!log.contains(&g("LAB_OPERATOR_PASSWORD")), "the operator logged its password");
+    assert!(log.contains("fabric checked"), "{log}");
+}
+
+#[tokio::test]
+async fn operator_refuses_bad_settings_naming_them() {
+    let bin = env!("CARGO_BIN_EXE_bnerd-vpn-operator");
+    let out = tokio::process::Command::new(bin)
+        .env_clear()
+        .env("IPSEC_TRANSIT_NETWORK_ID", "n")
+        .output()
+        .await
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("IPSEC_GATEWAY_ROUTER_ID (--gateway-router-id) is not set"), "{err}");
+    let out = tokio::process::Command::new(bin)
+        .env_clear()
+        .env("IPSEC_TRANSIT_NETWORK_ID", "n")
+        .env("IPSEC_GATEWAY_ROUTER_ID", "r")
+        .output()
+        .await
+        .expect("runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("operator credential: OS_AUTH_URL is not set"), "{err}");
+}
