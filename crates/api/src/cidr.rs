@@ -6,11 +6,13 @@ use ipnet::{IpNet, Ipv4Net};
 
 /// Parse `spec.serviceClusterCIDR`: an IPv4 network in canonical form (no host bits).
 pub fn parse_service_cidr(value: &str) -> Result<Ipv4Net, String> {
-    let net: IpNet = value
-        .parse()
-        .map_err(|_| format!("spec.serviceClusterCIDR {value:?} is not a CIDR (want e.g. 10.251.0.0/16)"))?;
+    let net: IpNet = value.parse().map_err(|_| {
+        format!("spec.serviceClusterCIDR {value:?} is not a CIDR (want e.g. 10.251.0.0/16)")
+    })?;
     let IpNet::V4(net) = net else {
-        return Err(format!("spec.serviceClusterCIDR {value:?} is not IPv4; the transit fabric is IPv4"));
+        return Err(format!(
+            "spec.serviceClusterCIDR {value:?} is not IPv4; the transit fabric is IPv4"
+        ));
     };
     if net.trunc() != net {
         return Err(format!(
@@ -19,7 +21,9 @@ pub fn parse_service_cidr(value: &str) -> Result<Ipv4Net, String> {
         ));
     }
     if net.prefix_len() == 0 {
-        return Err("spec.serviceClusterCIDR 0.0.0.0/0 would route everything through one link".into());
+        return Err(
+            "spec.serviceClusterCIDR 0.0.0.0/0 would route everything through one link".into(),
+        );
     }
     Ok(net)
 }
@@ -34,7 +38,9 @@ pub fn check_transit_ip(value: &str, subnet: Ipv4Net) -> Result<Ipv4Addr, String
         return Err(format!("spec.transitIP {value:?} is not IPv4"));
     };
     if !subnet.contains(&ip) {
-        return Err(format!("spec.transitIP {ip} is outside the transit subnet {subnet}"));
+        return Err(format!(
+            "spec.transitIP {ip} is outside the transit subnet {subnet}"
+        ));
     }
     let offset = u32::from(ip) - u32::from(subnet.network());
     let reserved = match offset {
@@ -45,7 +51,9 @@ pub fn check_transit_ip(value: &str, subnet: Ipv4Net) -> Result<Ipv4Addr, String
         _ => None,
     };
     match reserved {
-        Some(what) => Err(format!("spec.transitIP {ip} is {what} of {subnet}; use .3 or higher")),
+        Some(what) => Err(format!(
+            "spec.transitIP {ip} is {what} of {subnet}; use .3 or higher"
+        )),
         None => Ok(ip),
     }
 }
@@ -72,16 +80,29 @@ mod tests {
 
     #[test]
     fn service_cidr_accepts_canonical_v4() {
-        assert_eq!(parse_service_cidr("10.251.0.0/16").unwrap().to_string(), "10.251.0.0/16");
+        assert_eq!(
+            parse_service_cidr("10.251.0.0/16").unwrap().to_string(),
+            "10.251.0.0/16"
+        );
     }
 
     #[test]
     fn service_cidr_rejections_name_the_field() {
-        for bad in ["nope", "10.251.0.1/16", "fd00::/64", "0.0.0.0/0", "10.251.0.0"] {
+        for bad in [
+            "nope",
+            "10.251.0.1/16",
+            "fd00::/64",
+            "0.0.0.0/0",
+            "10.251.0.0",
+        ] {
             let err = parse_service_cidr(bad).unwrap_err();
             assert!(err.contains("spec.serviceClusterCIDR"), "{bad}: {err}");
         }
-        assert!(parse_service_cidr("10.251.0.1/16").unwrap_err().contains("10.251.0.0/16"));
+        assert!(
+            parse_service_cidr("10.251.0.1/16")
+                .unwrap_err()
+                .contains("10.251.0.0/16")
+        );
     }
 
     #[test]
@@ -95,10 +116,23 @@ mod tests {
             ("x", "not an IP"),
         ] {
             let err = check_transit_ip(ip, subnet()).unwrap_err();
-            assert!(err.contains(word) && err.contains("spec.transitIP"), "{ip}: {err}");
+            assert!(
+                err.contains(word) && err.contains("spec.transitIP"),
+                "{ip}: {err}"
+            );
         }
-        assert_eq!(check_transit_ip("10.254.0.3", subnet()).unwrap().to_string(), "10.254.0.3");
-        assert_eq!(check_transit_ip("10.254.0.254", subnet()).unwrap().to_string(), "10.254.0.254");
+        assert_eq!(
+            check_transit_ip("10.254.0.3", subnet())
+                .unwrap()
+                .to_string(),
+            "10.254.0.3"
+        );
+        assert_eq!(
+            check_transit_ip("10.254.0.254", subnet())
+                .unwrap()
+                .to_string(),
+            "10.254.0.254"
+        );
     }
 
     #[test]

@@ -54,7 +54,11 @@ pub struct ClusterLinkSpec {
     pub credentials_secret_ref: Option<SecretRef>,
 
     /// Cross-tenant only: the customer OpenStack project the credential must authenticate into.
-    #[serde(rename = "customerProjectID", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "customerProjectID",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     #[schemars(length(min = 1, max = 64))]
     pub customer_project_id: Option<String>,
 }
@@ -81,7 +85,11 @@ pub struct ClusterLinkStatus {
     pub leg_port_id: Option<String>,
 
     /// The router the leg is attached to, as resolved from spec.serviceClusterRouter.
-    #[serde(rename = "serviceRouterID", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "serviceRouterID",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub service_router_id: Option<String>,
 
     /// The route this link installed on the gateway cluster's router.
@@ -89,7 +97,11 @@ pub struct ClusterLinkStatus {
     pub gateway_route: Option<RouteRecord>,
 
     /// Cross-tenant only: the project the leg was built in.
-    #[serde(rename = "customerProjectID", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "customerProjectID",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub customer_project_id: Option<String>,
 
     /// Routes on the service cluster's router back to each reverse-exposure gateway.
@@ -105,14 +117,18 @@ pub struct ClusterLinkStatus {
 }
 
 /// One static route: destination via nexthop.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord,
+)]
 pub struct RouteRecord {
     pub destination: String,
     pub nexthop: String,
 }
 
 /// A route on the service router to one gateway's status.serviceCIDR.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord,
+)]
 #[serde(rename_all = "camelCase")]
 pub struct ReverseRoute {
     #[serde(rename = "serviceCIDR")]
@@ -122,7 +138,9 @@ pub struct ReverseRoute {
 }
 
 /// Which gateway a reverse route serves.
-#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord,
+)]
 pub struct GatewayRef {
     pub kind: String,
     pub namespace: String,
@@ -150,7 +168,9 @@ mod tests {
     }
 
     fn same_tenant() -> ClusterLink {
-        link(serde_json::json!({"serviceClusterRouter": "r", "serviceClusterCIDR": "10.251.0.0/16"}))
+        link(
+            serde_json::json!({"serviceClusterRouter": "r", "serviceClusterCIDR": "10.251.0.0/16"}),
+        )
     }
 
     fn cross_tenant(project: Option<&str>) -> ClusterLink {
@@ -171,10 +191,19 @@ mod tests {
     #[test]
     fn spec_field_names_match_the_spec() {
         let v = serde_json::to_value(cross_tenant(Some("p1")).spec).unwrap();
-        for key in ["serviceClusterRouter", "serviceClusterCIDR", "credentialsSecretRef", "customerProjectID"] {
+        for key in [
+            "serviceClusterRouter",
+            "serviceClusterCIDR",
+            "credentialsSecretRef",
+            "customerProjectID",
+        ] {
             assert!(v.get(key).is_some(), "{key} missing from {v}");
         }
-        let s = ClusterLinkStatus { transit_ip: Some("10.254.0.3".into()), leg_port_id: Some("p".into()), ..Default::default() };
+        let s = ClusterLinkStatus {
+            transit_ip: Some("10.254.0.3".into()),
+            leg_port_id: Some("p".into()),
+            ..Default::default()
+        };
         let v = serde_json::to_value(s).unwrap();
         assert!(v.get("transitIP").is_some() && v.get("legPortID").is_some());
     }
@@ -195,30 +224,45 @@ mod tests {
         let mut l = same_tenant();
         assert!(l.validate_cel().is_ok());
         l.spec.customer_project_id = Some("p1".into());
-        assert!(message(l.validate_cel().unwrap_err()).contains("customerProjectID may only be set"));
+        assert!(
+            message(l.validate_cel().unwrap_err()).contains("customerProjectID may only be set")
+        );
         assert!(cross_tenant(Some("p1")).validate_cel().is_ok());
-        assert!(cross_tenant(None).validate_cel().is_ok(), "missing project is the operator's InvalidSpec");
+        assert!(
+            cross_tenant(None).validate_cel().is_ok(),
+            "missing project is the operator's InvalidSpec"
+        );
     }
 
     #[test]
     fn cel_customer_project_is_immutable() {
         let old = cross_tenant(Some("p1"));
         assert!(cross_tenant(Some("p1")).validate_cel_update(&old).is_ok());
-        let err = cross_tenant(Some("p2")).validate_cel_update(&old).unwrap_err();
+        let err = cross_tenant(Some("p2"))
+            .validate_cel_update(&old)
+            .unwrap_err();
         assert!(message(err).contains("immutable"));
         let err = cross_tenant(None).validate_cel_update(&old).unwrap_err();
         assert!(message(err).contains("immutable"));
         // Setting it on an object that predates the field is allowed.
-        assert!(cross_tenant(Some("p1")).validate_cel_update(&cross_tenant(None)).is_ok());
+        assert!(
+            cross_tenant(Some("p1"))
+                .validate_cel_update(&cross_tenant(None))
+                .is_ok()
+        );
     }
 
     #[test]
     fn cel_credentials_ref_may_not_be_added_or_removed() {
-        let err = cross_tenant(Some("p1")).validate_cel_update(&same_tenant()).unwrap_err();
+        let err = cross_tenant(Some("p1"))
+            .validate_cel_update(&same_tenant())
+            .unwrap_err();
         assert!(message(err).contains("may not be added to or removed"));
         let mut removed = cross_tenant(None);
         removed.spec.credentials_secret_ref = None;
-        let err = removed.validate_cel_update(&cross_tenant(None)).unwrap_err();
+        let err = removed
+            .validate_cel_update(&cross_tenant(None))
+            .unwrap_err();
         assert!(message(err).contains("may not be added to or removed"));
         let mut repointed = cross_tenant(None);
         repointed.spec.credentials_secret_ref.as_mut().unwrap().name = "other".into();

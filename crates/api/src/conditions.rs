@@ -173,12 +173,36 @@ mod tests {
         let t1 = Timestamp::from_second(1_700_000_300).unwrap();
         let t2 = Timestamp::from_second(1_700_000_540).unwrap();
         let mut c = vec![];
-        set_condition(&mut c, ConditionType::LegAttached, Status::False, Reason::RouterResolveFailed, "a", Some(1), t0);
-        set_condition(&mut c, ConditionType::LegAttached, Status::False, Reason::EnsureRouterHasPortFailed, "b", Some(2), t1);
+        set_condition(
+            &mut c,
+            ConditionType::LegAttached,
+            Status::False,
+            Reason::RouterResolveFailed,
+            "a",
+            Some(1),
+            t0,
+        );
+        set_condition(
+            &mut c,
+            ConditionType::LegAttached,
+            Status::False,
+            Reason::EnsureRouterHasPortFailed,
+            "b",
+            Some(2),
+            t1,
+        );
         assert_eq!(c[0].last_transition_time.0, t0);
         assert_eq!(c[0].reason, "EnsureRouterHasPortFailed");
         assert_eq!(c[0].observed_generation, Some(2));
-        set_condition(&mut c, ConditionType::LegAttached, Status::True, Reason::Attached, "ok", Some(2), t2);
+        set_condition(
+            &mut c,
+            ConditionType::LegAttached,
+            Status::True,
+            Reason::Attached,
+            "ok",
+            Some(2),
+            t2,
+        );
         assert_eq!(c[0].last_transition_time.0, t2);
         assert_eq!(c.len(), 1);
     }
@@ -186,7 +210,13 @@ mod tests {
     #[test]
     fn names_are_spelled_as_in_the_spec() {
         assert_eq!(Reason::CIDROverlap.as_str(), "CIDROverlap");
-        assert_eq!(Reason::EnsureRouterHasPortFailed.as_str(), "EnsureRouterHasPortFailed");
-        assert_eq!(ConditionType::ReverseRoutesInstalled.as_str(), "ReverseRoutesInstalled");
+        assert_eq!(
+            Reason::EnsureRouterHasPortFailed.as_str(),
+            "EnsureRouterHasPortFailed"
+        );
+        assert_eq!(
+            ConditionType::ReverseRoutesInstalled.as_str(),
+            "ReverseRoutesInstalled"
+        );
     }
 }

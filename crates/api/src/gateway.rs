@@ -6,7 +6,10 @@ use serde_json::Value;
 use crate::clusterlink::GatewayRef;
 
 /// Kinds whose reverse exposures need a route on every linked service router.
-pub const GATEWAY_KINDS: &[(&str, &str)] = &[("IPsecGateway", "ipsecgateways"), ("VPNGateway", "vpngateways")];
+pub const GATEWAY_KINDS: &[(&str, &str)] = &[
+    ("IPsecGateway", "ipsecgateways"),
+    ("VPNGateway", "vpngateways"),
+];
 
 /// One gateway that needs a reverse route: `service_cidr` via `port_fixed_ip`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -18,8 +21,16 @@ pub struct ReverseTarget {
 
 /// A gateway needs a reverse route once it has at least one `spec.reverseExposures` entry and
 /// its status reports both `serviceCIDR` and `portFixedIP`. Deleting gateways need none.
-pub fn reverse_target(kind: &str, namespace: &str, name: &str, obj: &Value) -> Option<ReverseTarget> {
-    if obj.pointer("/metadata/deletionTimestamp").is_some_and(|v| !v.is_null()) {
+pub fn reverse_target(
+    kind: &str,
+    namespace: &str,
+    name: &str,
+    obj: &Value,
+) -> Option<ReverseTarget> {
+    if obj
+        .pointer("/metadata/deletionTimestamp")
+        .is_some_and(|v| !v.is_null())
+    {
         return None;
     }
     let exposures = obj.pointer("/spec/reverseExposures")?.as_array()?;
@@ -29,7 +40,11 @@ pub fn reverse_target(kind: &str, namespace: &str, name: &str, obj: &Value) -> O
     let service_cidr = obj.pointer("/status/serviceCIDR")?.as_str()?.to_string();
     let port_fixed_ip = obj.pointer("/status/portFixedIP")?.as_str()?.to_string();
     Some(ReverseTarget {
-        gateway: GatewayRef { kind: kind.into(), namespace: namespace.into(), name: name.into() },
+        gateway: GatewayRef {
+            kind: kind.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+        },
         service_cidr,
         port_fixed_ip,
     })
@@ -44,9 +59,28 @@ mod tests {
     fn only_gateways_with_exposures_and_status_count() {
         let full = json!({"spec": {"reverseExposures": [{"port": 80}]}, "status": {"serviceCIDR": "100.64.1.0/24", "portFixedIP": "10.254.0.10"}});
         let t = reverse_target("IPsecGateway", "ns", "gw", &full).unwrap();
-        assert_eq!((t.service_cidr.as_str(), t.port_fixed_ip.as_str()), ("100.64.1.0/24", "10.254.0.10"));
-        assert!(reverse_target("IPsecGateway", "ns", "gw", &json!({"spec": {"reverseExposures": []}, "status": full["status"]})).is_none());
-        assert!(reverse_target("IPsecGateway", "ns", "gw", &json!({"spec": full["spec"], "status": {}})).is_none());
+        assert_eq!(
+            (t.service_cidr.as_str(), t.port_fixed_ip.as_str()),
+            ("100.64.1.0/24", "10.254.0.10")
+        );
+        assert!(
+            reverse_target(
+                "IPsecGateway",
+                "ns",
+                "gw",
+                &json!({"spec": {"reverseExposures": []}, "status": full["status"]})
+            )
+            .is_none()
+        );
+        assert!(
+            reverse_target(
+                "IPsecGateway",
+                "ns",
+                "gw",
+                &json!({"spec": full["spec"], "status": {}})
+            )
+            .is_none()
+        );
         let mut deleting = full.clone();
         deleting["metadata"] = json!({"deletionTimestamp": "2026-01-01T00:00:00Z"});
         assert!(reverse_target("IPsecGateway", "ns", "gw", &deleting).is_none());

@@ -39,6 +39,7 @@ pub fn credentials_secret_name(link_name: &str) -> String {
 
 /// True when a port's tags say some ClusterLink (any) manages it.
 pub fn is_managed(tags: &[String]) -> bool {
-    tags.iter()
-        .any(|t| t == TAG_MANAGED || t.starts_with("clusterlink-uid=") || t.starts_with("clusterlink="))
+    tags.iter().any(|t| {
+        t == TAG_MANAGED || t.starts_with("clusterlink-uid=") || t.starts_with("clusterlink=")
+    })
 }

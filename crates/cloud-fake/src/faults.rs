@@ -51,7 +51,11 @@ impl Op {
 #[derive(Debug, Clone)]
 pub enum Fault {
     /// Answer with this API error instead of doing the call.
-    Error { status: u16, kind: String, message: String },
+    Error {
+        status: u16,
+        kind: String,
+        message: String,
+    },
     /// Wait, then do the call.
     Latency(Duration),
     /// Do the call (the change is committed), then report a timeout to the caller.

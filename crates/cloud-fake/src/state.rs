@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use bnerd_cloud::{
-    CloudError, CreatePort, FixedIp, Identity, Network, Neutron, OWNER_ROUTER_INTERFACE, Port, PortQuery, Result,
-    Route, Router, RouterQuery, Subnet, TokenInfo,
+    CloudError, CreatePort, FixedIp, Identity, Network, Neutron, OWNER_ROUTER_INTERFACE, Port,
+    PortQuery, Result, Route, Router, RouterQuery, Subnet, TokenInfo,
 };
 use ipnet::Ipv4Net;
 
@@ -44,7 +44,13 @@ pub struct FakeNeutron {
 }
 
 fn api(method: &str, path: &str, status: u16, kind: &str, message: String) -> CloudError {
-    CloudError::Api { method: method.into(), path: path.into(), status, kind: kind.into(), message }
+    CloudError::Api {
+        method: method.into(),
+        path: path.into(),
+        status,
+        kind: kind.into(),
+        message,
+    }
 }
 
 fn new_id() -> String {
@@ -68,7 +74,11 @@ impl FakeCloud {
 
     /// A cloud-admin credential (sees and may touch everything).
     pub fn admin(&self, project_id: &str) -> FakeNeutron {
-        FakeNeutron { admin: true, roles: vec!["admin".into(), "member".into(), "reader".into()], ..self.client(project_id) }
+        FakeNeutron {
+            admin: true,
+            roles: vec!["admin".into(), "member".into(), "reader".into()],
+            ..self.client(project_id)
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, World> {
@@ -85,7 +95,11 @@ impl FakeCloud {
 
     /// Inject `fault` into the next `times` calls of `op`.
     pub fn inject(&self, op: Op, fault: Fault, times: usize) {
-        self.lock().faults.push(PlannedFault { op, fault, remaining: times });
+        self.lock().faults.push(PlannedFault {
+            op,
+            fault,
+            remaining: times,
+        });
     }
 
     pub fn clear_faults(&self) {
@@ -100,8 +114,16 @@ impl FakeCloud {
     /// (reads, writes) made so far.
     pub fn read_write_counts(&self) -> (u64, u64) {
         let calls = self.calls();
-        let reads = calls.iter().filter(|(op, _)| op.is_read()).map(|(_, n)| n).sum();
-        let writes = calls.iter().filter(|(op, _)| !op.is_read()).map(|(_, n)| n).sum();
+        let reads = calls
+            .iter()
+            .filter(|(op, _)| op.is_read())
+            .map(|(_, n)| n)
+            .sum();
+        let writes = calls
+            .iter()
+            .filter(|(op, _)| !op.is_read())
+            .map(|(_, n)| n)
+            .sum();
         (reads, writes)
     }
 
@@ -139,7 +161,11 @@ impl FakeNeutron {
         };
         match fault {
             None => Ok(false),
-            Some(Fault::Error { status, kind, message }) => Err(api(method, path, status, &kind, message)),
+            Some(Fault::Error {
+                status,
+                kind,
+                message,
+            }) => Err(api(method, path, status, &kind, message)),
             Some(Fault::Latency(d)) => {
                 tokio::time::sleep(d).await;
                 Ok(false)
@@ -148,11 +174,20 @@ impl FakeNeutron {
         }
     }
 
-    async fn run<T>(&self, op: Op, method: &str, path: &str, f: impl FnOnce(&mut World) -> Result<T>) -> Result<T> {
+    async fn run<T>(
+        &self,
+        op: Op,
+        method: &str,
+        path: &str,
+        f: impl FnOnce(&mut World) -> Result<T>,
+    ) -> Result<T> {
         let timeout_after = self.enter(op, method, path).await?;
         let out = f(&mut self.lock());
         if timeout_after {
-            return Err(CloudError::Timeout { method: method.into(), path: path.into() });
+            return Err(CloudError::Timeout {
+                method: method.into(),
+                path: path.into(),
+            });
         }
         out
     }
@@ -162,19 +197,42 @@ impl FakeNeutron {
     }
 
     fn port_visible(&self, w: &World, p: &Port) -> bool {
-        self.owns(&p.project_id) || w.networks.get(&p.network_id).is_some_and(|n| self.owns(&n.project_id))
+        self.owns(&p.project_id)
+            || w.networks
+                .get(&p.network_id)
+                .is_some_and(|n| self.owns(&n.project_id))
     }
 
-    fn router_of<'w>(&self, w: &'w World, id: &str, method: &str, path: &str) -> Result<&'w Router> {
+    fn router_of<'w>(
+        &self,
+        w: &'w World,
+        id: &str,
+        method: &str,
+        path: &str,
+    ) -> Result<&'w Router> {
         w.routers
             .get(id)
             .filter(|r| self.owns(&r.project_id))
-            .ok_or_else(|| api(method, path, 404, "RouterNotFound", format!("Router {id} could not be found")))
+            .ok_or_else(|| {
+                api(
+                    method,
+                    path,
+                    404,
+                    "RouterNotFound",
+                    format!("Router {id} could not be found"),
+                )
+            })
     }
 }
 
 fn port_not_found(method: &str, path: &str, id: &str) -> CloudError {
-    api(method, path, 404, "PortNotFound", format!("Port {id} could not be found."))
+    api(
+        method,
+        path,
+        404,
+        "PortNotFound",
+        format!("Port {id} could not be found."),
+    )
 }
 
 fn subnet_net(s: &Subnet) -> Option<Ipv4Net> {
@@ -187,7 +245,11 @@ fn router_interfaces(w: &World, router_id: &str) -> Vec<(Subnet, String)> {
         .values()
         .filter(|p| p.is_interface_of(router_id))
         .flat_map(|p| {
-            p.fixed_ips.iter().filter_map(|f| w.subnets.get(&f.subnet_id).map(|s| (s.clone(), f.ip_address.clone())))
+            p.fixed_ips.iter().filter_map(|f| {
+                w.subnets
+                    .get(&f.subnet_id)
+                    .map(|s| (s.clone(), f.ip_address.clone()))
+            })
         })
         .collect()
 }
@@ -195,39 +257,66 @@ fn router_interfaces(w: &World, router_id: &str) -> Vec<(Subnet, String)> {
 fn py_routes(routes: &[Route]) -> String {
     let items: Vec<String> = routes
         .iter()
-        .map(|r| format!("{{'destination': '{}', 'nexthop': '{}'}}", r.destination, r.nexthop))
+        .map(|r| {
+            format!(
+                "{{'destination': '{}', 'nexthop': '{}'}}",
+                r.destination, r.nexthop
+            )
+        })
         .collect();
     format!("[{}]", items.join(", "))
 }
 
 /// Neutron's extraroute validation: valid CIDR, nexthop on a connected subnet, not the
 /// router's own address.
-fn validate_routes(w: &World, router_id: &str, routes: &[Route], method: &str, path: &str) -> Result<()> {
+fn validate_routes(
+    w: &World,
+    router_id: &str,
+    routes: &[Route],
+    method: &str,
+    path: &str,
+) -> Result<()> {
     let ifaces = router_interfaces(w, router_id);
     for r in routes {
         if r.destination.parse::<ipnet::IpNet>().is_err() {
             // The extraroute-atomic actions parse with netaddr; PUT runs the API validator.
             return Err(if path.ends_with("extraroutes") {
-                api(method, path, 400, "AddrFormatError", format!("invalid IPNetwork {}", r.destination))
+                api(
+                    method,
+                    path,
+                    400,
+                    "AddrFormatError",
+                    format!("invalid IPNetwork {}", r.destination),
+                )
             } else {
                 api(
                     method,
                     path,
                     400,
                     "HTTPBadRequest",
-                    format!("Invalid input for routes. Reason: '{}' is not a valid CIDR.", r.destination),
+                    format!(
+                        "Invalid input for routes. Reason: '{}' is not a valid CIDR.",
+                        r.destination
+                    ),
                 )
             });
         }
         let hop: Option<Ipv4Addr> = r.nexthop.parse().ok();
-        let connected = hop.is_some_and(|h| ifaces.iter().any(|(s, _)| subnet_net(s).is_some_and(|n| n.contains(&h))));
+        let connected = hop.is_some_and(|h| {
+            ifaces
+                .iter()
+                .any(|(s, _)| subnet_net(s).is_some_and(|n| n.contains(&h)))
+        });
         if !connected {
             return Err(api(
                 method,
                 path,
                 400,
                 "InvalidRoutes",
-                format!("Invalid format for routes: {}, the nexthop is not connected with router", py_routes(routes)),
+                format!(
+                    "Invalid format for routes: {}, the nexthop is not connected with router",
+                    py_routes(routes)
+                ),
             ));
         }
         if ifaces.iter().any(|(_, ip)| *ip == r.nexthop) {
@@ -236,7 +325,10 @@ fn validate_routes(w: &World, router_id: &str, routes: &[Route], method: &str, p
                 path,
                 400,
                 "InvalidRoutes",
-                format!("Invalid format for routes: {}, the nexthop is used by router", py_routes(routes)),
+                format!(
+                    "Invalid format for routes: {}, the nexthop is used by router",
+                    py_routes(routes)
+                ),
             ));
         }
     }
@@ -245,7 +337,13 @@ fn validate_routes(w: &World, router_id: &str, routes: &[Route], method: &str, p
 
 fn check_route_quota(_router: &Router, count: usize, method: &str, path: &str) -> Result<()> {
     if count > MAX_ROUTES {
-        return Err(api(method, path, 409, "OverQuota", "Quota exceeded for resources: ['router_route'].".into()));
+        return Err(api(
+            method,
+            path,
+            409,
+            "OverQuota",
+            "Quota exceeded for resources: ['router_route'].".into(),
+        ));
     }
     Ok(())
 }
@@ -270,9 +368,17 @@ impl Identity for FakeNeutron {
 impl Neutron for FakeNeutron {
     async fn extensions(&self) -> Result<Vec<String>> {
         self.run(Op::Extensions, "GET", "/extensions", |_| {
-            Ok(["extraroute", "extraroute-atomic", "rbac-policies", "revision-if-match", "standard-attr-revisions", "tag-creation", "standard-attr-tag"]
-                .map(String::from)
-                .to_vec())
+            Ok([
+                "extraroute",
+                "extraroute-atomic",
+                "rbac-policies",
+                "revision-if-match",
+                "standard-attr-revisions",
+                "tag-creation",
+                "standard-attr-tag",
+            ]
+            .map(String::from)
+            .to_vec())
         })
         .await
     }
@@ -284,7 +390,15 @@ impl Neutron for FakeNeutron {
                 .get(id)
                 .filter(|n| self.owns(&n.project_id) || n.shared)
                 .cloned()
-                .ok_or_else(|| api("GET", &path, 404, "NetworkNotFound", format!("Network {id} could not be found.")))
+                .ok_or_else(|| {
+                    api(
+                        "GET",
+                        &path,
+                        404,
+                        "NetworkNotFound",
+                        format!("Network {id} could not be found."),
+                    )
+                })
         })
         .await
     }
@@ -296,7 +410,15 @@ impl Neutron for FakeNeutron {
                 .get(id)
                 .filter(|s| self.owns(&s.project_id))
                 .cloned()
-                .ok_or_else(|| api("GET", &path, 404, "SubnetNotFound", format!("Subnet {id} could not be found.")))
+                .ok_or_else(|| {
+                    api(
+                        "GET",
+                        &path,
+                        404,
+                        "SubnetNotFound",
+                        format!("Subnet {id} could not be found."),
+                    )
+                })
         })
         .await
     }
@@ -319,7 +441,11 @@ impl Neutron for FakeNeutron {
     async fn get_port(&self, id: &str) -> Result<Port> {
         let path = format!("/ports/{id}");
         self.run(Op::GetPort, "GET", &path, |w| {
-            w.ports.get(id).filter(|p| self.port_visible(w, p)).cloned().ok_or_else(|| port_not_found("GET", &path, id))
+            w.ports
+                .get(id)
+                .filter(|p| self.port_visible(w, p))
+                .cloned()
+                .ok_or_else(|| port_not_found("GET", &path, id))
         })
         .await
     }
@@ -413,13 +539,25 @@ impl Neutron for FakeNeutron {
     async fn add_port_tag(&self, port_id: &str, tag: &str) -> Result<()> {
         let path = format!("/ports/{port_id}/tags/{tag}");
         self.run(Op::AddPortTag, "PUT", &path, |w| {
-            let visible = w.ports.get(port_id).is_some_and(|p| self.port_visible(w, p));
-            let owner = w.ports.get(port_id).is_some_and(|p| self.owns(&p.project_id) || self.admin);
+            let visible = w
+                .ports
+                .get(port_id)
+                .is_some_and(|p| self.port_visible(w, p));
+            let owner = w
+                .ports
+                .get(port_id)
+                .is_some_and(|p| self.owns(&p.project_id) || self.admin);
             if !visible {
                 return Err(port_not_found("PUT", &path, port_id));
             }
             if !owner {
-                return Err(api("PUT", &path, 403, "PolicyNotAuthorized", "rule:update_port:tags is disallowed by policy".into()));
+                return Err(api(
+                    "PUT",
+                    &path,
+                    403,
+                    "PolicyNotAuthorized",
+                    "rule:update_port:tags is disallowed by policy".into(),
+                ));
             }
             if let Some(p) = w.ports.get_mut(port_id)
                 && !p.has_tag(tag)
@@ -435,12 +573,25 @@ impl Neutron for FakeNeutron {
     async fn set_port_tags(&self, port_id: &str, tags: &[String]) -> Result<()> {
         let path = format!("/ports/{port_id}/tags");
         self.run(Op::SetPortTags, "PUT", &path, |w| {
-            let visible = w.ports.get(port_id).is_some_and(|p| self.port_visible(w, p));
+            let visible = w
+                .ports
+                .get(port_id)
+                .is_some_and(|p| self.port_visible(w, p));
             if !visible {
                 return Err(port_not_found("PUT", &path, port_id));
             }
-            if !w.ports.get(port_id).is_some_and(|p| self.owns(&p.project_id)) {
-                return Err(api("PUT", &path, 403, "PolicyNotAuthorized", "rule:update_port:tags is disallowed by policy".into()));
+            if !w
+                .ports
+                .get(port_id)
+                .is_some_and(|p| self.owns(&p.project_id))
+            {
+                return Err(api(
+                    "PUT",
+                    &path,
+                    403,
+                    "PolicyNotAuthorized",
+                    "rule:update_port:tags is disallowed by policy".into(),
+                ));
             }
             if let Some(p) = w.ports.get_mut(port_id) {
                 p.tags = tags.to_vec();
@@ -472,7 +623,10 @@ impl Neutron for FakeNeutron {
 
     async fn get_router(&self, id: &str) -> Result<Router> {
         let path = format!("/routers/{id}");
-        self.run(Op::GetRouter, "GET", &path, |w| self.router_of(w, id, "GET", &path).cloned()).await
+        self.run(Op::GetRouter, "GET", &path, |w| {
+            self.router_of(w, id, "GET", &path).cloned()
+        })
+        .await
     }
 
     async fn list_routers(&self, q: &RouterQuery) -> Result<Vec<Router>> {
@@ -583,13 +737,31 @@ impl Neutron for FakeNeutron {
         self.run(Op::AddRouterSubnet, m, &path, |w| {
             let router = self.router_of(w, router_id, m, &path)?.clone();
             let subnet = w.subnets.get(subnet_id).cloned().ok_or_else(|| {
-                api(m, &path, 404, "SubnetNotFound", format!("Subnet {subnet_id} could not be found."))
+                api(
+                    m,
+                    &path,
+                    404,
+                    "SubnetNotFound",
+                    format!("Subnet {subnet_id} could not be found."),
+                )
             })?;
-            if router_interfaces(w, router_id).iter().any(|(s, _)| s.id == subnet_id) {
-                return Err(api(m, &path, 400, "BadRequest", format!("Bad router request: Router already has a port on subnet {subnet_id}.")));
+            if router_interfaces(w, router_id)
+                .iter()
+                .any(|(s, _)| s.id == subnet_id)
+            {
+                return Err(api(
+                    m,
+                    &path,
+                    400,
+                    "BadRequest",
+                    format!("Bad router request: Router already has a port on subnet {subnet_id}."),
+                ));
             }
             let gw = subnet.gateway_ip.clone().unwrap_or_default();
-            if w.ports.values().any(|p| p.has_ip(&gw) && p.network_id == subnet.network_id) {
+            if w.ports
+                .values()
+                .any(|p| p.has_ip(&gw) && p.network_id == subnet.network_id)
+            {
                 return Err(api(
                     m,
                     &path,
@@ -606,7 +778,10 @@ impl Neutron for FakeNeutron {
                 project_id: router.project_id.clone(),
                 device_id: router_id.to_string(),
                 device_owner: OWNER_ROUTER_INTERFACE.to_string(),
-                fixed_ips: vec![FixedIp { subnet_id: subnet_id.to_string(), ip_address: gw }],
+                fixed_ips: vec![FixedIp {
+                    subnet_id: subnet_id.to_string(),
+                    ip_address: gw,
+                }],
                 tags: vec![],
                 revision_number: 1,
             };
@@ -632,7 +807,10 @@ impl Neutron for FakeNeutron {
                 }
             }
             check_route_quota(&router, next.len(), "PUT", &path)?;
-            let r = w.routers.get_mut(router_id).ok_or_else(|| api("PUT", &path, 404, "RouterNotFound", String::new()))?;
+            let r = w
+                .routers
+                .get_mut(router_id)
+                .ok_or_else(|| api("PUT", &path, 404, "RouterNotFound", String::new()))?;
             if next != r.routes {
                 r.routes = next;
                 r.revision_number += 1;
@@ -646,7 +824,10 @@ impl Neutron for FakeNeutron {
         let path = format!("/routers/{router_id}/remove_extraroutes");
         self.run(Op::RemoveExtraroutes, "PUT", &path, |w| {
             self.router_of(w, router_id, "PUT", &path)?;
-            let r = w.routers.get_mut(router_id).ok_or_else(|| api("PUT", &path, 404, "RouterNotFound", String::new()))?;
+            let r = w
+                .routers
+                .get_mut(router_id)
+                .ok_or_else(|| api("PUT", &path, 404, "RouterNotFound", String::new()))?;
             let before = r.routes.len();
             r.routes.retain(|x| !routes.contains(x));
             if r.routes.len() != before {
@@ -657,7 +838,12 @@ impl Neutron for FakeNeutron {
         .await
     }
 
-    async fn set_routes(&self, router_id: &str, routes: &[Route], if_revision: Option<u64>) -> Result<Router> {
+    async fn set_routes(
+        &self,
+        router_id: &str,
+        routes: &[Route],
+        if_revision: Option<u64>,
+    ) -> Result<Router> {
         let path = format!("/routers/{router_id}");
         self.run(Op::SetRoutes, "PUT", &path, |w| {
             let router = self.router_of(w, router_id, "PUT", &path)?.clone();
@@ -669,12 +855,18 @@ impl Neutron for FakeNeutron {
                     &path,
                     412,
                     "RevisionNumberConstraintFailed",
-                    format!("Constrained to {rev}, but current revision is {}", router.revision_number),
+                    format!(
+                        "Constrained to {rev}, but current revision is {}",
+                        router.revision_number
+                    ),
                 ));
             }
             validate_routes(w, router_id, routes, "PUT", &path)?;
             check_route_quota(&router, routes.len(), "PUT", &path)?;
-            let r = w.routers.get_mut(router_id).ok_or_else(|| api("PUT", &path, 404, "RouterNotFound", String::new()))?;
+            let r = w
+                .routers
+                .get_mut(router_id)
+                .ok_or_else(|| api("PUT", &path, 404, "RouterNotFound", String::new()))?;
             r.routes = routes.to_vec();
             r.revision_number += 1;
             Ok(r.clone())
@@ -684,7 +876,13 @@ impl Neutron for FakeNeutron {
 
     async fn create_network(&self, name: &str) -> Result<Network> {
         self.run(Op::CreateNetwork, "POST", "/networks", |w| {
-            let n = Network { id: new_id(), name: name.into(), project_id: self.project_id.clone(), shared: false, subnets: vec![] };
+            let n = Network {
+                id: new_id(),
+                name: name.into(),
+                project_id: self.project_id.clone(),
+                shared: false,
+                subnets: vec![],
+            };
             w.networks.insert(n.id.clone(), n.clone());
             Ok(n)
         })
@@ -717,10 +915,25 @@ impl Neutron for FakeNeutron {
         .await
     }
 
-    async fn create_subnet(&self, network_id: &str, cidr: &str, gateway_ip: &str) -> Result<Subnet> {
+    async fn create_subnet(
+        &self,
+        network_id: &str,
+        cidr: &str,
+        gateway_ip: &str,
+    ) -> Result<Subnet> {
         self.run(Op::CreateSubnet, "POST", "/subnets", |w| {
-            if !w.networks.get(network_id).is_some_and(|n| self.owns(&n.project_id)) {
-                return Err(api("POST", "/subnets", 404, "NetworkNotFound", format!("Network {network_id} could not be found.")));
+            if !w
+                .networks
+                .get(network_id)
+                .is_some_and(|n| self.owns(&n.project_id))
+            {
+                return Err(api(
+                    "POST",
+                    "/subnets",
+                    404,
+                    "NetworkNotFound",
+                    format!("Network {network_id} could not be found."),
+                ));
             }
             let s = Subnet {
                 id: new_id(),
@@ -740,7 +953,13 @@ impl Neutron for FakeNeutron {
 
     async fn create_router(&self, name: &str) -> Result<Router> {
         self.run(Op::CreateRouter, "POST", "/routers", |w| {
-            let r = Router { id: new_id(), name: name.into(), project_id: self.project_id.clone(), routes: vec![], revision_number: 1 };
+            let r = Router {
+                id: new_id(),
+                name: name.into(),
+                project_id: self.project_id.clone(),
+                routes: vec![],
+                revision_number: 1,
+            };
             w.routers.insert(r.id.clone(), r.clone());
             Ok(r)
         })
@@ -751,9 +970,23 @@ impl Neutron for FakeNeutron {
         let path = format!("/routers/{id}");
         self.run(Op::DeleteRouter, "DELETE", &path, |w| {
             self.router_of(w, id, "DELETE", &path)?;
-            let attached: Vec<String> = w.ports.values().filter(|p| p.device_id == id).map(|p| p.id.clone()).collect();
+            let attached: Vec<String> = w
+                .ports
+                .values()
+                .filter(|p| p.device_id == id)
+                .map(|p| p.id.clone())
+                .collect();
             if !attached.is_empty() {
-                return Err(api("DELETE", &path, 409, "RouterInUse", format!("Router {id} has ports still attached: {}", attached.join(", "))));
+                return Err(api(
+                    "DELETE",
+                    &path,
+                    409,
+                    "RouterInUse",
+                    format!(
+                        "Router {id} has ports still attached: {}",
+                        attached.join(", ")
+                    ),
+                ));
             }
             w.routers.remove(id);
             Ok(())

@@ -74,7 +74,10 @@ impl AuthConfig {
             ("user_domain_name", "OS_USER_DOMAIN_NAME"),
             ("project_domain_name", "OS_PROJECT_DOMAIN_NAME"),
             ("application_credential_id", "OS_APPLICATION_CREDENTIAL_ID"),
-            ("application_credential_secret", "OS_APPLICATION_CREDENTIAL_SECRET"),
+            (
+                "application_credential_secret",
+                "OS_APPLICATION_CREDENTIAL_SECRET",
+            ),
         ] {
             if let Some(v) = get(env) {
                 values.insert(key.to_string(), v);
@@ -94,13 +97,20 @@ impl AuthConfig {
         candidates: &[PathBuf],
         get: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Self, ConfigError> {
-        let path = candidates.iter().find(|p| p.is_file()).ok_or_else(|| ConfigError::Invalid {
-            setting: "OS_CLOUD".into(),
-            message: format!(
-                "cloud {cloud:?} requested but no clouds.yaml found (looked in {})",
-                candidates.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
-            ),
-        })?;
+        let path = candidates
+            .iter()
+            .find(|p| p.is_file())
+            .ok_or_else(|| ConfigError::Invalid {
+                setting: "OS_CLOUD".into(),
+                message: format!(
+                    "cloud {cloud:?} requested but no clouds.yaml found (looked in {})",
+                    candidates
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            })?;
         let mut entry = load_entry(path, cloud)?;
         // OS_REGION_NAME in the environment wins over the file, as with the openstack CLI.
         if let Some(r) = get("OS_REGION_NAME") {
@@ -112,12 +122,22 @@ impl AuthConfig {
 
     fn from_entry(entry: CloudEntry, name: impl Fn(&str) -> String) -> Result<Self, ConfigError> {
         let a = &entry.auth;
-        let req = |k: &str| a.get(k).cloned().ok_or_else(|| ConfigError::Missing(name(k)));
+        let req = |k: &str| {
+            a.get(k)
+                .cloned()
+                .ok_or_else(|| ConfigError::Missing(name(k)))
+        };
         let auth_url = req("auth_url")?;
         if !(auth_url.starts_with("http://") || auth_url.starts_with("https://")) {
-            return Err(ConfigError::Invalid { setting: name("auth_url"), message: "must be an http(s) URL".into() });
+            return Err(ConfigError::Invalid {
+                setting: name("auth_url"),
+                message: "must be an http(s) URL".into(),
+            });
         }
-        let app_cred = entry.auth_type.as_deref().is_some_and(|t| t.contains("applicationcredential"))
+        let app_cred = entry
+            .auth_type
+            .as_deref()
+            .is_some_and(|t| t.contains("applicationcredential"))
             || a.contains_key("application_credential_id");
         let method = if app_cred {
             AuthMethod::ApplicationCredential {
@@ -128,15 +148,25 @@ impl AuthConfig {
             let project_id = a.get("project_id").cloned();
             let project_name = a.get("project_name").cloned();
             if project_id.is_none() && project_name.is_none() {
-                return Err(ConfigError::Missing(format!("{} (or {})", name("project_name"), name("project_id"))));
+                return Err(ConfigError::Missing(format!(
+                    "{} (or {})",
+                    name("project_name"),
+                    name("project_id")
+                )));
             }
             AuthMethod::Password {
                 username: req("username")?,
                 password: SecretString::new(req("password")?),
-                user_domain_name: a.get("user_domain_name").cloned().unwrap_or_else(|| "Default".into()),
+                user_domain_name: a
+                    .get("user_domain_name")
+                    .cloned()
+                    .unwrap_or_else(|| "Default".into()),
                 project_id,
                 project_name,
-                project_domain_name: a.get("project_domain_name").cloned().unwrap_or_else(|| "Default".into()),
+                project_domain_name: a
+                    .get("project_domain_name")
+                    .cloned()
+                    .unwrap_or_else(|| "Default".into()),
             }
         };
         Ok(AuthConfig {
@@ -151,7 +181,11 @@ impl AuthConfig {
 /// Keystone URLs are compared and joined without a trailing slash, and always name v3.
 pub fn normalize_auth_url(url: &str) -> String {
     let u = url.trim_end_matches('/');
-    if u.ends_with("/v3") { u.to_string() } else { format!("{u}/v3") }
+    if u.ends_with("/v3") {
+        u.to_string()
+    } else {
+        format!("{u}/v3")
+    }
 }
 
 fn clouds_yaml_candidates(get: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> {
@@ -168,9 +202,13 @@ fn clouds_yaml_candidates(get: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> 
 }
 
 fn load_entry(path: &Path, cloud: &str) -> Result<CloudEntry, ConfigError> {
-    let invalid = |message: String| ConfigError::Invalid { setting: path.display().to_string(), message };
+    let invalid = |message: String| ConfigError::Invalid {
+        setting: path.display().to_string(),
+        message,
+    };
     let text = std::fs::read_to_string(path).map_err(|e| invalid(format!("cannot read: {e}")))?;
-    let mut file: CloudsFile = serde_yaml::from_str(&text).map_err(|e| invalid(format!("not a clouds.yaml: {e}")))?;
+    let mut file: CloudsFile =
+        serde_yaml::from_str(&text).map_err(|e| invalid(format!("not a clouds.yaml: {e}")))?;
     file.clouds
         .remove(cloud)
         .ok_or_else(|| invalid(format!("has no cloud named {cloud:?} (OS_CLOUD)")))
@@ -181,7 +219,10 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let m: BTreeMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let m: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         move |k| m.get(k).cloned()
     }
 
@@ -198,19 +239,35 @@ mod tests {
         assert_eq!(c.auth_url, "http://k:5000/v3");
         assert_eq!(c.region.as_deref(), Some("RegionOne"));
         assert!(matches!(c.method, AuthMethod::Password { ref username, .. } if username == "op"));
-        assert!(!format!("{c:?}").contains("pw\""), "password must not print");
+        assert!(
+            !format!("{c:?}").contains("pw\""),
+            "password must not print"
+        );
     }
 
     #[test]
     fn missing_settings_are_named() {
         let e = AuthConfig::from_env(&env(&[])).unwrap_err();
         assert_eq!(e.to_string(), "OS_AUTH_URL is not set");
-        let e = AuthConfig::from_env(&env(&[("OS_AUTH_URL", "http://k/v3"), ("OS_USERNAME", "u"), ("OS_PASSWORD", "p")])).unwrap_err();
+        let e = AuthConfig::from_env(&env(&[
+            ("OS_AUTH_URL", "http://k/v3"),
+            ("OS_USERNAME", "u"),
+            ("OS_PASSWORD", "p"),
+        ]))
+        .unwrap_err();
         assert!(e.to_string().contains("OS_PROJECT_NAME"), "{e}");
-        let e = AuthConfig::from_env(&env(&[("OS_AUTH_URL", "http://k/v3"), ("OS_APPLICATION_CREDENTIAL_ID", "x")])).unwrap_err();
+        let e = AuthConfig::from_env(&env(&[
+            ("OS_AUTH_URL", "http://k/v3"),
+            ("OS_APPLICATION_CREDENTIAL_ID", "x"),
+        ]))
+        .unwrap_err();
         assert_eq!(e.to_string(), "OS_APPLICATION_CREDENTIAL_SECRET is not set");
         let e = AuthConfig::from_env(&env(&[("OS_AUTH_URL", "k:5000")])).unwrap_err();
-        assert!(e.to_string().starts_with("OS_AUTH_URL: must be an http(s) URL"), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with("OS_AUTH_URL: must be an http(s) URL"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -224,9 +281,13 @@ mod tests {
         )
         .unwrap();
         let p = f.display().to_string();
-        let c = AuthConfig::from_env(&env(&[("OS_CLOUD", "lab"), ("OS_CLIENT_CONFIG_FILE", &p)])).unwrap();
-        assert!(matches!(c.method, AuthMethod::ApplicationCredential { ref id, .. } if id == "acid"));
-        let e = AuthConfig::from_env(&env(&[("OS_CLOUD", "nope"), ("OS_CLIENT_CONFIG_FILE", &p)])).unwrap_err();
+        let c = AuthConfig::from_env(&env(&[("OS_CLOUD", "lab"), ("OS_CLIENT_CONFIG_FILE", &p)]))
+            .unwrap();
+        assert!(
+            matches!(c.method, AuthMethod::ApplicationCredential { ref id, .. } if id == "acid")
+        );
+        let e = AuthConfig::from_env(&env(&[("OS_CLOUD", "nope"), ("OS_CLIENT_CONFIG_FILE", &p)]))
+            .unwrap_err();
         assert!(e.to_string().contains("no cloud named \"nope\""), "{e}");
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -8,7 +8,13 @@ pub type Result<T, E = CloudError> = std::result::Result<T, E>;
 pub enum CloudError {
     /// The API answered with an error status. `kind` is NeutronError.type when present.
     #[error("{method} {path}: HTTP {status} {kind}: {message}")]
-    Api { method: String, path: String, status: u16, kind: String, message: String },
+    Api {
+        method: String,
+        path: String,
+        status: u16,
+        kind: String,
+        message: String,
+    },
     /// Keystone refused the credential (or the token lacks what we need).
     #[error("authentication failed: {0}")]
     Auth(String),
@@ -17,10 +23,18 @@ pub enum CloudError {
     Timeout { method: String, path: String },
     /// Connection-level failure.
     #[error("{method} {path}: {message}")]
-    Transport { method: String, path: String, message: String },
+    Transport {
+        method: String,
+        path: String,
+        message: String,
+    },
     /// The answer was not what the API documents.
     #[error("{method} {path}: unexpected response: {message}")]
-    Decode { method: String, path: String, message: String },
+    Decode {
+        method: String,
+        path: String,
+        message: String,
+    },
 }
 
 impl CloudError {
@@ -52,7 +66,10 @@ impl CloudError {
     pub fn is_retryable(&self) -> bool {
         match self {
             CloudError::Api { status, kind, .. } => {
-                *status >= 500 || *status == 412 || *status == 429 || (*status == 409 && kind == "OverQuota")
+                *status >= 500
+                    || *status == 412
+                    || *status == 429
+                    || (*status == 409 && kind == "OverQuota")
             }
             CloudError::Timeout { .. } | CloudError::Transport { .. } => true,
             CloudError::Auth(_) | CloudError::Decode { .. } => false,
@@ -65,7 +82,13 @@ mod tests {
     use super::*;
 
     fn api(status: u16, kind: &str) -> CloudError {
-        CloudError::Api { method: "PUT".into(), path: "/x".into(), status, kind: kind.into(), message: "m".into() }
+        CloudError::Api {
+            method: "PUT".into(),
+            path: "/x".into(),
+            status,
+            kind: kind.into(),
+            message: "m".into(),
+        }
     }
 
     #[test]
@@ -78,7 +101,16 @@ mod tests {
         assert!(!api(403, "PolicyNotAuthorized").is_retryable());
         assert!(!api(404, "RouterNotFound").is_retryable());
         assert!(api(404, "RouterNotFound").is_not_found());
-        assert!(CloudError::Timeout { method: "GET".into(), path: "/".into() }.is_retryable());
-        assert_eq!(api(409, "PortInUse").to_string(), "PUT /x: HTTP 409 PortInUse: m");
+        assert!(
+            CloudError::Timeout {
+                method: "GET".into(),
+                path: "/".into()
+            }
+            .is_retryable()
+        );
+        assert_eq!(
+            api(409, "PortInUse").to_string(),
+            "PUT /x: HTTP 409 PortInUse: m"
+        );
     }
 }

@@ -45,8 +45,17 @@ impl OpenStack {
             .connect_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(30))
             .build()
-            .map_err(|e| CloudError::Transport { method: "-".into(), path: "-".into(), message: e.to_string() })?;
-        Ok(Self { http, auth, neutron_override: None, session: Mutex::new(None) })
+            .map_err(|e| CloudError::Transport {
+                method: "-".into(),
+                path: "-".into(),
+                message: e.to_string(),
+            })?;
+        Ok(Self {
+            http,
+            auth,
+            neutron_override: None,
+            session: Mutex::new(None),
+        })
     }
 
     /// Use this Neutron URL instead of the catalog's.
@@ -74,7 +83,12 @@ impl OpenStack {
 
     async fn authenticate(&self) -> Result<Session> {
         let identity = match &self.auth.method {
-            AuthMethod::Password { username, password, user_domain_name, .. } => json!({
+            AuthMethod::Password {
+                username,
+                password,
+                user_domain_name,
+                ..
+            } => json!({
                 "methods": ["password"],
                 "password": {"user": {"name": username, "domain": {"name": user_domain_name}, "password": password.expose()}}
             }),
@@ -84,36 +98,70 @@ impl OpenStack {
             }),
         };
         let mut body = json!({"auth": {"identity": identity}});
-        if let AuthMethod::Password { project_id, project_name, project_domain_name, .. } = &self.auth.method {
+        if let AuthMethod::Password {
+            project_id,
+            project_name,
+            project_domain_name,
+            ..
+        } = &self.auth.method
+        {
             body["auth"]["scope"] = match (project_id, project_name) {
                 (Some(id), _) => json!({"project": {"id": id}}),
-                (None, name) => json!({"project": {"name": name, "domain": {"name": project_domain_name}}}),
+                (None, name) => {
+                    json!({"project": {"name": name, "domain": {"name": project_domain_name}}})
+                }
             };
         }
         let url = format!("{}/auth/tokens", self.auth.auth_url);
-        let resp = self.http.post(&url).json(&body).send().await.map_err(|e| transport("POST", "/v3/auth/tokens", e))?;
+        let resp = self
+            .http
+            .post(&url)
+            .json(&body)
+            .send()
+            .await
+            .map_err(|e| transport("POST", "/v3/auth/tokens", e))?;
         let status = resp.status();
-        let token = resp.headers().get("x-subject-token").and_then(|v| v.to_str().ok()).map(SecretString::new);
-        let bytes = resp.bytes().await.map_err(|e| transport("POST", "/v3/auth/tokens", e))?;
+        let token = resp
+            .headers()
+            .get("x-subject-token")
+            .and_then(|v| v.to_str().ok())
+            .map(SecretString::new);
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| transport("POST", "/v3/auth/tokens", e))?;
         if !status.is_success() {
             let (_, message) = error_body(&bytes);
-            return Err(CloudError::Auth(format!("Keystone answered HTTP {} to the token request: {message}", status.as_u16())));
+            return Err(CloudError::Auth(format!(
+                "Keystone answered HTTP {} to the token request: {message}",
+                status.as_u16()
+            )));
         }
-        let token = token.ok_or_else(|| CloudError::Auth("Keystone returned no X-Subject-Token".into()))?;
-        let parsed: TokenEnvelope = serde_json::from_slice(&bytes).map_err(|e| CloudError::Auth(format!("unreadable token body: {e}")))?;
+        let token =
+            token.ok_or_else(|| CloudError::Auth("Keystone returned no X-Subject-Token".into()))?;
+        let parsed: TokenEnvelope = serde_json::from_slice(&bytes)
+            .map_err(|e| CloudError::Auth(format!("unreadable token body: {e}")))?;
         let t = parsed.token;
         let neutron_url = match &self.neutron_override {
             Some(u) => u.clone(),
             None => t.neutron_endpoint(&self.auth)?,
         };
         let neutron_url = neutron_url.trim_end_matches('/').to_string();
-        let neutron_url = if neutron_url.ends_with("/v2.0") { neutron_url } else { format!("{neutron_url}/v2.0") };
+        let neutron_url = if neutron_url.ends_with("/v2.0") {
+            neutron_url
+        } else {
+            format!("{neutron_url}/v2.0")
+        };
         Ok(Session {
             token,
             expires_at: t.expires_at,
             info: TokenInfo {
                 project_id: t.project.as_ref().map(|p| p.id.clone()).unwrap_or_default(),
-                project_name: t.project.as_ref().map(|p| p.name.clone()).unwrap_or_default(),
+                project_name: t
+                    .project
+                    .as_ref()
+                    .map(|p| p.name.clone())
+                    .unwrap_or_default(),
                 user_id: t.user.map(|u| u.id).unwrap_or_default(),
                 roles: t.roles.into_iter().map(|r| r.name).collect(),
                 application_credential_id: t.application_credential.map(|a| a.id),
@@ -123,7 +171,13 @@ impl OpenStack {
     }
 
     /// One Neutron call. A 401 (token revoked or expired early) re-authenticates once.
-    async fn call(&self, method: Method, path: &str, body: Option<&Value>, if_match: Option<String>) -> Result<Vec<u8>> {
+    async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        if_match: Option<String>,
+    ) -> Result<Vec<u8>> {
         let mut forced = false;
         loop {
             let s = self.session(forced).await?;
@@ -148,7 +202,13 @@ impl OpenStack {
             }
             if !status.is_success() {
                 let (kind, message) = error_body(&bytes);
-                return Err(CloudError::Api { method: m.into(), path: path.into(), status: status.as_u16(), kind, message });
+                return Err(CloudError::Api {
+                    method: m.into(),
+                    path: path.into(),
+                    status: status.as_u16(),
+                    kind,
+                    message,
+                });
             }
             return Ok(bytes.to_vec());
         }
@@ -159,7 +219,13 @@ impl OpenStack {
         decode(&bytes, key, "GET", path)
     }
 
-    async fn send<T: DeserializeOwned>(&self, method: Method, path: &str, body: &Value, key: &str) -> Result<T> {
+    async fn send<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: &Value,
+        key: &str,
+    ) -> Result<T> {
         let m = method.as_str().to_string();
         let bytes = self.call(method, path, Some(body), None).await?;
         decode(&bytes, key, &m, path)
@@ -168,9 +234,16 @@ impl OpenStack {
 
 fn transport(method: &str, path: &str, e: reqwest::Error) -> CloudError {
     if e.is_timeout() {
-        CloudError::Timeout { method: method.into(), path: path.into() }
+        CloudError::Timeout {
+            method: method.into(),
+            path: path.into(),
+        }
     } else {
-        CloudError::Transport { method: method.into(), path: path.into(), message: e.to_string() }
+        CloudError::Transport {
+            method: method.into(),
+            path: path.into(),
+            message: e.to_string(),
+        }
     }
 }
 
@@ -178,20 +251,43 @@ fn transport(method: &str, path: &str, e: reqwest::Error) -> CloudError {
 fn error_body(bytes: &[u8]) -> (String, String) {
     let v: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
     if let Some(e) = v.get("NeutronError") {
-        let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        let s = |k: &str| {
+            e.get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
         return (s("type"), s("message"));
     }
     if let Some(e) = v.get("error") {
-        let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or_default().to_string();
+        let s = |k: &str| {
+            e.get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
         return (s("title"), s("message"));
     }
-    (String::new(), String::from_utf8_lossy(bytes).chars().take(200).collect())
+    (
+        String::new(),
+        String::from_utf8_lossy(bytes).chars().take(200).collect(),
+    )
 }
 
 fn decode<T: DeserializeOwned>(bytes: &[u8], key: &str, method: &str, path: &str) -> Result<T> {
-    let err = |message: String| CloudError::Decode { method: method.into(), path: path.into(), message };
+    let err = |message: String| CloudError::Decode {
+        method: method.into(),
+        path: path.into(),
+        message,
+    };
     let mut v: Value = serde_json::from_slice(bytes).map_err(|e| err(e.to_string()))?;
-    let inner = if key.is_empty() { v } else { v.get_mut(key).map(Value::take).ok_or_else(|| err(format!("no {key:?} in body")))? };
+    let inner = if key.is_empty() {
+        v
+    } else {
+        v.get_mut(key)
+            .map(Value::take)
+            .ok_or_else(|| err(format!("no {key:?} in body")))?
+    };
     serde_json::from_value(inner).map_err(|e| err(e.to_string()))
 }
 
@@ -200,7 +296,9 @@ fn enc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b as char),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
             _ => out.push_str(&format!("%{b:02X}")),
         }
     }
@@ -211,7 +309,10 @@ fn query(pairs: &[(&str, String)]) -> String {
     if pairs.is_empty() {
         return String::new();
     }
-    let q: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={}", enc(v))).collect();
+    let q: Vec<String> = pairs
+        .iter()
+        .map(|(k, v)| format!("{k}={}", enc(v)))
+        .collect();
     format!("?{}", q.join("&"))
 }
 
@@ -264,13 +365,17 @@ impl TokenBody {
             .catalog
             .iter()
             .find(|c| c.type_ == "network")
-            .ok_or_else(|| CloudError::Auth("the token's catalog has no network (Neutron) service".into()))?;
+            .ok_or_else(|| {
+                CloudError::Auth("the token's catalog has no network (Neutron) service".into())
+            })?;
         entry
             .endpoints
             .iter()
             .find(|e| {
                 e.interface == auth.interface
-                    && auth.region.as_ref().is_none_or(|r| e.region_id.as_ref() == Some(r) || e.region.as_ref() == Some(r))
+                    && auth.region.as_ref().is_none_or(|r| {
+                        e.region_id.as_ref() == Some(r) || e.region.as_ref() == Some(r)
+                    })
             })
             .map(|e| e.url.clone())
             .ok_or_else(|| {
@@ -332,7 +437,8 @@ impl Neutron for OpenStack {
     }
 
     async fn create_port(&self, req: &CreatePort) -> Result<Port> {
-        let mut port = json!({"network_id": req.network_id, "name": req.name, "description": req.description});
+        let mut port =
+            json!({"network_id": req.network_id, "name": req.name, "description": req.description});
         if req.ip_address.is_some() || req.subnet_id.is_some() {
             let mut fip = json!({});
             if let Some(s) = &req.subnet_id {
@@ -346,22 +452,31 @@ impl Neutron for OpenStack {
         if !req.tags.is_empty() {
             port["tags"] = json!(req.tags);
         }
-        self.send(Method::POST, "/ports", &json!({"port": port}), "port").await
+        self.send(Method::POST, "/ports", &json!({"port": port}), "port")
+            .await
     }
 
     async fn add_port_tag(&self, port_id: &str, tag: &str) -> Result<()> {
-        self.call(Method::PUT, &format!("/ports/{}/tags/{}", enc(port_id), enc(tag)), None, None).await?;
+        self.call(
+            Method::PUT,
+            &format!("/ports/{}/tags/{}", enc(port_id), enc(tag)),
+            None,
+            None,
+        )
+        .await?;
         Ok(())
     }
 
     async fn set_port_tags(&self, port_id: &str, tags: &[String]) -> Result<()> {
         let path = format!("/ports/{}/tags", enc(port_id));
-        self.call(Method::PUT, &path, Some(&json!({"tags": tags})), None).await?;
+        self.call(Method::PUT, &path, Some(&json!({"tags": tags})), None)
+            .await?;
         Ok(())
     }
 
     async fn delete_port(&self, id: &str) -> Result<()> {
-        self.call(Method::DELETE, &format!("/ports/{}", enc(id)), None, None).await?;
+        self.call(Method::DELETE, &format!("/ports/{}", enc(id)), None, None)
+            .await?;
         Ok(())
     }
 
@@ -382,58 +497,114 @@ impl Neutron for OpenStack {
 
     async fn add_router_interface(&self, router_id: &str, port_id: &str) -> Result<()> {
         let path = format!("/routers/{}/add_router_interface", enc(router_id));
-        self.call(Method::PUT, &path, Some(&json!({"port_id": port_id})), None).await?;
+        self.call(Method::PUT, &path, Some(&json!({"port_id": port_id})), None)
+            .await?;
         Ok(())
     }
 
     async fn remove_router_interface(&self, router_id: &str, port_id: &str) -> Result<()> {
         let path = format!("/routers/{}/remove_router_interface", enc(router_id));
-        self.call(Method::PUT, &path, Some(&json!({"port_id": port_id})), None).await?;
+        self.call(Method::PUT, &path, Some(&json!({"port_id": port_id})), None)
+            .await?;
         Ok(())
     }
 
     async fn add_router_subnet(&self, router_id: &str, subnet_id: &str) -> Result<String> {
         let path = format!("/routers/{}/add_router_interface", enc(router_id));
-        self.send(Method::PUT, &path, &json!({"subnet_id": subnet_id}), "port_id").await
+        self.send(
+            Method::PUT,
+            &path,
+            &json!({"subnet_id": subnet_id}),
+            "port_id",
+        )
+        .await
     }
 
     async fn add_extraroutes(&self, router_id: &str, routes: &[Route]) -> Result<Router> {
         let path = format!("/routers/{}/add_extraroutes", enc(router_id));
-        self.send(Method::PUT, &path, &json!({"router": {"routes": routes}}), "router").await
+        self.send(
+            Method::PUT,
+            &path,
+            &json!({"router": {"routes": routes}}),
+            "router",
+        )
+        .await
     }
 
     async fn remove_extraroutes(&self, router_id: &str, routes: &[Route]) -> Result<Router> {
         let path = format!("/routers/{}/remove_extraroutes", enc(router_id));
-        self.send(Method::PUT, &path, &json!({"router": {"routes": routes}}), "router").await
+        self.send(
+            Method::PUT,
+            &path,
+            &json!({"router": {"routes": routes}}),
+            "router",
+        )
+        .await
     }
 
-    async fn set_routes(&self, router_id: &str, routes: &[Route], if_revision: Option<u64>) -> Result<Router> {
+    async fn set_routes(
+        &self,
+        router_id: &str,
+        routes: &[Route],
+        if_revision: Option<u64>,
+    ) -> Result<Router> {
         let path = format!("/routers/{}", enc(router_id));
         let body = json!({"router": {"routes": routes}});
-        let bytes = self.call(Method::PUT, &path, Some(&body), if_revision.map(|r| format!("revision_number={r}"))).await?;
+        let bytes = self
+            .call(
+                Method::PUT,
+                &path,
+                Some(&body),
+                if_revision.map(|r| format!("revision_number={r}")),
+            )
+            .await?;
         decode(&bytes, "router", "PUT", &path)
     }
 
     async fn create_network(&self, name: &str) -> Result<Network> {
-        self.send(Method::POST, "/networks", &json!({"network": {"name": name}}), "network").await
+        self.send(
+            Method::POST,
+            "/networks",
+            &json!({"network": {"name": name}}),
+            "network",
+        )
+        .await
     }
 
     async fn delete_network(&self, id: &str) -> Result<()> {
-        self.call(Method::DELETE, &format!("/networks/{}", enc(id)), None, None).await?;
+        self.call(
+            Method::DELETE,
+            &format!("/networks/{}", enc(id)),
+            None,
+            None,
+        )
+        .await?;
         Ok(())
     }
 
-    async fn create_subnet(&self, network_id: &str, cidr: &str, gateway_ip: &str) -> Result<Subnet> {
+    async fn create_subnet(
+        &self,
+        network_id: &str,
+        cidr: &str,
+        gateway_ip: &str,
+    ) -> Result<Subnet> {
         let body = json!({"subnet": {"network_id": network_id, "cidr": cidr, "gateway_ip": gateway_ip, "ip_version": 4}});
         self.send(Method::POST, "/subnets", &body, "subnet").await
     }
 
     async fn create_router(&self, name: &str) -> Result<Router> {
-        self.send(Method::POST, "/routers", &json!({"router": {"name": name}}), "router").await
+        self.send(
+            Method::POST,
+            "/routers",
+            &json!({"router": {"name": name}}),
+            "router",
+        )
+        .await
     }
 
     async fn delete_router(&self, id: &str) -> Result<()> {
-        self.call(Method::DELETE, &format!("/routers/{}", enc(id)), None, None).await?;
+        self.call(Method::DELETE, &format!("/routers/{}", enc(id)), None, None)
+            .await?;
         Ok(())
     }
 }
@@ -444,15 +615,21 @@ mod tests {
 
     #[test]
     fn error_bodies() {
-        let (k, m) = error_body(br#"{"NeutronError": {"type": "PortInUse", "message": "busy", "detail": ""}}"#);
+        let (k, m) = error_body(
+            br#"{"NeutronError": {"type": "PortInUse", "message": "busy", "detail": ""}}"#,
+        );
         assert_eq!((k.as_str(), m.as_str()), ("PortInUse", "busy"));
-        let (k, m) = error_body(br#"{"error": {"code": 401, "title": "Unauthorized", "message": "nope"}}"#);
+        let (k, m) =
+            error_body(br#"{"error": {"code": 401, "title": "Unauthorized", "message": "nope"}}"#);
         assert_eq!((k.as_str(), m.as_str()), ("Unauthorized", "nope"));
     }
 
     #[test]
     fn query_encoding() {
-        assert_eq!(query(&[("tags", "clusterlink-uid=ab,x".into())]), "?tags=clusterlink-uid%3Dab%2Cx");
+        assert_eq!(
+            query(&[("tags", "clusterlink-uid=ab,x".into())]),
+            "?tags=clusterlink-uid%3Dab%2Cx"
+        );
         assert_eq!(query(&[]), "");
     }
 }

@@ -45,10 +45,16 @@ pub trait Neutron: Send + Sync {
     /// extraroute-atomic: remove exactly these routes.
     async fn remove_extraroutes(&self, router_id: &str, routes: &[Route]) -> Result<Router>;
     /// Replace the whole route table, guarded by `If-Match: revision_number=N` when given.
-    async fn set_routes(&self, router_id: &str, routes: &[Route], if_revision: Option<u64>) -> Result<Router>;
+    async fn set_routes(
+        &self,
+        router_id: &str,
+        routes: &[Route],
+        if_revision: Option<u64>,
+    ) -> Result<Router>;
     async fn create_network(&self, name: &str) -> Result<Network>;
     async fn delete_network(&self, id: &str) -> Result<()>;
-    async fn create_subnet(&self, network_id: &str, cidr: &str, gateway_ip: &str) -> Result<Subnet>;
+    async fn create_subnet(&self, network_id: &str, cidr: &str, gateway_ip: &str)
+    -> Result<Subnet>;
     async fn create_router(&self, name: &str) -> Result<Router>;
     async fn delete_router(&self, id: &str) -> Result<()>;
 }

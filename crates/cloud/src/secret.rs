@@ -37,7 +37,10 @@ mod tests {
     #[test]
     fn never_prints_its_value() {
         let s = SecretString::new("hunter2");
-        assert_eq!(format!("{s} {s:?} {:?}", Some(&s)), "<redacted> <redacted> Some(<redacted>)");
+        assert_eq!(
+            format!("{s} {s:?} {:?}", Some(&s)),
+            "<redacted> <redacted> Some(<redacted>)"
+        );
         assert_eq!(s.expose(), "hunter2");
     }
 }

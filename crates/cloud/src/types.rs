@@ -61,7 +61,10 @@ pub struct Route {
 
 impl Route {
     pub fn new(destination: impl Into<String>, nexthop: impl Into<String>) -> Self {
-        Self { destination: destination.into(), nexthop: nexthop.into() }
+        Self {
+            destination: destination.into(),
+            nexthop: nexthop.into(),
+        }
     }
 }
 

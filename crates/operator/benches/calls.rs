@@ -10,39 +10,46 @@ use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::{ClusterLink, ClusterLinkSpec, GatewayRef};
 use bnerd_cloud::Neutron;
 use bnerd_cloud_fake::FakeCloud;
-use bnerd_vpn_operator::controller::peers_of;
-use bnerd_vpn_operator::engine::{Engine, Input, Outcome};
+use bnerd_vpn_operator::controller::{link_input, peers_of};
+use bnerd_vpn_operator::engine::{Engine, Outcome};
 use bnerd_vpn_operator::fabric::Fabric;
 
 async fn fabric(net: &dyn Neutron) -> Fabric {
     let n = net.create_network("vpn-transit").await.unwrap();
-    let s = net.create_subnet(&n.id, "10.254.0.0/24", "10.254.0.1").await.unwrap();
+    let s = net
+        .create_subnet(&n.id, "10.254.0.0/24", "10.254.0.1")
+        .await
+        .unwrap();
     let gw = net.create_router("gw").await.unwrap();
     net.add_router_subnet(&gw.id, &s.id).await.unwrap();
     Fabric::discover(net, &n.id, &gw.id).await.unwrap()
 }
 
 fn link(name: &str, router: &str, cidr: &str) -> ClusterLink {
-    let mut l = ClusterLink::new(name, ClusterLinkSpec { service_cluster_router: router.into(), service_cluster_cidr: cidr.into(), ..Default::default() });
+    let mut l = ClusterLink::new(
+        name,
+        ClusterLinkSpec {
+            service_cluster_router: router.into(),
+            service_cluster_cidr: cidr.into(),
+            ..Default::default()
+        },
+    );
     l.metadata.uid = Some(format!("uid-{name}"));
     l
 }
 
-async fn run(net: &dyn Neutron, fabric: &Fabric, links: &mut [ClusterLink], i: usize, reverse: &[ReverseTarget]) -> Outcome {
+async fn run(
+    net: &dyn Neutron,
+    fabric: &Fabric,
+    links: &mut [ClusterLink],
+    i: usize,
+    reverse: &[ReverseTarget],
+) -> Outcome {
     let all: Vec<Arc<ClusterLink>> = links.iter().cloned().map(Arc::new).collect();
     let peers = peers_of(&links[i], &all);
     let status = links[i].status.clone().unwrap_or_default();
     let l = &links[i];
-    let input = Input {
-        name: l.metadata.name.as_deref().unwrap_or_default(),
-        uid: l.metadata.uid.as_deref().unwrap_or_default(),
-        generation: Some(1),
-        created: "",
-        spec: &l.spec,
-        status: &status,
-        peers: &peers,
-        reverse_targets: reverse,
-    };
+    let input = link_input(l, &status, &peers, reverse, "").expect("uid");
     let out = Engine { net, fabric }.reconcile(&input).await;
     links[i].status = Some(out.status.clone());
     out
@@ -53,7 +60,11 @@ async fn calls(by_name: bool, honour_create_tags: bool) {
     let net = cloud.client("operator");
     let fab = fabric(&net).await;
     let r = net.create_router("shoot--services--svc01").await.unwrap();
-    let mut links = vec![link("svc01", if by_name { &r.name } else { &r.id }, "10.251.0.0/16")];
+    let mut links = vec![link(
+        "svc01",
+        if by_name { &r.name } else { &r.id },
+        "10.251.0.0/16",
+    )];
     cloud.reset_counters();
     run(&net, &fab, &mut links, 0, &[]).await;
     let (cr, cw) = cloud.read_write_counts();
@@ -62,11 +73,21 @@ async fn calls(by_name: bool, honour_create_tags: bool) {
     let (rr, rw) = cloud.read_write_counts();
     let how = format!(
         "{}, create-body tags {}",
-        if by_name { "router by name" } else { "router by ID" },
-        if honour_create_tags { "kept" } else { "dropped as in the lab" }
+        if by_name {
+            "router by name"
+        } else {
+            "router by ID"
+        },
+        if honour_create_tags {
+            "kept"
+        } else {
+            "dropped as in the lab"
+        }
     );
     println!("calls/converge one link ({how}):  reads={cr} writes={cw}   (target: 3 writes)");
-    println!("calls/resync converged link ({how}): reads={rr} writes={rw}   (target: 0 writes, <= 2 reads)");
+    println!(
+        "calls/resync converged link ({how}): reads={rr} writes={rw}   (target: 0 writes, <= 2 reads)"
+    );
 }
 
 async fn converge_many(n: usize) {
@@ -76,7 +97,11 @@ async fn converge_many(n: usize) {
     let mut links = vec![];
     for i in 0..n {
         let r = net.create_router(&format!("svc{i}")).await.unwrap();
-        links.push(link(&format!("l{i}"), &r.id, &format!("10.{}.{}.0/24", 100 + i / 200, i % 200)));
+        links.push(link(
+            &format!("l{i}"),
+            &r.id,
+            &format!("10.{}.{}.0/24", 100 + i / 200, i % 200),
+        ));
     }
     cloud.reset_counters();
     let t = Instant::now();
@@ -84,7 +109,10 @@ async fn converge_many(n: usize) {
         run(&net, &fab, &mut links, i, &[]).await;
     }
     let (r, w) = cloud.read_write_counts();
-    println!("converge {n} links (fake, sequential): {:?} total, reads={r} writes={w}", t.elapsed());
+    println!(
+        "converge {n} links (fake, sequential): {:?} total, reads={r} writes={w}",
+        t.elapsed()
+    );
 }
 
 async fn fan_out(n: usize, m: usize) {
@@ -94,14 +122,22 @@ async fn fan_out(n: usize, m: usize) {
     let mut links = vec![];
     for i in 0..n {
         let r = net.create_router(&format!("svc{i}")).await.unwrap();
-        links.push(link(&format!("l{i}"), &r.id, &format!("10.{}.0.0/16", 10 + i)));
+        links.push(link(
+            &format!("l{i}"),
+            &r.id,
+            &format!("10.{}.0.0/16", 10 + i),
+        ));
     }
     for i in 0..n {
         run(&net, &fab, &mut links, i, &[]).await;
     }
     let targets: Vec<ReverseTarget> = (0..m)
         .map(|g| ReverseTarget {
-            gateway: GatewayRef { kind: "IPsecGateway".into(), namespace: "vpn".into(), name: format!("gw{g}") },
+            gateway: GatewayRef {
+                kind: "IPsecGateway".into(),
+                namespace: "vpn".into(),
+                name: format!("gw{g}"),
+            },
             service_cidr: format!("100.64.{g}.0/24"),
             port_fixed_ip: format!("10.254.0.{}", 200 + g),
         })
@@ -112,7 +148,10 @@ async fn fan_out(n: usize, m: usize) {
         run(&net, &fab, &mut links, i, &targets).await;
     }
     let (r, w) = cloud.read_write_counts();
-    println!("fan-out {n} links x {m} gateways (first convergence): {:?}, reads={r} writes={w}", t.elapsed());
+    println!(
+        "fan-out {n} links x {m} gateways (first convergence): {:?}, reads={r} writes={w}",
+        t.elapsed()
+    );
     cloud.reset_counters();
     for i in 0..n {
         run(&net, &fab, &mut links, i, &targets).await;

@@ -27,7 +27,10 @@ impl Backoff {
     }
 
     pub fn reset(&self, key: &str) {
-        self.failures.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
     }
 }
 
@@ -39,9 +42,15 @@ mod tests {
     fn grows_then_caps_and_resets() {
         let b = Backoff::default();
         let d1 = b.next_delay("a");
-        assert!(d1 >= Duration::from_millis(800) && d1 <= Duration::from_millis(1200), "{d1:?}");
+        assert!(
+            d1 >= Duration::from_millis(800) && d1 <= Duration::from_millis(1200),
+            "{d1:?}"
+        );
         let d2 = b.next_delay("a");
-        assert!(d2 >= Duration::from_millis(1600) && d2 <= Duration::from_millis(2400), "{d2:?}");
+        assert!(
+            d2 >= Duration::from_millis(1600) && d2 <= Duration::from_millis(2400),
+            "{d2:?}"
+        );
         for _ in 0..20 {
             assert!(b.next_delay("a") <= CAP);
         }

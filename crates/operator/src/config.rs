@@ -7,7 +7,11 @@ use clap::Parser;
 use thiserror::Error;
 
 #[derive(Debug, Clone, Parser)]
-#[command(name = "bnerd-vpn-operator", version, about = "Plumbs service clusters into the VPN gateway cluster (ClusterLink)")]
+#[command(
+    name = "bnerd-vpn-operator",
+    version,
+    about = "Plumbs service clusters into the VPN gateway cluster (ClusterLink)"
+)]
 pub struct Args {
     /// The gateway cluster's own OpenStack router (routes to service clusters go here).
     #[arg(long, env = "IPSEC_GATEWAY_ROUTER_ID")]
@@ -41,19 +45,28 @@ pub enum ConfigError {
     #[error("{0} is not set")]
     Missing(&'static str),
     #[error("{setting}: {message}")]
-    Invalid { setting: &'static str, message: String },
+    Invalid {
+        setting: &'static str,
+        message: String,
+    },
 }
 
 /// Parse `300`, `300s`, `5m`, `1h`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let (num, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = num.parse().map_err(|_| format!("{s:?} is not a duration (e.g. 300s, 5m, 1h)"))?;
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration (e.g. 300s, 5m, 1h)"))?;
     let secs = match unit {
         "" | "s" => n,
         "m" => n * 60,
         "h" => n * 3600,
-        _ => return Err(format!("{s:?} has an unknown unit {unit:?} (use s, m or h)")),
+        _ => {
+            return Err(format!(
+                "{s:?} has an unknown unit {unit:?} (use s, m or h)"
+            ));
+        }
     };
     if secs == 0 {
         return Err("must be greater than zero".into());
@@ -65,18 +78,35 @@ impl TryFrom<Args> for Config {
     type Error = ConfigError;
 
     fn try_from(a: Args) -> Result<Self, ConfigError> {
-        let need = |v: Option<String>, name: &'static str| v.filter(|s| !s.trim().is_empty()).ok_or(ConfigError::Missing(name));
-        let resync_interval = parse_duration(&a.resync_interval)
-            .map_err(|message| ConfigError::Invalid { setting: "IPSEC_RESYNC_INTERVAL (--resync-interval)", message })?;
+        let need = |v: Option<String>, name: &'static str| {
+            v.filter(|s| !s.trim().is_empty())
+                .ok_or(ConfigError::Missing(name))
+        };
+        let resync_interval =
+            parse_duration(&a.resync_interval).map_err(|message| ConfigError::Invalid {
+                setting: "IPSEC_RESYNC_INTERVAL (--resync-interval)",
+                message,
+            })?;
         if a.credentials_namespace.trim().is_empty() {
-            return Err(ConfigError::Missing("IPSEC_CLUSTERLINK_CREDENTIALS_NAMESPACE (--credentials-namespace)"));
+            return Err(ConfigError::Missing(
+                "IPSEC_CLUSTERLINK_CREDENTIALS_NAMESPACE (--credentials-namespace)",
+            ));
         }
         if a.concurrency == 0 {
-            return Err(ConfigError::Invalid { setting: "IPSEC_CONCURRENCY (--concurrency)", message: "must be at least 1".into() });
+            return Err(ConfigError::Invalid {
+                setting: "IPSEC_CONCURRENCY (--concurrency)",
+                message: "must be at least 1".into(),
+            });
         }
         Ok(Config {
-            gateway_router_id: need(a.gateway_router_id, "IPSEC_GATEWAY_ROUTER_ID (--gateway-router-id)")?,
-            transit_network_id: need(a.transit_network_id, "IPSEC_TRANSIT_NETWORK_ID (--transit-network-id)")?,
+            gateway_router_id: need(
+                a.gateway_router_id,
+                "IPSEC_GATEWAY_ROUTER_ID (--gateway-router-id)",
+            )?,
+            transit_network_id: need(
+                a.transit_network_id,
+                "IPSEC_TRANSIT_NETWORK_ID (--transit-network-id)",
+            )?,
             resync_interval,
             credentials_namespace: a.credentials_namespace,
             concurrency: a.concurrency,
@@ -107,12 +137,33 @@ mod tests {
     #[test]
     fn missing_and_invalid_settings_are_named() {
         let e = Config::try_from(args(&["--transit-network-id", "n"])).unwrap_err();
-        assert_eq!(e.to_string(), "IPSEC_GATEWAY_ROUTER_ID (--gateway-router-id) is not set");
+        assert_eq!(
+            e.to_string(),
+            "IPSEC_GATEWAY_ROUTER_ID (--gateway-router-id) is not set"
+        );
         let e = Config::try_from(args(&["--gateway-router-id", "r"])).unwrap_err();
         assert!(e.to_string().starts_with("IPSEC_TRANSIT_NETWORK_ID"));
-        let e = Config::try_from(args(&["--gateway-router-id", "r", "--transit-network-id", "n", "--resync-interval", "soon"])).unwrap_err();
-        assert!(e.to_string().starts_with("IPSEC_RESYNC_INTERVAL (--resync-interval): "), "{e}");
-        let c = Config::try_from(args(&["--gateway-router-id", "r", "--transit-network-id", "n"])).unwrap();
+        let e = Config::try_from(args(&[
+            "--gateway-router-id",
+            "r",
+            "--transit-network-id",
+            "n",
+            "--resync-interval",
+            "soon",
+        ]))
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("IPSEC_RESYNC_INTERVAL (--resync-interval): "),
+            "{e}"
+        );
+        let c = Config::try_from(args(&[
+            "--gateway-router-id",
+            "r",
+            "--transit-network-id",
+            "n",
+        ]))
+        .unwrap();
         assert_eq!(c.credentials_namespace, "bnerd-vpn-clusterlinks");
         assert_eq!(c.resync_interval, Duration::from_secs(300));
     }

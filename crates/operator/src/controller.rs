@@ -52,13 +52,25 @@ pub fn peers_of(me: &ClusterLink, all: &[Arc<ClusterLink>]) -> Vec<Peer> {
     all.iter()
         .filter(|l| l.metadata.uid != me.metadata.uid)
         .map(|l| {
-            let ips = [l.status.as_ref().and_then(|s| s.transit_ip.clone()), l.spec.transit_ip.clone()];
+            let ips = [
+                l.status.as_ref().and_then(|s| s.transit_ip.clone()),
+                l.spec.transit_ip.clone(),
+            ];
             Peer {
                 name: l.name_any(),
-                transit_ips: ips.into_iter().flatten().filter_map(|ip| ip.parse().ok()).collect(),
+                transit_ips: ips
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|ip| ip.parse().ok())
+                    .collect(),
                 cidr: l.spec.service_cluster_cidr.parse().ok(),
                 route_installed: l.status.as_ref().is_some_and(|s| s.gateway_route.is_some()),
-                created: l.metadata.creation_timestamp.as_ref().map(|t| t.0.to_string()).unwrap_or_default(),
+                created: l
+                    .metadata
+                    .creation_timestamp
+                    .as_ref()
+                    .map(|t| t.0.to_string())
+                    .unwrap_or_default(),
             }
         })
         .collect()
@@ -93,7 +105,8 @@ async fn reverse_targets(client: &Client) -> Result<Vec<ReverseTarget>, kube::Er
     Ok(out)
 }
 
-fn input<'a>(
+/// The engine's view of one ClusterLink object.
+pub fn link_input<'a>(
     link: &'a ClusterLink,
     status: &'a ClusterLinkStatus,
     peers: &'a [Peer],
@@ -117,19 +130,45 @@ async fn apply(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> {
     let status = link.status.clone().unwrap_or_default();
     let peers = peers_of(&link, &ctx.links.state());
     let targets = reverse_targets(&ctx.client).await?;
-    let created = link.metadata.creation_timestamp.as_ref().map(|t| t.0.to_string()).unwrap_or_default();
-    let engine = Engine { net: ctx.net.as_ref(), fabric: &ctx.fabric };
-    let outcome = engine.reconcile(&input(&link, &status, &peers, &targets, &created)?).await;
+    let created = link
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .unwrap_or_default();
+    let engine = Engine {
+        net: ctx.net.as_ref(),
+        fabric: &ctx.fabric,
+    };
+    let outcome = engine
+        .reconcile(&link_input(&link, &status, &peers, &targets, &created)?)
+        .await;
 
     if outcome.status != status {
         let api: Api<ClusterLink> = Api::all(ctx.client.clone());
         let patch = json!({"apiVersion": "ipsec.bnerd.net/v1alpha1", "kind": "ClusterLink", "status": outcome.status});
-        api.patch_status(&name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch)).await?;
+        api.patch_status(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await?;
     }
     let reference = link.object_ref(&());
     for t in transitions(&status.conditions, &outcome.status.conditions) {
-        let type_ = if t.status == "False" { EventType::Warning } else { EventType::Normal };
-        publish(ctx, &reference, type_, &t.reason, &format!("{} {}: {}", t.type_, t.status, t.message)).await;
+        let type_ = if t.status == "False" {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        publish(
+            ctx,
+            &reference,
+            type_,
+            &t.reason,
+            &format!("{} {}: {}", t.type_, t.status, t.message),
+        )
+        .await;
     }
     for (reason, note) in &outcome.actions {
         info!(clusterlink = %name, reason = %reason, "{note}");
@@ -144,7 +183,13 @@ async fn apply(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> {
     })
 }
 
-async fn publish(ctx: &Context, reference: &k8s_openapi::api::core::v1::ObjectReference, type_: EventType, reason: &str, note: &str) {
+async fn publish(
+    ctx: &Context,
+    reference: &k8s_openapi::api::core::v1::ObjectReference,
+    type_: EventType,
+    reason: &str,
+    note: &str,
+) {
     let ev = KubeEvent {
         type_,
         reason: reason.chars().take(128).collect(),
@@ -160,11 +205,21 @@ async fn publish(ctx: &Context, reference: &k8s_openapi::api::core::v1::ObjectRe
 async fn remove(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> {
     let status = link.status.clone().unwrap_or_default();
     let created = String::new();
-    let engine = Engine { net: ctx.net.as_ref(), fabric: &ctx.fabric };
-    cleanup(&engine, &input(&link, &status, &[], &[], &created)?).await?;
+    let engine = Engine {
+        net: ctx.net.as_ref(),
+        fabric: &ctx.fabric,
+    };
+    cleanup(&engine, &link_input(&link, &status, &[], &[], &created)?).await?;
     info!(clusterlink = %link.name_any(), "unwound gateway route, attachment and leg port");
     let reference = link.object_ref(&());
-    publish(ctx, &reference, EventType::Normal, "Unwound", "gateway route, router attachment and leg port removed").await;
+    publish(
+        ctx,
+        &reference,
+        EventType::Normal,
+        "Unwound",
+        "gateway route, router attachment and leg port removed",
+    )
+    .await;
     ctx.backoff.reset(&link.name_any());
     Ok(Action::await_change())
 }
@@ -193,7 +248,10 @@ pub async fn run(client: Client, net: Arc<dyn Neutron>, fabric: Fabric, config: 
     let links: Api<ClusterLink> = Api::all(client.clone());
     let controller = Controller::new(links, watcher::Config::default().any_semantic())
         .with_config(kube::runtime::controller::Config::default().concurrency(config.concurrency));
-    let reporter = Reporter { controller: "bnerd-vpn-operator".into(), instance: std::env::var("POD_NAME").ok() };
+    let reporter = Reporter {
+        controller: "bnerd-vpn-operator".into(),
+        instance: std::env::var("POD_NAME").ok(),
+    };
     let ctx = Arc::new(Context {
         recorder: Recorder::new(client.clone(), reporter),
         client,

@@ -21,15 +21,21 @@ pub struct Fabric {
 pub enum FabricError {
     #[error("transit network {id} (IPSEC_TRANSIT_NETWORK_ID): {source}")]
     Network { id: String, source: CloudError },
-    #[error("transit network {0} (IPSEC_TRANSIT_NETWORK_ID) is shared with every project (shared=true); the spec forbids --share, share per customer project instead")]
+    #[error(
+        "transit network {0} (IPSEC_TRANSIT_NETWORK_ID) is shared with every project (shared=true); the spec forbids --share, share per customer project instead"
+    )]
     SharedNetwork(String),
-    #[error("transit network {id} (IPSEC_TRANSIT_NETWORK_ID) must have exactly one subnet, it has {count}")]
+    #[error(
+        "transit network {id} (IPSEC_TRANSIT_NETWORK_ID) must have exactly one subnet, it has {count}"
+    )]
     SubnetCount { id: String, count: usize },
     #[error("transit subnet {id}: {message}")]
     Subnet { id: String, message: String },
     #[error("gateway router {id} (IPSEC_GATEWAY_ROUTER_ID): {source}")]
     Router { id: String, source: CloudError },
-    #[error("gateway router {router} (IPSEC_GATEWAY_ROUTER_ID) has no interface on the transit network {network}; run `openstack router add subnet <router> <transit subnet>` once")]
+    #[error(
+        "gateway router {router} (IPSEC_GATEWAY_ROUTER_ID) has no interface on the transit network {network}; run `openstack router add subnet <router> <transit subnet>` once"
+    )]
     RouterNotOnTransit { router: String, network: String },
     #[error("listing Neutron extensions: {0}")]
     Extensions(CloudError),
@@ -37,30 +43,53 @@ pub enum FabricError {
 
 impl Fabric {
     /// Read and check the fabric (DESIGN 6.7): fail fast, naming the setting.
-    pub async fn discover(net: &dyn Neutron, transit_network_id: &str, gateway_router_id: &str) -> Result<Self, FabricError> {
-        let nerr = |source| FabricError::Network { id: transit_network_id.into(), source };
+    pub async fn discover(
+        net: &dyn Neutron,
+        transit_network_id: &str,
+        gateway_router_id: &str,
+    ) -> Result<Self, FabricError> {
+        let nerr = |source| FabricError::Network {
+            id: transit_network_id.into(),
+            source,
+        };
         let network = net.get_network(transit_network_id).await.map_err(nerr)?;
         if network.shared {
             return Err(FabricError::SharedNetwork(network.id));
         }
         if network.subnets.len() != 1 {
-            return Err(FabricError::SubnetCount { id: network.id, count: network.subnets.len() });
+            return Err(FabricError::SubnetCount {
+                id: network.id,
+                count: network.subnets.len(),
+            });
         }
         let subnet_id = network.subnets[0].clone();
         let subnet = net
             .get_subnet(&subnet_id)
             .await
-            .map_err(|e| FabricError::Subnet { id: subnet_id.clone(), message: e.to_string() })?;
-        let cidr: Ipv4Net = subnet
-            .cidr
-            .parse()
-            .map_err(|_| FabricError::Subnet { id: subnet_id.clone(), message: format!("{} is not an IPv4 CIDR", subnet.cidr) })?;
-        let rerr = |source| FabricError::Router { id: gateway_router_id.into(), source };
+            .map_err(|e| FabricError::Subnet {
+                id: subnet_id.clone(),
+                message: e.to_string(),
+            })?;
+        let cidr: Ipv4Net = subnet.cidr.parse().map_err(|_| FabricError::Subnet {
+            id: subnet_id.clone(),
+            message: format!("{} is not an IPv4 CIDR", subnet.cidr),
+        })?;
+        let rerr = |source| FabricError::Router {
+            id: gateway_router_id.into(),
+            source,
+        };
         net.get_router(gateway_router_id).await.map_err(rerr)?;
-        let q = PortQuery { network_id: Some(network.id.clone()), device_id: Some(gateway_router_id.into()), ..Default::default() };
+        let q = PortQuery {
+            network_id: Some(network.id.clone()),
+            device_id: Some(gateway_router_id.into()),
+            ..Default::default()
+        };
         let legs = net.list_ports(&q).await.map_err(rerr)?;
         if legs.is_empty() {
-            return Err(FabricError::RouterNotOnTransit { router: gateway_router_id.into(), network: network.id });
+            return Err(FabricError::RouterNotOnTransit {
+                router: gateway_router_id.into(),
+                network: network.id,
+            });
         }
         let ext = net.extensions().await.map_err(FabricError::Extensions)?;
         Ok(Fabric {

@@ -10,7 +10,9 @@ use tracing::{error, info};
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     match run().await {
@@ -26,11 +28,16 @@ async fn main() -> std::process::ExitCode {
 async fn run() -> Result<(), String> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let config = Config::try_from(Args::parse()).map_err(|e| e.to_string())?;
-    let auth = AuthConfig::from_env(&|k| std::env::var(k).ok()).map_err(|e| format!("operator credential: {e}"))?;
+    let auth = AuthConfig::from_env(&|k| std::env::var(k).ok())
+        .map_err(|e| format!("operator credential: {e}"))?;
     let cloud = OpenStack::new(auth).map_err(|e| e.to_string())?;
-    let fabric = Fabric::discover(&cloud, &config.transit_network_id, &config.gateway_router_id)
-        .await
-        .map_err(|e| format!("startup check failed: {e}"))?;
+    let fabric = Fabric::discover(
+        &cloud,
+        &config.transit_network_id,
+        &config.gateway_router_id,
+    )
+    .await
+    .map_err(|e| format!("startup check failed: {e}"))?;
     info!(
         transit_network = %fabric.transit_network_id,
         subnet = %fabric.transit_subnet,
@@ -39,7 +46,9 @@ async fn run() -> Result<(), String> {
         tag_creation = fabric.tag_creation,
         "fabric checked"
     );
-    let client = kube::Client::try_default().await.map_err(|e| format!("kubernetes client: {e}"))?;
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| format!("kubernetes client: {e}"))?;
     controller::run(client, Arc::new(cloud), fabric, config).await;
     Ok(())
 }

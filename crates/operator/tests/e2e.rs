@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bnerd_api::ClusterLink;
 use bnerd_api::names::{FINALIZER, tag_link_uid};
-use bnerd_cloud::{Neutron, PortQuery, Route};
+use bnerd_cloud::{PortQuery, Route};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -18,7 +18,9 @@ use serde_json::json;
 fn kubeconfig_path() -> Option<String> {
     let p = std::env::var("BNERD_KUBECONFIG").ok().or_else(|| {
         let home = std::env::var("HOME").ok()?;
-        Some(format!("{home}/.cache/bnerd-vpn-operator/kubelab-run/kubeconfig"))
+        Some(format!(
+            "{home}/.cache/bnerd-vpn-operator/kubelab-run/kubeconfig"
+        ))
     })?;
     std::path::Path::new(&p).exists().then_some(p)
 }
@@ -33,17 +35,30 @@ async fn kube_client(test: &str) -> Option<(Client, String)> {
     };
     let _ = rustls::crypto::ring::default_provider().install_default();
     let kc = Kubeconfig::read_from(&path).expect("kubeconfig");
-    let cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await.expect("config");
+    let cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("config");
     Some((Client::try_from(cfg).expect("client"), path))
 }
 
 async fn install_crd(client: &Client) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let crd = ClusterLink::crd();
-    crds.patch("clusterlinks.ipsec.bnerd.net", &PatchParams::apply("e2e").force(), &Patch::Apply(&crd)).await.expect("apply CRD");
+    crds.patch(
+        "clusterlinks.ipsec.bnerd.net",
+        &PatchParams::apply("e2e").force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .expect("apply CRD");
     for _ in 0..50 {
         let c = crds.get("clusterlinks.ipsec.bnerd.net").await.expect("crd");
-        let est = c.status.and_then(|s| s.conditions).unwrap_or_default().iter().any(|c| c.type_ == "Established" && c.status == "True");
+        let est = c
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True");
         if est {
             return;
         }
@@ -69,10 +84,15 @@ fn rejection(e: kube::Error) -> String {
 
 #[tokio::test]
 async fn cel_rules_enforced_by_the_apiserver() {
-    let Some((client, _)) = kube_client("cel_rules_enforced_by_the_apiserver").await else { return };
+    let Some((client, _)) = kube_client("cel_rules_enforced_by_the_apiserver").await else {
+        return;
+    };
     install_crd(&client).await;
     let api: Api<ClusterLink> = Api::all(client.clone());
-    let pp = PostParams { dry_run: true, ..Default::default() };
+    let pp = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
     let name = common::unique("cel");
     let same = json!({"serviceClusterRouter": "r", "serviceClusterCIDR": "10.251.0.0/16"});
     let cross = |p: Option<&str>| {
@@ -84,39 +104,78 @@ async fn cel_rules_enforced_by_the_apiserver() {
         s
     };
     // Valid objects are accepted.
-    api.create(&pp, &link(&name, same.clone())).await.expect("same-tenant accepted");
+    api.create(&pp, &link(&name, same.clone()))
+        .await
+        .expect("same-tenant accepted");
     // Same-tenant with customerProjectID: rejected.
     let mut bad = same.clone();
     bad["customerProjectID"] = json!("p1");
     let msg = rejection(api.create(&pp, &link(&name, bad)).await.unwrap_err());
-    assert!(msg.contains("customerProjectID may only be set on a cross-tenant link"), "{msg}");
+    assert!(
+        msg.contains("customerProjectID may only be set on a cross-tenant link"),
+        "{msg}"
+    );
 
     // A live cross-tenant link (not dry-run, so updates have an old object).
-    let live = api.create(&PostParams::default(), &link(&name, cross(Some("p1")))).await.expect("cross-tenant accepted");
+    let live = api
+        .create(&PostParams::default(), &link(&name, cross(Some("p1"))))
+        .await
+        .expect("cross-tenant accepted");
     let upd = |spec: serde_json::Value| {
         let mut l = live.clone();
         l.spec = serde_json::from_value(spec).expect("spec");
         l
     };
-    let dry = PostParams { dry_run: true, ..Default::default() };
-    let msg = rejection(api.replace(&name, &dry, &upd(cross(Some("p2")))).await.unwrap_err());
-    assert!(msg.contains("customerProjectID is immutable once set"), "{msg}");
-    let msg = rejection(api.replace(&name, &dry, &upd(cross(None))).await.unwrap_err());
-    assert!(msg.contains("customerProjectID is immutable once set"), "{msg}");
-    let msg = rejection(api.replace(&name, &dry, &upd(same.clone())).await.unwrap_err());
-    assert!(msg.contains("credentialsSecretRef may not be added to or removed from a live ClusterLink"), "{msg}");
-    api.replace(&name, &dry, &upd(cross(Some("p1")))).await.expect("unchanged update accepted");
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let msg = rejection(
+        api.replace(&name, &dry, &upd(cross(Some("p2"))))
+            .await
+            .unwrap_err(),
+    );
+    assert!(
+        msg.contains("customerProjectID is immutable once set"),
+        "{msg}"
+    );
+    let msg = rejection(
+        api.replace(&name, &dry, &upd(cross(None)))
+            .await
+            .unwrap_err(),
+    );
+    assert!(
+        msg.contains("customerProjectID is immutable once set"),
+        "{msg}"
+    );
+    let msg = rejection(
+        api.replace(&name, &dry, &upd(same.clone()))
+            .await
+            .unwrap_err(),
+    );
+    assert!(
+        msg.contains("credentialsSecretRef may not be added to or removed from a live ClusterLink"),
+        "{msg}"
+    );
+    api.replace(&name, &dry, &upd(cross(Some("p1"))))
+        .await
+        .expect("unchanged update accepted");
 
     // Adding the ref to a live same-tenant link: rejected.
     let name2 = common::unique("cel");
-    let live2 = api.create(&PostParams::default(), &link(&name2, same.clone())).await.expect("create");
+    let live2 = api
+        .create(&PostParams::default(), &link(&name2, same.clone()))
+        .await
+        .expect("create");
     let mut l2 = live2.clone();
     l2.spec = serde_json::from_value(cross(Some("p1"))).expect("spec");
     let msg = rejection(api.replace(&name2, &dry, &l2).await.unwrap_err());
     assert!(msg.contains("may not be added to or removed"), "{msg}");
     for n in [&name, &name2] {
         // No operator runs in this test, so nothing holds a finalizer.
-        api.delete(n, &DeleteParams::default()).await.expect("delete");
+        api.delete(n, &DeleteParams::default())
+            .await
+            .expect("delete");
     }
 }
 
@@ -134,19 +193,32 @@ async fn wait_for<T>(what: &str, secs: u64, mut f: impl AsyncFnMut() -> Option<T
         if let Some(v) = f().await {
             return v;
         }
-        assert!(tokio::time::Instant::now() < deadline, "timed out after {secs}s waiting for {what}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {secs}s waiting for {what}"
+        );
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }
 
 fn ready(l: &ClusterLink) -> bool {
-    l.status.as_ref().is_some_and(|s| s.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    l.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    })
 }
 
 #[tokio::test]
 async fn operator_binary_converges_heals_and_unwinds() {
-    let Some((client, kubeconfig)) = kube_client("operator_binary_converges_heals_and_unwinds").await else { return };
-    let Some(lab) = common::lab_or_skip("operator_binary_converges_heals_and_unwinds") else { return };
+    let Some((client, kubeconfig)) =
+        kube_client("operator_binary_converges_heals_and_unwinds").await
+    else {
+        return;
+    };
+    let Some(lab) = common::lab_or_skip("operator_binary_converges_heals_and_unwinds") else {
+        return;
+    };
     install_crd(&client).await;
     let env = common::lab_env_for("e2e").await.expect("lab");
     let svc = env.router("shoot--services--e2e").await;
@@ -185,20 +257,45 @@ async fn operator_binary_converges_heals_and_unwinds() {
 
     let api: Api<ClusterLink> = Api::all(client.clone());
     let name = common::unique("e2e-link");
-    api.create(&PostParams::default(), &link(&name, json!({"serviceClusterRouter": svc.name, "serviceClusterCIDR": "10.251.0.0/16"})))
-        .await
-        .expect("create link");
-    let l = wait_for("Ready=True", 90, async || api.get(&name).await.ok().filter(ready)).await;
+    api.create(
+        &PostParams::default(),
+        &link(
+            &name,
+            json!({"serviceClusterRouter": svc.name, "serviceClusterCIDR": "10.251.0.0/16"}),
+        ),
+    )
+    .await
+    .expect("create link");
+    let l = wait_for("Ready=True", 90, async || {
+        api.get(&name).await.ok().filter(ready)
+    })
+    .await;
     let st = l.status.clone().expect("status");
     assert_eq!(st.transit_ip.as_deref(), Some("10.254.0.3"));
-    assert!(l.metadata.finalizers.clone().unwrap_or_default().contains(&FINALIZER.to_string()));
+    assert!(
+        l.metadata
+            .finalizers
+            .clone()
+            .unwrap_or_default()
+            .contains(&FINALIZER.to_string())
+    );
     let uid = l.metadata.uid.clone().expect("uid");
-    let port = env.net.get_port(st.leg_port_id.as_deref().expect("port id")).await.expect("leg port exists");
+    let port = env
+        .net
+        .get_port(st.leg_port_id.as_deref().expect("port id"))
+        .await
+        .expect("leg port exists");
     assert!(port.has_tag(&tag_link_uid(&uid)) && port.is_interface_of(&svc.id));
     let want = Route::new("10.251.0.0/16", "10.254.0.3");
-    assert!(env.get_router(&env.fabric.gateway_router_id).await.routes.contains(&want));
+    assert!(
+        env.get_router(&env.fabric.gateway_router_id)
+            .await
+            .routes
+            .contains(&want)
+    );
     // Events for the cluster-scoped object land in `default`.
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), "default");
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), "default");
     let evs = wait_for("events", 30, async || {
         let list = events.list(&ListParams::default()).await.ok()?;
         let mine: Vec<String> = list
@@ -213,20 +310,53 @@ async fn operator_binary_converges_heals_and_unwinds() {
     assert!(evs.iter().any(|r| r == "LegPortCreated"), "{evs:?}");
 
     // Out-of-band removal of the route: restored by the periodic resync.
-    env.net.remove_extraroutes(&env.fabric.gateway_router_id, std::slice::from_ref(&want)).await.expect("remove route");
-    wait_for("route restored", 30, async || env.get_router(&env.fabric.gateway_router_id).await.routes.contains(&want).then_some(())).await;
+    env.net
+        .remove_extraroutes(&env.fabric.gateway_router_id, std::slice::from_ref(&want))
+        .await
+        .expect("remove route");
+    wait_for("route restored", 30, async || {
+        env.get_router(&env.fabric.gateway_router_id)
+            .await
+            .routes
+            .contains(&want)
+            .then_some(())
+    })
+    .await;
 
     // Delete: the finalizer unwinds, the object goes, the cloud is clean.
-    api.delete(&name, &DeleteParams::default()).await.expect("delete");
-    wait_for("object gone", 60, async || matches!(api.get(&name).await, Err(kube::Error::Api(s)) if s.code == 404).then_some(())).await;
-    assert!(env.get_router(&env.fabric.gateway_router_id).await.routes.is_empty());
-    let q = PortQuery { network_id: Some(env.fabric.transit_network_id.clone()), ..Default::default() };
-    let left: Vec<_> = env.net.list_ports(&q).await.expect("ports").into_iter().filter(|p| p.device_id != env.fabric.gateway_router_id).collect();
+    api.delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_for("object gone", 60, async || {
+        matches!(api.get(&name).await, Err(kube::Error::Api(s)) if s.code == 404).then_some(())
+    })
+    .await;
+    assert!(
+        env.get_router(&env.fabric.gateway_router_id)
+            .await
+            .routes
+            .is_empty()
+    );
+    let q = PortQuery {
+        network_id: Some(env.fabric.transit_network_id.clone()),
+        ..Default::default()
+    };
+    let left: Vec<_> = env
+        .net
+        .list_ports(&q)
+        .await
+        .expect("ports")
+        .into_iter()
+        .filter(|p| p.device_id != env.fabric.gateway_router_id)
+        .collect();
     assert!(left.is_empty(), "leaked ports: {left:?}");
 
     drop(op);
     let log = log.await.unwrap_or_default();
-    assert!(!log.contains(&g("LAB_OPERATOR_PASSWORD")), "the operator logged its password");
+    assert!(
+        !log.contains(&g("LAB_OPERATOR_PASSWORD")),
+        "the operator logged its password"
+    );
     assert!(log.contains("fabric checked"), "{log}");
 }
 
@@ -241,7 +371,10 @@ async fn operator_refuses_bad_settings_naming_them() {
         .expect("runs");
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("IPSEC_GATEWAY_ROUTER_ID (--gateway-router-id) is not set"), "{err}");
+    assert!(
+        err.contains("IPSEC_GATEWAY_ROUTER_ID (--gateway-router-id) is not set"),
+        "{err}"
+    );
     let out = tokio::process::Command::new(bin)
         .env_clear()
         .env("IPSEC_TRANSIT_NETWORK_ID", "n")
@@ -250,5 +383,8 @@ async fn operator_refuses_bad_settings_naming_them() {
         .await
         .expect("runs");
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("operator credential: OS_AUTH_URL is not set"), "{err}");
+    assert!(
+        err.contains("operator credential: OS_AUTH_URL is not set"),
+        "{err}"
+    );
 }

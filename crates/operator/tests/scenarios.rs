@@ -14,28 +14,57 @@ async fn new_link_is_ready(mut env: Env) {
     let svc = env.router("shoot--services--svc01").await;
     env.add_link("svc01-link", spec(&svc.name, "10.251.0.0/16", None));
     env.reconcile("svc01-link").await;
-    assert!(ready(&env, "svc01-link"), "{:?}", env.link("svc01-link").status);
+    assert!(
+        ready(&env, "svc01-link"),
+        "{:?}",
+        env.link("svc01-link").status
+    );
     assert_eq!(env.transit_ip("svc01-link").as_deref(), Some("10.254.0.3"));
     let port = env.port_at("10.254.0.3").await.expect("leg at .3");
     let uid = env.link("svc01-link").metadata.uid.clone().unwrap();
-    assert!(port.has_tag(&tag_link_uid(&uid)) && port.has_tag(TAG_MANAGED), "{:?}", port.tags);
+    assert!(
+        port.has_tag(&tag_link_uid(&uid)) && port.has_tag(TAG_MANAGED),
+        "{:?}",
+        port.tags
+    );
     assert!(port.is_interface_of(&svc.id));
     let gw = env.get_router(&env.fabric.gateway_router_id).await;
     assert_eq!(gw.routes, vec![Route::new("10.251.0.0/16", "10.254.0.3")]);
-    for c in ["Validated", "LegAttached", "RouteInstalled", "ReverseRoutesInstalled", "Ready"] {
+    for c in [
+        "Validated",
+        "LegAttached",
+        "RouteInstalled",
+        "ReverseRoutesInstalled",
+        "Ready",
+    ] {
         assert_eq!(env.condition("svc01-link", c).0, "True", "{c}");
     }
-    assert_eq!(env.link("svc01-link").status.as_ref().unwrap().observed_generation, Some(1));
+    assert_eq!(
+        env.link("svc01-link")
+            .status
+            .as_ref()
+            .unwrap()
+            .observed_generation,
+        Some(1)
+    );
     // A second reconcile changes nothing.
     let before = env.link("svc01-link").status.clone();
     env.reconcile("svc01-link").await;
-    assert_eq!(env.link("svc01-link").status.as_ref().unwrap().leg_port_id, before.unwrap().leg_port_id);
+    assert_eq!(
+        env.link("svc01-link").status.as_ref().unwrap().leg_port_id,
+        before.unwrap().leg_port_id
+    );
     assert_eq!(env.ports().await.len(), 2, "gateway leg + our leg");
 }
 both!(new_link_is_ready);
 
 async fn allocation_skips_and_pins(mut env: Env) {
-    let (a, b, c, d) = (env.router("a").await, env.router("b").await, env.router("c").await, env.router("d").await);
+    let (a, b, c, d) = (
+        env.router("a").await,
+        env.router("b").await,
+        env.router("c").await,
+        env.router("d").await,
+    );
     // An unrelated port at .3 (not ours, not attached to the link's router): skipped.
     let stranger = env
         .net
@@ -49,7 +78,12 @@ async fn allocation_skips_and_pins(mut env: Env) {
         .unwrap();
     env.add_link("one", spec(&a.id, "10.1.0.0/16", None));
     env.reconcile("one").await;
-    assert_eq!(env.transit_ip("one").as_deref(), Some("10.254.0.4"), "{:?}", env.link("one").status);
+    assert_eq!(
+        env.transit_ip("one").as_deref(),
+        Some("10.254.0.4"),
+        "{:?}",
+        env.link("one").status
+    );
     env.add_link("two", spec(&b.name, "10.2.0.0/16", None));
     env.reconcile("two").await;
     assert_eq!(env.transit_ip("two").as_deref(), Some("10.254.0.5"));
@@ -64,8 +98,14 @@ async fn allocation_skips_and_pins(mut env: Env) {
     env.add_link("blocked", spec(&d.name, "10.4.0.0/16", Some("10.254.0.3")));
     env.reconcile("blocked").await;
     let (s, reason, msg) = env.condition("blocked", "LegAttached");
-    assert_eq!((s.as_str(), reason.as_str()), ("False", "TransitIPUnavailable"));
-    assert!(msg.contains(&stranger.id), "message names the holder: {msg}");
+    assert_eq!(
+        (s.as_str(), reason.as_str()),
+        ("False", "TransitIPUnavailable")
+    );
+    assert!(
+        msg.contains(&stranger.id),
+        "message names the holder: {msg}"
+    );
     assert_eq!(env.condition("blocked", "RouteInstalled").1, "Blocked");
     assert_eq!(env.condition("blocked", "Ready").0, "False");
     assert_eq!(env.ports().await.len(), ports_before);
@@ -92,26 +132,67 @@ async fn adopts_hand_made_leg(mut env: Env) {
         })
         .await
         .unwrap();
-    env.net.add_router_interface(&svc.id, &leg.id).await.unwrap();
-    env.net.add_extraroutes(&env.fabric.gateway_router_id, &[Route::new("10.251.0.0/16", "10.254.0.3")]).await.unwrap();
+    env.net
+        .add_router_interface(&svc.id, &leg.id)
+        .await
+        .unwrap();
+    env.net
+        .add_extraroutes(
+            &env.fabric.gateway_router_id,
+            &[Route::new("10.251.0.0/16", "10.254.0.3")],
+        )
+        .await
+        .unwrap();
     let gw_before = env.get_router(&env.fabric.gateway_router_id).await;
 
-    env.add_link("svc01-link", spec(&svc.name, "10.251.0.0/16", Some("10.254.0.3")));
+    env.add_link(
+        "svc01-link",
+        spec(&svc.name, "10.251.0.0/16", Some("10.254.0.3")),
+    );
     let out = env.reconcile("svc01-link").await;
     assert!(ready(&env, "svc01-link"), "{:?}", out.status);
-    assert!(out.actions.iter().any(|(r, _)| r == "LegPortAdopted"), "{:?}", out.actions);
+    assert!(
+        out.actions.iter().any(|(r, _)| r == "LegPortAdopted"),
+        "{:?}",
+        out.actions
+    );
     let st = env.link("svc01-link").status.clone().unwrap();
-    assert_eq!(st.leg_port_id.as_deref(), Some(leg.id.as_str()), "adopted, not duplicated");
-    assert_eq!(env.ports().await.len(), 2, "gateway leg + the adopted leg, no second port");
+    assert_eq!(
+        st.leg_port_id.as_deref(),
+        Some(leg.id.as_str()),
+        "adopted, not duplicated"
+    );
+    assert_eq!(
+        env.ports().await.len(),
+        2,
+        "gateway leg + the adopted leg, no second port"
+    );
     let uid = env.link("svc01-link").metadata.uid.clone().unwrap();
-    assert!(env.net.get_port(&leg.id).await.unwrap().has_tag(&tag_link_uid(&uid)));
+    assert!(
+        env.net
+            .get_port(&leg.id)
+            .await
+            .unwrap()
+            .has_tag(&tag_link_uid(&uid))
+    );
     let gw_after = env.get_router(&env.fabric.gateway_router_id).await;
     assert_eq!(gw_after.routes, gw_before.routes, "route unchanged");
-    assert_eq!(gw_after.revision_number, gw_before.revision_number, "gateway router not written");
+    assert_eq!(
+        gw_after.revision_number, gw_before.revision_number,
+        "gateway router not written"
+    );
 
     env.delete("svc01-link").await;
-    assert!(env.net.get_port(&leg.id).await.unwrap_err().is_not_found(), "adopted port deleted with the link");
-    assert!(env.get_router(&env.fabric.gateway_router_id).await.routes.is_empty());
+    assert!(
+        env.net.get_port(&leg.id).await.unwrap_err().is_not_found(),
+        "adopted port deleted with the link"
+    );
+    assert!(
+        env.get_router(&env.fabric.gateway_router_id)
+            .await
+            .routes
+            .is_empty()
+    );
 }
 both!(adopts_hand_made_leg);
 
@@ -123,14 +204,31 @@ async fn heals_out_of_band_changes(mut env: Env) {
     let want = Route::new("10.9.0.0/16", "10.254.0.3");
 
     // Someone removes the route.
-    env.net.remove_extraroutes(&env.fabric.gateway_router_id, std::slice::from_ref(&want)).await.unwrap();
+    env.net
+        .remove_extraroutes(&env.fabric.gateway_router_id, std::slice::from_ref(&want))
+        .await
+        .unwrap();
     env.reconcile("heal").await;
-    assert!(env.get_router(&env.fabric.gateway_router_id).await.routes.contains(&want));
+    assert!(
+        env.get_router(&env.fabric.gateway_router_id)
+            .await
+            .routes
+            .contains(&want)
+    );
     assert!(ready(&env, "heal"));
 
     // Someone detaches the leg (Neutron deletes the port with it): rebuilt at the same address.
-    let old = env.link("heal").status.clone().unwrap().leg_port_id.unwrap();
-    env.net.remove_router_interface(&svc.id, &old).await.unwrap();
+    let old = env
+        .link("heal")
+        .status
+        .clone()
+        .unwrap()
+        .leg_port_id
+        .unwrap();
+    env.net
+        .remove_router_interface(&svc.id, &old)
+        .await
+        .unwrap();
     assert!(env.net.get_port(&old).await.unwrap_err().is_not_found());
     env.reconcile("heal").await;
     assert!(ready(&env, "heal"), "{:?}", env.link("heal").status);
@@ -151,17 +249,31 @@ async fn heals_out_of_band_changes(mut env: Env) {
             network_id: env.fabric.transit_network_id.clone(),
             ip_address: Some("10.254.0.4".into()),
             name: "clusterlink-loose".into(),
-            description: format!("ClusterLink loose leg, managed by bnerd-vpn-operator, clusterlink-uid={uid}"),
+            description: format!(
+                "ClusterLink loose leg, managed by bnerd-vpn-operator, clusterlink-uid={uid}"
+            ),
             ..Default::default()
         })
         .await
         .unwrap();
     env.reconcile("loose").await;
     assert!(ready(&env, "loose"));
-    assert_eq!(env.link("loose").status.clone().unwrap().leg_port_id.as_deref(), Some(loose.id.as_str()));
+    assert_eq!(
+        env.link("loose")
+            .status
+            .clone()
+            .unwrap()
+            .leg_port_id
+            .as_deref(),
+        Some(loose.id.as_str())
+    );
     let p = env.net.get_port(&loose.id).await.unwrap();
     assert!(p.is_interface_of(&svc2.id));
-    assert!(p.has_tag(&tag_link_uid(&uid)) && p.has_tag(TAG_MANAGED), "{:?}", p.tags);
+    assert!(
+        p.has_tag(&tag_link_uid(&uid)) && p.has_tag(TAG_MANAGED),
+        "{:?}",
+        p.tags
+    );
     assert_eq!(env.ports().await.len(), 3, "gateway leg + two legs");
 }
 both!(heals_out_of_band_changes);
@@ -170,28 +282,62 @@ async fn delete_touches_only_its_own(mut env: Env) {
     let svc = env.router("svc").await;
     // A foreign interface on the service router (another subnet) and a foreign route on the
     // gateway router (via a transit address that is not ours).
-    let other = env.net.create_network(&common::unique("other")).await.unwrap();
-    let other_subnet = env.net.create_subnet(&other.id, "192.168.77.0/24", "192.168.77.1").await.unwrap();
-    let foreign_if = env.net.add_router_subnet(&svc.id, &other_subnet.id).await.unwrap();
+    let other = env
+        .net
+        .create_network(&common::unique("other"))
+        .await
+        .unwrap();
+    let other_subnet = env
+        .net
+        .create_subnet(&other.id, "192.168.77.0/24", "192.168.77.1")
+        .await
+        .unwrap();
+    let foreign_if = env
+        .net
+        .add_router_subnet(&svc.id, &other_subnet.id)
+        .await
+        .unwrap();
     let foreign_route = Route::new("172.20.0.0/16", "10.254.0.200");
-    env.net.add_extraroutes(&env.fabric.gateway_router_id, std::slice::from_ref(&foreign_route)).await.unwrap();
+    env.net
+        .add_extraroutes(
+            &env.fabric.gateway_router_id,
+            std::slice::from_ref(&foreign_route),
+        )
+        .await
+        .unwrap();
 
     env.add_link("gone", spec(&svc.name, "10.7.0.0/16", None));
     env.reconcile("gone").await;
     assert!(ready(&env, "gone"));
-    let leg = env.link("gone").status.clone().unwrap().leg_port_id.unwrap();
+    let leg = env
+        .link("gone")
+        .status
+        .clone()
+        .unwrap()
+        .leg_port_id
+        .unwrap();
 
     env.delete("gone").await;
-    assert!(env.net.get_port(&leg).await.unwrap_err().is_not_found(), "leg port gone");
+    assert!(
+        env.net.get_port(&leg).await.unwrap_err().is_not_found(),
+        "leg port gone"
+    );
     let gw = env.get_router(&env.fabric.gateway_router_id).await;
     assert_eq!(gw.routes, vec![foreign_route], "only our route removed");
-    let fi = env.net.get_port(&foreign_if).await.expect("foreign interface kept");
+    let fi = env
+        .net
+        .get_port(&foreign_if)
+        .await
+        .expect("foreign interface kept");
     assert!(fi.is_interface_of(&svc.id));
     // A second unwind of a gone link is a no-op.
     env.add_link("gone", spec(&svc.name, "10.7.0.0/16", None));
     env.delete("gone").await;
     // Cleanup of the foreign fixtures (lab hygiene).
-    env.net.remove_router_interface(&svc.id, &foreign_if).await.unwrap();
+    env.net
+        .remove_router_interface(&svc.id, &foreign_if)
+        .await
+        .unwrap();
     env.net.delete_network(&other.id).await.unwrap();
 }
 both!(delete_touches_only_its_own);
@@ -200,7 +346,10 @@ async fn ten_links_concurrently(mut env: Env) {
     let mut routers = vec![];
     for i in 0..10 {
         let r = env.router(&format!("svc{i}")).await;
-        env.add_link(&format!("l{i}"), spec(&r.id, &format!("10.{}.0.0/16", 100 + i), None));
+        env.add_link(
+            &format!("l{i}"),
+            spec(&r.id, &format!("10.{}.0.0/16", 100 + i), None),
+        );
         routers.push(r);
     }
     // Every reconcile sees the same (empty) claims, as ten workers with a cold cache would:
@@ -211,12 +360,18 @@ async fn ten_links_concurrently(mut env: Env) {
         let net = env.net.clone();
         let fabric = env.fabric.clone();
         let links = links.clone();
-        tasks.push(tokio::spawn(async move { common::reconcile_one(net.as_ref(), &fabric, &links, i, &[]).await }));
+        tasks.push(tokio::spawn(async move {
+            common::reconcile_one(net.as_ref(), &fabric, &links, i, &[]).await
+        }));
     }
     let mut ips = std::collections::BTreeSet::new();
     for (i, t) in tasks.into_iter().enumerate() {
         let out = t.await.unwrap();
-        let ready = out.status.conditions.iter().any(|c| c.type_ == "Ready" && c.status == "True");
+        let ready = out
+            .status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
         assert!(ready, "link {i}: {:?}", out.status.conditions);
         ips.insert(out.status.transit_ip.clone().unwrap());
         env.links[i].status = Some(out.status);
@@ -229,7 +384,12 @@ async fn ten_links_concurrently(mut env: Env) {
         let r = st.gateway_route.as_ref().unwrap();
         assert!(gw.routes.contains(&Route::new(&r.destination, &r.nexthop)));
     }
-    let ours = env.ports().await.into_iter().filter(|p| p.has_tag(TAG_MANAGED)).count();
+    let ours = env
+        .ports()
+        .await
+        .into_iter()
+        .filter(|p| p.has_tag(TAG_MANAGED))
+        .count();
     assert_eq!(ours, 10, "no leaked extra ports");
 }
 both!(ten_links_concurrently);
@@ -245,7 +405,11 @@ async fn bad_input_is_named(mut env: Env) {
 
     env.add_link("dhcp", spec(&svc.id, "10.1.0.0/16", Some("10.254.0.2")));
     env.reconcile("dhcp").await;
-    assert!(env.condition("dhcp", "Validated").2.contains("spec.transitIP"));
+    assert!(
+        env.condition("dhcp", "Validated")
+            .2
+            .contains("spec.transitIP")
+    );
 
     env.add_link("noroute", spec("no-such-router", "10.1.0.0/16", None));
     env.reconcile("noroute").await;
@@ -272,14 +436,27 @@ async fn bad_input_is_named(mut env: Env) {
     env.add_link("second", spec(&svc.id, "10.12.0.0/16", None));
     env.reconcile("second").await;
     let (s, r, m) = env.condition("second", "LegAttached");
-    assert_eq!((s.as_str(), r.as_str()), ("False", "EnsureRouterHasPortFailed"));
+    assert_eq!(
+        (s.as_str(), r.as_str()),
+        ("False", "EnsureRouterHasPortFailed")
+    );
     assert!(m.contains("already has a port on subnet"), "{m}");
     env.delete("second").await;
-    assert_eq!(env.ports().await.len(), 2, "the failed link's port is gone with it");
+    assert_eq!(
+        env.ports().await.len(),
+        2,
+        "the failed link's port is gone with it"
+    );
 
     // A foreign route for our CIDR on the gateway router: never replaced.
     let svc3 = env.router("svc3").await;
-    env.net.add_extraroutes(&env.fabric.gateway_router_id, &[Route::new("10.13.0.0/16", "10.254.0.250")]).await.unwrap();
+    env.net
+        .add_extraroutes(
+            &env.fabric.gateway_router_id,
+            &[Route::new("10.13.0.0/16", "10.254.0.250")],
+        )
+        .await
+        .unwrap();
     env.add_link("clash", spec(&svc3.id, "10.13.0.0/16", None));
     env.reconcile("clash").await;
     let (_, r, m) = env.condition("clash", "RouteInstalled");
@@ -311,7 +488,10 @@ async fn spec_changes_converge(mut env: Env) {
     env.links[0].spec.service_cluster_router = b.id.clone();
     env.reconcile("mover").await;
     assert!(ready(&env, "mover"), "{:?}", env.link("mover").status);
-    let p = env.port_at(env.transit_ip("mover").as_deref().unwrap()).await.unwrap();
+    let p = env
+        .port_at(env.transit_ip("mover").as_deref().unwrap())
+        .await
+        .unwrap();
     assert!(p.is_interface_of(&b.id));
     assert_eq!(env.ports().await.len(), 2, "nothing left at the old router");
     // New pinned IP: rebuilt there, route follows.

@@ -28,7 +28,10 @@ async fn find_leg(e: &Engine<'_>, input: &Input<'_>) -> Result<Option<Port>, Clo
         }
     }
     // Not by tag filter: a port whose tags were lost is still ours by its description marker.
-    let q = PortQuery { network_id: Some(e.fabric.transit_network_id.clone()), ..Default::default() };
+    let q = PortQuery {
+        network_id: Some(e.fabric.transit_network_id.clone()),
+        ..Default::default()
+    };
     let marker = super::leg::uid_marker(input.uid);
     Ok(e.net
         .list_ports(&q)
@@ -39,7 +42,11 @@ async fn find_leg(e: &Engine<'_>, input: &Input<'_>) -> Result<Option<Port>, Clo
 
 /// Remove this link's route(s) from the gateway router: the recorded one, and the one the
 /// spec asks for if it points at our own leg's address (a crash may have kept it out of status).
-async fn remove_gateway_routes(e: &Engine<'_>, input: &Input<'_>, leg_ip: Option<&str>) -> Result<(), CloudError> {
+async fn remove_gateway_routes(
+    e: &Engine<'_>,
+    input: &Input<'_>,
+    leg_ip: Option<&str>,
+) -> Result<(), CloudError> {
     let gw = &e.fabric.gateway_router_id;
     let router = match e.net.get_router(gw).await {
         Ok(r) => r,
@@ -50,7 +57,12 @@ async fn remove_gateway_routes(e: &Engine<'_>, input: &Input<'_>, leg_ip: Option
     if let Some(ip) = leg_ip.or(input.status.transit_ip.as_deref()) {
         ours.push(Route::new(&input.spec.service_cluster_cidr, ip));
     }
-    let present: Vec<Route> = router.routes.iter().filter(|x| ours.contains(x)).cloned().collect();
+    let present: Vec<Route> = router
+        .routes
+        .iter()
+        .filter(|x| ours.contains(x))
+        .cloned()
+        .collect();
     if present.is_empty() {
         return Ok(());
     }
@@ -59,12 +71,21 @@ async fn remove_gateway_routes(e: &Engine<'_>, input: &Input<'_>, leg_ip: Option
 
 /// Remove reverse routes, detach the port (Neutron deletes it with the detach) and delete
 /// it if it survived. Used by delete and by a spec change that moves the leg.
-pub(crate) async fn unwind_leg(e: &Engine<'_>, input: &Input<'_>, port: &Port, r: &mut Report) -> Result<(), StepFail> {
+pub(crate) async fn unwind_leg(
+    e: &Engine<'_>,
+    input: &Input<'_>,
+    port: &Port,
+    r: &mut Report,
+) -> Result<(), StepFail> {
     let fail = |ctx: &str, err: &CloudError| StepFail::cloud(Reason::EnsureLegPortFailed, ctx, err);
     // A moved leg may change its address: the gateway route via the old one must go first.
-    remove_gateway_routes(e, input, port.first_ip()).await.map_err(|err| fail("removing gateway route before moving the leg", &err))?;
+    remove_gateway_routes(e, input, port.first_ip())
+        .await
+        .map_err(|err| fail("removing gateway route before moving the leg", &err))?;
     r.status.gateway_route = None;
-    unwind_port(e, input, port).await.map_err(|err| fail(&format!("removing leg port {}", port.id), &err))?;
+    unwind_port(e, input, port)
+        .await
+        .map_err(|err| fail(&format!("removing leg port {}", port.id), &err))?;
     r.status.reverse_routes.clear();
     r.status.leg_port_id = None;
     r.status.transit_ip = None;

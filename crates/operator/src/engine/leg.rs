@@ -2,9 +2,9 @@
 
 use std::net::Ipv4Addr;
 
+use bnerd_api::Reason;
 use bnerd_api::cidr::transit_candidates;
 use bnerd_api::names::{TAG_MANAGED, is_managed, leg_port_name, tag_link_name, tag_link_uid};
-use bnerd_api::Reason;
 use bnerd_cloud::{CreatePort, Port, PortQuery, RouterQuery};
 
 use super::report::Report;
@@ -28,7 +28,8 @@ pub(crate) fn uid_marker(uid: &str) -> String {
 }
 
 fn is_own(p: &Port, uid: &str) -> bool {
-    p.has_tag(&tag_link_uid(uid)) || (p.tags.is_empty() && p.description.ends_with(&uid_marker(uid)))
+    p.has_tag(&tag_link_uid(uid))
+        || (p.tags.is_empty() && p.description.ends_with(&uid_marker(uid)))
 }
 
 fn looks_like_uuid(s: &str) -> bool {
@@ -40,33 +41,64 @@ pub(crate) fn port_ip(p: &Port) -> Option<Ipv4Addr> {
 }
 
 fn describe_holder(p: &Port) -> String {
-    let owner = if p.device_owner.is_empty() { "no device owner".to_string() } else { format!("device_owner {}", p.device_owner) };
-    let device = if p.device_id.is_empty() { String::new() } else { format!(", device {}", p.device_id) };
+    let owner = if p.device_owner.is_empty() {
+        "no device owner".to_string()
+    } else {
+        format!("device_owner {}", p.device_owner)
+    };
+    let device = if p.device_id.is_empty() {
+        String::new()
+    } else {
+        format!(", device {}", p.device_id)
+    };
     format!("port {} ({owner}{device}, project {})", p.id, p.project_id)
 }
 
 /// The port this link owns, by status first (one GET), else by its UID tag among the
 /// network's ports (which the allocator needs anyway).
-async fn find_own(e: &Engine<'_>, input: &Input<'_>) -> Result<(Option<Port>, Option<Vec<Port>>), StepFail> {
+async fn find_own(
+    e: &Engine<'_>,
+    input: &Input<'_>,
+) -> Result<(Option<Port>, Option<Vec<Port>>), StepFail> {
     if let Some(id) = &input.status.leg_port_id {
         match e.net.get_port(id).await {
             Ok(p) if is_own(&p, input.uid) => return Ok((Some(p), None)),
             Ok(_) => {}
             Err(err) if err.is_not_found() => {}
-            Err(err) => return Err(StepFail::cloud(Reason::EnsureLegPortFailed, "reading leg port", &err)),
+            Err(err) => {
+                return Err(StepFail::cloud(
+                    Reason::EnsureLegPortFailed,
+                    "reading leg port",
+                    &err,
+                ));
+            }
         }
     }
-    let q = PortQuery { network_id: Some(e.fabric.transit_network_id.clone()), ..Default::default() };
-    let ports = e.net.list_ports(&q).await.map_err(|err| StepFail::cloud(Reason::EnsureLegPortFailed, "listing transit ports", &err))?;
+    let q = PortQuery {
+        network_id: Some(e.fabric.transit_network_id.clone()),
+        ..Default::default()
+    };
+    let ports = e.net.list_ports(&q).await.map_err(|err| {
+        StepFail::cloud(Reason::EnsureLegPortFailed, "listing transit ports", &err)
+    })?;
     let mut mine: Vec<&Port> = ports.iter().filter(|p| is_own(p, input.uid)).collect();
     // Two tagged ports can only come from a crash between create and status; keep the one
     // status names, else the lowest address.
-    mine.sort_by_key(|p| (Some(p.id.as_str()) != input.status.leg_port_id.as_deref(), port_ip(p)));
+    mine.sort_by_key(|p| {
+        (
+            Some(p.id.as_str()) != input.status.leg_port_id.as_deref(),
+            port_ip(p),
+        )
+    });
     Ok((mine.first().map(|p| (*p).clone()), Some(ports)))
 }
 
 /// Resolve spec.serviceClusterRouter by ID or name, at every reconcile.
-async fn resolve_router(e: &Engine<'_>, value: &str, hint: Option<&Port>) -> Result<String, StepFail> {
+async fn resolve_router(
+    e: &Engine<'_>,
+    value: &str,
+    hint: Option<&Port>,
+) -> Result<String, StepFail> {
     let fail = |m: String| StepFail::terminal(Reason::RouterResolveFailed, m);
     if looks_like_uuid(value) {
         if hint.is_some_and(|p| p.device_id == value) {
@@ -75,17 +107,30 @@ async fn resolve_router(e: &Engine<'_>, value: &str, hint: Option<&Port>) -> Res
         match e.net.get_router(value).await {
             Ok(r) => return Ok(r.id),
             Err(err) if err.is_not_found() => {}
-            Err(err) => return Err(StepFail::cloud(Reason::RouterResolveFailed, &format!("reading router {value}"), &err)),
+            Err(err) => {
+                return Err(StepFail::cloud(
+                    Reason::RouterResolveFailed,
+                    &format!("reading router {value}"),
+                    &err,
+                ));
+            }
         }
     }
-    let q = RouterQuery { name: Some(value.to_string()), ..Default::default() };
-    let found = e
-        .net
-        .list_routers(&q)
-        .await
-        .map_err(|err| StepFail::cloud(Reason::RouterResolveFailed, &format!("looking up router {value:?}"), &err))?;
+    let q = RouterQuery {
+        name: Some(value.to_string()),
+        ..Default::default()
+    };
+    let found = e.net.list_routers(&q).await.map_err(|err| {
+        StepFail::cloud(
+            Reason::RouterResolveFailed,
+            &format!("looking up router {value:?}"),
+            &err,
+        )
+    })?;
     match found.as_slice() {
-        [] => Err(fail(format!("spec.serviceClusterRouter {value:?}: no router with that name or ID is visible to the operator credential"))),
+        [] => Err(fail(format!(
+            "spec.serviceClusterRouter {value:?}: no router with that name or ID is visible to the operator credential"
+        ))),
         [r] => Ok(r.id.clone()),
         many => {
             let ids: Vec<&str> = many.iter().map(|r| r.id.as_str()).collect();
@@ -98,7 +143,12 @@ async fn resolve_router(e: &Engine<'_>, value: &str, hint: Option<&Port>) -> Res
     }
 }
 
-pub(crate) async fn ensure(e: &Engine<'_>, input: &Input<'_>, valid: &Valid, r: &mut Report) -> Result<Leg, StepFail> {
+pub(crate) async fn ensure(
+    e: &Engine<'_>,
+    input: &Input<'_>,
+    valid: &Valid,
+    r: &mut Report,
+) -> Result<Leg, StepFail> {
     let (mut own, mut listed) = find_own(e, input).await?;
     let router_id = resolve_router(e, &input.spec.service_cluster_router, own.as_ref()).await?;
 
@@ -109,7 +159,10 @@ pub(crate) async fn ensure(e: &Engine<'_>, input: &Input<'_>, valid: &Valid, r: 
         let wrong_ip = valid.pinned_ip.is_some_and(|ip| port_ip(p) != Some(ip));
         if wrong_router || wrong_ip {
             super::cleanup::unwind_leg(e, input, p, r).await?;
-            r.action("LegMoved", format!("removed leg port {} to rebuild it per the new spec", p.id));
+            r.action(
+                "LegMoved",
+                format!("removed leg port {} to rebuild it per the new spec", p.id),
+            );
             own = None;
             listed = None;
         }
@@ -120,7 +173,12 @@ pub(crate) async fn ensure(e: &Engine<'_>, input: &Input<'_>, valid: &Valid, r: 
         None => allocate(e, input, valid, &router_id, listed, r).await?,
     };
     ensure_tags(e, input, &mut port).await?;
-    let ip = port_ip(&port).ok_or_else(|| StepFail::terminal(Reason::EnsureLegPortFailed, format!("leg port {} has no IPv4 address", port.id)))?;
+    let ip = port_ip(&port).ok_or_else(|| {
+        StepFail::terminal(
+            Reason::EnsureLegPortFailed,
+            format!("leg port {} has no IPv4 address", port.id),
+        )
+    })?;
     r.status.leg_port_id = Some(port.id.clone());
     r.status.transit_ip = Some(ip.to_string());
 
@@ -141,10 +199,17 @@ pub(crate) async fn ensure(e: &Engine<'_>, input: &Input<'_>, valid: &Valid, r: 
                 ));
             }
         }
-        r.action("LegAttached", format!("attached leg port {} ({ip}) to router {router_id}", port.id));
+        r.action(
+            "LegAttached",
+            format!("attached leg port {} ({ip}) to router {router_id}", port.id),
+        );
     }
     r.status.service_router_id = Some(router_id.clone());
-    Ok(Leg { port_id: port.id, ip, router_id })
+    Ok(Leg {
+        port_id: port.id,
+        ip,
+        router_id,
+    })
 }
 
 /// The transit-IP walk (DESIGN 6.1): .3 upward (or only the pinned address), skipping
@@ -160,8 +225,13 @@ async fn allocate(
     let mut ports = match listed {
         Some(p) => p,
         None => {
-            let q = PortQuery { network_id: Some(e.fabric.transit_network_id.clone()), ..Default::default() };
-            e.net.list_ports(&q).await.map_err(|err| StepFail::cloud(Reason::EnsureLegPortFailed, "listing transit ports", &err))?
+            let q = PortQuery {
+                network_id: Some(e.fabric.transit_network_id.clone()),
+                ..Default::default()
+            };
+            e.net.list_ports(&q).await.map_err(|err| {
+                StepFail::cloud(Reason::EnsureLegPortFailed, "listing transit ports", &err)
+            })?
         }
     };
     let unavailable = |m: String| StepFail::terminal(Reason::TransitIPUnavailable, m);
@@ -173,22 +243,33 @@ async fn allocate(
     for ip in candidates {
         if let Some(peer) = input.peers.iter().find(|p| p.transit_ips.contains(&ip)) {
             if pinned {
-                return Err(unavailable(format!("spec.transitIP {ip} is already claimed by ClusterLink {}", peer.name)));
+                return Err(unavailable(format!(
+                    "spec.transitIP {ip} is already claimed by ClusterLink {}",
+                    peer.name
+                )));
             }
             continue;
         }
         let ip_s = ip.to_string();
         match ports.iter().find(|p| p.has_ip(&ip_s)) {
-            Some(h) if !is_managed(&h.tags) && h.is_interface_of(router_id) => return adopt(e, input, h.clone(), r).await,
+            Some(h) if !is_managed(&h.tags) && h.is_interface_of(router_id) => {
+                return adopt(e, input, h.clone(), r).await;
+            }
             Some(h) if pinned => {
-                return Err(unavailable(format!("spec.transitIP {ip} is held by {}, which this link does not own", describe_holder(h))));
+                return Err(unavailable(format!(
+                    "spec.transitIP {ip} is held by {}, which this link does not own",
+                    describe_holder(h)
+                )));
             }
             Some(_) => continue,
             None => {}
         }
         match create(e, input, &ip_s).await {
             Ok(p) => {
-                r.action("LegPortCreated", format!("created leg port {} at {ip}", p.id));
+                r.action(
+                    "LegPortCreated",
+                    format!("created leg port {} at {ip}", p.id),
+                );
                 return Ok(p);
             }
             // Someone (another link, another reconcile) took it between our list and create.
@@ -200,28 +281,53 @@ async fn allocate(
                         ..Default::default()
                     };
                     ports = e.net.list_ports(&q).await.unwrap_or_default();
-                    let holder = ports.first().map(describe_holder).unwrap_or_else(|| "another port".into());
-                    if let Some(h) = ports.first().filter(|h| !is_managed(&h.tags) && h.is_interface_of(router_id)) {
+                    let holder = ports
+                        .first()
+                        .map(describe_holder)
+                        .unwrap_or_else(|| "another port".into());
+                    if let Some(h) = ports
+                        .first()
+                        .filter(|h| !is_managed(&h.tags) && h.is_interface_of(router_id))
+                    {
                         return adopt(e, input, h.clone(), r).await;
                     }
-                    return Err(unavailable(format!("spec.transitIP {ip} is held by {holder}, which this link does not own")));
+                    return Err(unavailable(format!(
+                        "spec.transitIP {ip} is held by {holder}, which this link does not own"
+                    )));
                 }
                 continue;
             }
-            Err(err) => return Err(StepFail::cloud(Reason::EnsureLegPortFailed, &format!("creating leg port at {ip}"), &err)),
+            Err(err) => {
+                return Err(StepFail::cloud(
+                    Reason::EnsureLegPortFailed,
+                    &format!("creating leg port at {ip}"),
+                    &err,
+                ));
+            }
         }
     }
-    Err(unavailable(format!("no free transit address left in {}", e.fabric.transit_subnet)))
+    Err(unavailable(format!(
+        "no free transit address left in {}",
+        e.fabric.transit_subnet
+    )))
 }
 
-async fn create(e: &Engine<'_>, input: &Input<'_>, ip: &str) -> Result<Port, bnerd_cloud::CloudError> {
+async fn create(
+    e: &Engine<'_>,
+    input: &Input<'_>,
+    ip: &str,
+) -> Result<Port, bnerd_cloud::CloudError> {
     let tags = link_tags(input.name, input.uid);
     let req = CreatePort {
         network_id: e.fabric.transit_network_id.clone(),
         subnet_id: Some(e.fabric.transit_subnet_id.clone()),
         ip_address: Some(ip.to_string()),
         name: leg_port_name(input.name),
-        description: format!("ClusterLink {} leg, managed by bnerd-vpn-operator, {}", input.name, uid_marker(input.uid)),
+        description: format!(
+            "ClusterLink {} leg, managed by bnerd-vpn-operator, {}",
+            input.name,
+            uid_marker(input.uid)
+        ),
         // Sent when listed; whether they stuck is checked after (ensure_tags).
         tags: if e.fabric.tag_creation { tags } else { vec![] },
     };
@@ -237,20 +343,33 @@ async fn ensure_tags(e: &Engine<'_>, input: &Input<'_>, port: &mut Port) -> Resu
     }
     let mut all = port.tags.clone();
     all.extend(want.into_iter().filter(|t| !port.has_tag(t)));
-    e.net
-        .set_port_tags(&port.id, &all)
-        .await
-        .map_err(|err| StepFail::cloud(Reason::EnsureLegPortFailed, &format!("tagging leg port {}", port.id), &err))?;
+    e.net.set_port_tags(&port.id, &all).await.map_err(|err| {
+        StepFail::cloud(
+            Reason::EnsureLegPortFailed,
+            &format!("tagging leg port {}", port.id),
+            &err,
+        )
+    })?;
     port.tags = all;
     Ok(())
 }
 
 /// Take over a hand-made leg: tag it so every later reconcile (and the unwind) finds it.
-async fn adopt(e: &Engine<'_>, input: &Input<'_>, mut port: Port, r: &mut Report) -> Result<Port, StepFail> {
+async fn adopt(
+    e: &Engine<'_>,
+    input: &Input<'_>,
+    mut port: Port,
+    r: &mut Report,
+) -> Result<Port, StepFail> {
     ensure_tags(e, input, &mut port).await?;
     r.action(
         "LegPortAdopted",
-        format!("adopted untagged port {} at {} already attached to router {}", port.id, port.first_ip().unwrap_or("?"), port.device_id),
+        format!(
+            "adopted untagged port {} at {} already attached to router {}",
+            port.id,
+            port.first_ip().unwrap_or("?"),
+            port.device_id
+        ),
     );
     Ok(port)
 }

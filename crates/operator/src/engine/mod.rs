@@ -75,11 +75,19 @@ pub(crate) struct StepFail {
 
 impl StepFail {
     pub fn terminal(reason: Reason, message: impl Into<String>) -> Self {
-        Self { reason, message: message.into(), retryable: false }
+        Self {
+            reason,
+            message: message.into(),
+            retryable: false,
+        }
     }
 
     pub fn cloud(reason: Reason, context: &str, e: &CloudError) -> Self {
-        Self { reason, message: format!("{context}: {e}"), retryable: e.is_retryable() }
+        Self {
+            reason,
+            message: format!("{context}: {e}"),
+            retryable: e.is_retryable(),
+        }
     }
 }
 
@@ -98,7 +106,10 @@ impl Engine<'_> {
         let valid = match validate::validate(spec, self.fabric.transit_subnet) {
             Ok(v) => v,
             Err(message) => {
-                r.fail(ConditionType::Validated, StepFail::terminal(Reason::InvalidSpec, message));
+                r.fail(
+                    ConditionType::Validated,
+                    StepFail::terminal(Reason::InvalidSpec, message),
+                );
                 return r.finish();
             }
         };
@@ -127,7 +138,10 @@ impl Engine<'_> {
         r.pass(
             ConditionType::LegAttached,
             Reason::Attached,
-            format!("leg port {} at {} attached to router {}", leg.port_id, leg.ip, leg.router_id),
+            format!(
+                "leg port {} at {} attached to router {}",
+                leg.port_id, leg.ip, leg.router_id
+            ),
         );
 
         match routes::ensure_gateway_route(self, input, &valid, &leg, &mut r).await {
@@ -137,7 +151,11 @@ impl Engine<'_> {
         // Reverse routes do not depend on the forward route: a broken one never reads as the
         // forward path being down, and vice versa.
         match routes::ensure_reverse_routes(self, input, &leg, &mut r).await {
-            Ok(msg) => r.pass(ConditionType::ReverseRoutesInstalled, Reason::Installed, msg),
+            Ok(msg) => r.pass(
+                ConditionType::ReverseRoutesInstalled,
+                Reason::Installed,
+                msg,
+            ),
             Err(f) => r.fail(ConditionType::ReverseRoutesInstalled, f),
         }
         r.finish()

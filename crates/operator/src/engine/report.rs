@@ -31,7 +31,15 @@ impl Report {
     }
 
     fn set(&mut self, t: ConditionType, s: Status, reason: Reason, message: String) {
-        set_condition(&mut self.status.conditions, t, s, reason, message, self.generation, self.now);
+        set_condition(
+            &mut self.status.conditions,
+            t,
+            s,
+            reason,
+            message,
+            self.generation,
+            self.now,
+        );
         self.done.push(t);
     }
 
@@ -55,7 +63,10 @@ impl Report {
             if t == ConditionType::Ready || self.done.contains(&t) {
                 continue;
             }
-            let blocker = self.first_failure.map(|f| f.as_str()).unwrap_or("an earlier step");
+            let blocker = self
+                .first_failure
+                .map(|f| f.as_str())
+                .unwrap_or("an earlier step");
             let message = format!("not evaluated: {blocker} is not True");
             self.set(t, Status::Unknown, Reason::Blocked, message);
         }
@@ -66,7 +77,12 @@ impl Report {
             .map(|t| t.as_str())
             .collect();
         if not_true.is_empty() {
-            self.set(ConditionType::Ready, Status::True, Reason::Ready, "leg attached and routes installed".into());
+            self.set(
+                ConditionType::Ready,
+                Status::True,
+                Reason::Ready,
+                "leg attached and routes installed".into(),
+            );
         } else {
             let msg = format!("not ready: {} not True", not_true.join(", "));
             self.set(ConditionType::Ready, Status::False, Reason::NotReady, msg);
@@ -74,11 +90,18 @@ impl Report {
         self.status.observed_generation = self.generation;
         // Keep the condition list in step order so `kubectl get -o yaml` reads top-down.
         self.status.conditions.sort_by_key(|c| {
-            ConditionType::ALL.iter().position(|t| t.as_str() == c.type_).unwrap_or(usize::MAX)
+            ConditionType::ALL
+                .iter()
+                .position(|t| t.as_str() == c.type_)
+                .unwrap_or(usize::MAX)
         });
         Outcome {
             status: self.status,
-            retry: if self.retryable { Retry::Backoff } else { Retry::Resync },
+            retry: if self.retryable {
+                Retry::Backoff
+            } else {
+                Retry::Resync
+            },
             actions: self.actions,
         }
     }
@@ -96,7 +119,15 @@ pub struct Transition {
 /// Conditions in `new` whose status or reason differs from `old`.
 pub fn transitions(old: &[Condition], new: &[Condition]) -> Vec<Transition> {
     new.iter()
-        .filter(|n| !old.iter().any(|o| o.type_ == n.type_ && o.status == n.status && o.reason == n.reason))
-        .map(|n| Transition { type_: n.type_.clone(), status: n.status.clone(), reason: n.reason.clone(), message: n.message.clone() })
+        .filter(|n| {
+            !old.iter()
+                .any(|o| o.type_ == n.type_ && o.status == n.status && o.reason == n.reason)
+        })
+        .map(|n| Transition {
+            type_: n.type_.clone(),
+            status: n.status.clone(),
+            reason: n.reason.clone(),
+            message: n.message.clone(),
+        })
         .collect()
 }

@@ -12,7 +12,10 @@ use super::{Engine, Input, Leg, StepFail};
 const IF_MATCH_RETRIES: usize = 3;
 
 pub(crate) fn record(r: &Route) -> RouteRecord {
-    RouteRecord { destination: r.destination.clone(), nexthop: r.nexthop.clone() }
+    RouteRecord {
+        destination: r.destination.clone(),
+        nexthop: r.nexthop.clone(),
+    }
 }
 
 pub(crate) fn route(r: &RouteRecord) -> Route {
@@ -21,7 +24,11 @@ pub(crate) fn route(r: &RouteRecord) -> Route {
 
 /// Add routes without touching anyone else's: extraroute-atomic when loaded, else a
 /// GET + PUT guarded by If-Match on the revision, retried on a lost race.
-pub(crate) async fn add_routes(e: &Engine<'_>, router: &Router, add: &[Route]) -> Result<(), CloudError> {
+pub(crate) async fn add_routes(
+    e: &Engine<'_>,
+    router: &Router,
+    add: &[Route],
+) -> Result<(), CloudError> {
     if e.fabric.extraroute_atomic {
         return e.net.add_extraroutes(&router.id, add).await.map(|_| ());
     }
@@ -35,14 +42,26 @@ pub(crate) async fn add_routes(e: &Engine<'_>, router: &Router, add: &[Route]) -
     .await
 }
 
-pub(crate) async fn remove_routes(e: &Engine<'_>, router: &Router, remove: &[Route]) -> Result<(), CloudError> {
+pub(crate) async fn remove_routes(
+    e: &Engine<'_>,
+    router: &Router,
+    remove: &[Route],
+) -> Result<(), CloudError> {
     if e.fabric.extraroute_atomic {
-        return e.net.remove_extraroutes(&router.id, remove).await.map(|_| ());
+        return e
+            .net
+            .remove_extraroutes(&router.id, remove)
+            .await
+            .map(|_| ());
     }
     edit_table(e, router, |routes| routes.retain(|r| !remove.contains(r))).await
 }
 
-async fn edit_table(e: &Engine<'_>, router: &Router, edit: impl Fn(&mut Vec<Route>)) -> Result<(), CloudError> {
+async fn edit_table(
+    e: &Engine<'_>,
+    router: &Router,
+    edit: impl Fn(&mut Vec<Route>),
+) -> Result<(), CloudError> {
     let mut current = router.clone();
     let mut attempt = 0;
     loop {
@@ -51,7 +70,11 @@ async fn edit_table(e: &Engine<'_>, router: &Router, edit: impl Fn(&mut Vec<Rout
         if next == current.routes {
             return Ok(());
         }
-        match e.net.set_routes(&current.id, &next, Some(current.revision_number)).await {
+        match e
+            .net
+            .set_routes(&current.id, &next, Some(current.revision_number))
+            .await
+        {
             Ok(_) => return Ok(()),
             Err(err) if err.status() == Some(412) && attempt < IF_MATCH_RETRIES => {
                 attempt += 1;
@@ -68,7 +91,8 @@ fn overlap_winner<'p>(input: &'p Input<'_>, valid: &Valid) -> Option<&'p super::
     let we_installed = input.status.gateway_route.is_some();
     let me = (!we_installed, input.created, input.name);
     input.peers.iter().find(|p| {
-        p.cidr.is_some_and(|c| bnerd_api::cidr::overlaps(c, valid.cidr))
+        p.cidr
+            .is_some_and(|c| bnerd_api::cidr::overlaps(c, valid.cidr))
             && (!p.route_installed, p.created.as_str(), p.name.as_str()) < me
     })
 }
@@ -82,43 +106,72 @@ pub(crate) async fn ensure_gateway_route(
 ) -> Result<String, StepFail> {
     let want = Route::new(valid.cidr.to_string(), leg.ip.to_string());
     let gw = &e.fabric.gateway_router_id;
-    let router = e
-        .net
-        .get_router(gw)
-        .await
-        .map_err(|err| StepFail::cloud(Reason::EnsureRouteFailed, &format!("reading gateway router {gw}"), &err))?;
+    let router = e.net.get_router(gw).await.map_err(|err| {
+        StepFail::cloud(
+            Reason::EnsureRouteFailed,
+            &format!("reading gateway router {gw}"),
+            &err,
+        )
+    })?;
 
     // An old route of ours that the spec no longer wants goes first (status proves it ours).
-    let stale: Vec<Route> =
-        input.status.gateway_route.iter().map(route).filter(|old| *old != want && router.routes.contains(old)).collect();
+    let stale: Vec<Route> = input
+        .status
+        .gateway_route
+        .iter()
+        .map(route)
+        .filter(|old| *old != want && router.routes.contains(old))
+        .collect();
     let conflict = overlap_winner(input, valid).map(|p| p.name.clone());
     if !stale.is_empty() || conflict.is_some() {
         let drop: Vec<Route> = if conflict.is_some() {
             // Losing an overlap also means giving up our own copy of the route.
-            router.routes.iter().filter(|x| input.status.gateway_route.iter().any(|g| route(g) == **x)).cloned().collect()
+            router
+                .routes
+                .iter()
+                .filter(|x| input.status.gateway_route.iter().any(|g| route(g) == **x))
+                .cloned()
+                .collect()
         } else {
             stale
         };
         if !drop.is_empty() {
-            remove_routes(e, &router, &drop)
-                .await
-                .map_err(|err| StepFail::cloud(Reason::EnsureRouteFailed, &format!("removing old route from gateway router {gw}"), &err))?;
-            r.action("RouteRemoved", format!("removed {} route(s) from gateway router {gw}", drop.len()));
+            remove_routes(e, &router, &drop).await.map_err(|err| {
+                StepFail::cloud(
+                    Reason::EnsureRouteFailed,
+                    &format!("removing old route from gateway router {gw}"),
+                    &err,
+                )
+            })?;
+            r.action(
+                "RouteRemoved",
+                format!("removed {} route(s) from gateway router {gw}", drop.len()),
+            );
         }
         r.status.gateway_route = None;
         if let Some(peer) = conflict {
             return Err(StepFail::terminal(
                 Reason::CIDROverlap,
-                format!("spec.serviceClusterCIDR {} overlaps the CIDR of ClusterLink {peer}, which holds the route", valid.cidr),
+                format!(
+                    "spec.serviceClusterCIDR {} overlaps the CIDR of ClusterLink {peer}, which holds the route",
+                    valid.cidr
+                ),
             ));
         }
         if router.routes.contains(&want) {
             r.status.gateway_route = Some(record(&want));
-            return Ok(format!("{} via {} on gateway router {gw}", want.destination, want.nexthop));
+            return Ok(format!(
+                "{} via {} on gateway router {gw}",
+                want.destination, want.nexthop
+            ));
         }
     }
 
-    if let Some(foreign) = router.routes.iter().find(|x| x.destination == want.destination && x.nexthop != want.nexthop) {
+    if let Some(foreign) = router
+        .routes
+        .iter()
+        .find(|x| x.destination == want.destination && x.nexthop != want.nexthop)
+    {
         return Err(StepFail::terminal(
             Reason::RouteConflict,
             format!(
@@ -130,31 +183,69 @@ pub(crate) async fn ensure_gateway_route(
     if !router.routes.contains(&want) {
         add_routes(e, &router, std::slice::from_ref(&want))
             .await
-            .map_err(|err| StepFail::cloud(Reason::EnsureRouteFailed, &format!("adding route to gateway router {gw}"), &err))?;
-        r.action("RouteInstalled", format!("{} via {} on gateway router {gw}", want.destination, want.nexthop));
+            .map_err(|err| {
+                StepFail::cloud(
+                    Reason::EnsureRouteFailed,
+                    &format!("adding route to gateway router {gw}"),
+                    &err,
+                )
+            })?;
+        r.action(
+            "RouteInstalled",
+            format!(
+                "{} via {} on gateway router {gw}",
+                want.destination, want.nexthop
+            ),
+        );
     }
     r.status.gateway_route = Some(record(&want));
-    Ok(format!("{} via {} on gateway router {gw}", want.destination, want.nexthop))
+    Ok(format!(
+        "{} via {} on gateway router {gw}",
+        want.destination, want.nexthop
+    ))
 }
 
-pub(crate) async fn ensure_reverse_routes(e: &Engine<'_>, input: &Input<'_>, leg: &Leg, r: &mut Report) -> Result<String, StepFail> {
+pub(crate) async fn ensure_reverse_routes(
+    e: &Engine<'_>,
+    input: &Input<'_>,
+    leg: &Leg,
+    r: &mut Report,
+) -> Result<String, StepFail> {
     let desired: Vec<ReverseRoute> = input
         .reverse_targets
         .iter()
-        .map(|t| ReverseRoute { service_cidr: t.service_cidr.clone(), next_hop: t.port_fixed_ip.clone(), gateway_ref: t.gateway.clone() })
+        .map(|t| ReverseRoute {
+            service_cidr: t.service_cidr.clone(),
+            next_hop: t.port_fixed_ip.clone(),
+            gateway_ref: t.gateway.clone(),
+        })
         .collect();
     let owned = &input.status.reverse_routes;
     if desired.is_empty() && owned.is_empty() {
         return Ok("no gateway in the estate has reverse exposures".into());
     }
-    let fail = |ctx: &str, err: &CloudError| StepFail::cloud(Reason::EnsureReverseRoutesFailed, ctx, err);
-    let router = e.net.get_router(&leg.router_id).await.map_err(|err| fail(&format!("reading router {}", leg.router_id), &err))?;
+    let fail =
+        |ctx: &str, err: &CloudError| StepFail::cloud(Reason::EnsureReverseRoutesFailed, ctx, err);
+    let router = e
+        .net
+        .get_router(&leg.router_id)
+        .await
+        .map_err(|err| fail(&format!("reading router {}", leg.router_id), &err))?;
     let as_route = |x: &ReverseRoute| Route::new(&x.service_cidr, &x.next_hop);
 
-    let stale: Vec<Route> =
-        owned.iter().filter(|o| !desired.iter().any(|d| as_route(d) == as_route(o))).map(as_route).filter(|x| router.routes.contains(x)).collect();
+    let stale: Vec<Route> = owned
+        .iter()
+        .filter(|o| !desired.iter().any(|d| as_route(d) == as_route(o)))
+        .map(as_route)
+        .filter(|x| router.routes.contains(x))
+        .collect();
     if !stale.is_empty() {
-        remove_routes(e, &router, &stale).await.map_err(|err| fail(&format!("removing stale reverse routes from {}", leg.router_id), &err))?;
+        remove_routes(e, &router, &stale).await.map_err(|err| {
+            fail(
+                &format!("removing stale reverse routes from {}", leg.router_id),
+                &err,
+            )
+        })?;
     }
     let mut installed: Vec<ReverseRoute> = vec![];
     let mut problems: Vec<String> = vec![];
@@ -163,8 +254,18 @@ pub(crate) async fn ensure_reverse_routes(e: &Engine<'_>, input: &Input<'_>, leg
         let want = as_route(d);
         if router.routes.contains(&want) {
             installed.push(d.clone());
-        } else if let Some(f) = router.routes.iter().find(|x| x.destination == want.destination) {
-            problems.push(format!("{} (gateway {}) is already routed via {} on router {}", want.destination, gw_name(&d.gateway_ref), f.nexthop, leg.router_id));
+        } else if let Some(f) = router
+            .routes
+            .iter()
+            .find(|x| x.destination == want.destination)
+        {
+            problems.push(format!(
+                "{} (gateway {}) is already routed via {} on router {}",
+                want.destination,
+                gw_name(&d.gateway_ref),
+                f.nexthop,
+                leg.router_id
+            ));
         } else {
             add.push((want, d.clone()));
         }
@@ -175,16 +276,26 @@ pub(crate) async fn ensure_reverse_routes(e: &Engine<'_>, input: &Input<'_>, leg
             Ok(()) => installed.extend(add.into_iter().map(|(_, d)| d)),
             Err(err) => {
                 r.status.reverse_routes = installed;
-                return Err(fail(&format!("adding reverse routes to router {}", leg.router_id), &err));
+                return Err(fail(
+                    &format!("adding reverse routes to router {}", leg.router_id),
+                    &err,
+                ));
             }
         }
     }
     installed.sort();
     r.status.reverse_routes = installed;
     if problems.is_empty() {
-        Ok(format!("{} reverse route(s) on router {}", r.status.reverse_routes.len(), leg.router_id))
+        Ok(format!(
+            "{} reverse route(s) on router {}",
+            r.status.reverse_routes.len(),
+            leg.router_id
+        ))
     } else {
-        Err(StepFail::terminal(Reason::EnsureReverseRoutesFailed, problems.join("; ")))
+        Err(StepFail::terminal(
+            Reason::EnsureReverseRoutesFailed,
+            problems.join("; "),
+        ))
     }
 }
 

@@ -14,15 +14,26 @@ pub(crate) struct Valid {
 
 pub(crate) fn validate(spec: &ClusterLinkSpec, subnet: Ipv4Net) -> Result<Valid, String> {
     if spec.service_cluster_router.trim().is_empty() {
-        return Err("spec.serviceClusterRouter is empty; name the service cluster's router by name or ID".into());
+        return Err(
+            "spec.serviceClusterRouter is empty; name the service cluster's router by name or ID"
+                .into(),
+        );
     }
     let cidr = parse_service_cidr(&spec.service_cluster_cidr)?;
     if cidr.contains(&subnet.network()) || subnet.contains(&cidr.network()) {
-        return Err(format!("spec.serviceClusterCIDR {cidr} overlaps the transit subnet {subnet}"));
+        return Err(format!(
+            "spec.serviceClusterCIDR {cidr} overlaps the transit subnet {subnet}"
+        ));
     }
-    let pinned_ip = spec.transit_ip.as_deref().map(|ip| check_transit_ip(ip, subnet)).transpose()?;
+    let pinned_ip = spec
+        .transit_ip
+        .as_deref()
+        .map(|ip| check_transit_ip(ip, subnet))
+        .transpose()?;
     if spec.credentials_secret_ref.is_some() && spec.customer_project_id.is_none() {
-        return Err("spec.customerProjectID is required when spec.credentialsSecretRef is set".into());
+        return Err(
+            "spec.customerProjectID is required when spec.credentialsSecretRef is set".into(),
+        );
     }
     Ok(Valid { cidr, pinned_ip })
 }
@@ -58,9 +69,20 @@ mod tests {
         }
         let mut s = spec("10.251.0.0/16", None);
         s.service_cluster_router = " ".into();
-        assert!(validate(&s, subnet()).unwrap_err().contains("spec.serviceClusterRouter"));
+        assert!(
+            validate(&s, subnet())
+                .unwrap_err()
+                .contains("spec.serviceClusterRouter")
+        );
         s.service_cluster_router = "r".into();
-        s.credentials_secret_ref = Some(SecretRef { name: "clusterlink-x".into(), namespace: "n".into() });
-        assert!(validate(&s, subnet()).unwrap_err().contains("spec.customerProjectID is required"));
+        s.credentials_secret_ref = Some(SecretRef {
+            name: "clusterlink-x".into(),
+            namespace: "n".into(),
+        });
+        assert!(
+            validate(&s, subnet())
+                .unwrap_err()
+                .contains("spec.customerProjectID is required")
+        );
     }
 }

@@ -9,9 +9,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::{ClusterLink, ClusterLinkSpec};
-use bnerd_cloud::{AuthConfig, AuthMethod, Neutron, OpenStack, Port, PortQuery, Router, SecretString};
+use bnerd_cloud::{
+    AuthConfig, AuthMethod, Neutron, OpenStack, Port, PortQuery, Router, SecretString,
+};
 use bnerd_cloud_fake::FakeCloud;
-use bnerd_vpn_operator::controller::peers_of;
+use bnerd_vpn_operator::controller::{link_input, peers_of};
 use bnerd_vpn_operator::engine::{Engine, Input, Outcome, cleanup};
 use bnerd_vpn_operator::fabric::Fabric;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -50,7 +52,11 @@ pub fn lab_or_skip(test: &str) -> Option<BTreeMap<String, String>> {
 }
 
 pub fn lab_client(env: &BTreeMap<String, String>, who: &str) -> OpenStack {
-    let g = |k: &str| env.get(k).cloned().unwrap_or_else(|| panic!("lab.env lacks {k}"));
+    let g = |k: &str| {
+        env.get(k)
+            .cloned()
+            .unwrap_or_else(|| panic!("lab.env lacks {k}"))
+    };
     let method = AuthMethod::Password {
         username: g(&format!("LAB_{who}_USERNAME")),
         password: SecretString::new(g(&format!("LAB_{who}_PASSWORD"))),
@@ -59,15 +65,27 @@ pub fn lab_client(env: &BTreeMap<String, String>, who: &str) -> OpenStack {
         project_name: Some(g(&format!("LAB_{who}_PROJECT_NAME"))),
         project_domain_name: "Default".into(),
     };
-    let auth = AuthConfig { auth_url: g("OS_AUTH_URL"), region: Some("RegionOne".into()), interface: "public".into(), method };
+    let auth = AuthConfig {
+        auth_url: g("OS_AUTH_URL"),
+        region: Some("RegionOne".into()),
+        interface: "public".into(),
+        method,
+    };
     OpenStack::new(auth).expect("client")
 }
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
 pub fn unique(prefix: &str) -> String {
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_micros()).unwrap_or(0);
-    format!("{prefix}-{}-{}", t % 100_000_000, SEQ.fetch_add(1, Ordering::Relaxed))
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros())
+        .unwrap_or(0);
+    format!(
+        "{prefix}-{}-{}",
+        t % 100_000_000,
+        SEQ.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// A fresh transit network (10.254.0.0/24, gateway .1) and gateway router, per test, so
@@ -93,12 +111,31 @@ pub async fn lab_env_for(test: &str) -> Option<Env> {
 }
 
 async fn build(net: Arc<dyn Neutron>, fake: Option<FakeCloud>) -> Env {
-    let n = net.create_network(&unique("vpn-transit")).await.expect("network");
-    let s = net.create_subnet(&n.id, SUBNET, "10.254.0.1").await.expect("subnet");
-    let gw = net.create_router(&unique("gw")).await.expect("gateway router");
-    net.add_router_subnet(&gw.id, &s.id).await.expect("gateway leg");
-    let fabric = Fabric::discover(net.as_ref(), &n.id, &gw.id).await.expect("fabric");
-    Env { net, fabric, fake, links: vec![], reverse: vec![] }
+    let n = net
+        .create_network(&unique("vpn-transit"))
+        .await
+        .expect("network");
+    let s = net
+        .create_subnet(&n.id, SUBNET, "10.254.0.1")
+        .await
+        .expect("subnet");
+    let gw = net
+        .create_router(&unique("gw"))
+        .await
+        .expect("gateway router");
+    net.add_router_subnet(&gw.id, &s.id)
+        .await
+        .expect("gateway leg");
+    let fabric = Fabric::discover(net.as_ref(), &n.id, &gw.id)
+        .await
+        .expect("fabric");
+    Env {
+        net,
+        fabric,
+        fake,
+        links: vec![],
+        reverse: vec![],
+    }
 }
 
 impl Env {
@@ -111,7 +148,10 @@ impl Env {
     }
 
     pub async fn ports(&self) -> Vec<Port> {
-        let q = PortQuery { network_id: Some(self.fabric.transit_network_id.clone()), ..Default::default() };
+        let q = PortQuery {
+            network_id: Some(self.fabric.transit_network_id.clone()),
+            ..Default::default()
+        };
         self.net.list_ports(&q).await.expect("ports")
     }
 
@@ -130,17 +170,30 @@ impl Env {
     }
 
     pub fn link(&self, name: &str) -> &ClusterLink {
-        self.links.iter().find(|l| l.metadata.name.as_deref() == Some(name)).expect("link")
+        self.links
+            .iter()
+            .find(|l| l.metadata.name.as_deref() == Some(name))
+            .expect("link")
     }
 
     fn idx(&self, name: &str) -> usize {
-        self.links.iter().position(|l| l.metadata.name.as_deref() == Some(name)).expect("link")
+        self.links
+            .iter()
+            .position(|l| l.metadata.name.as_deref() == Some(name))
+            .expect("link")
     }
 
     /// One reconcile, with peers from the current objects; stores the status.
     pub async fn reconcile(&mut self, name: &str) -> Outcome {
         let i = self.idx(name);
-        let out = reconcile_one(self.net.as_ref(), &self.fabric, &self.links, i, &self.reverse).await;
+        let out = reconcile_one(
+            self.net.as_ref(),
+            &self.fabric,
+            &self.links,
+            i,
+            &self.reverse,
+        )
+        .await;
         self.links[i].status = Some(out.status.clone());
         out
     }
@@ -150,7 +203,10 @@ impl Env {
         let i = self.idx(name);
         let l = self.links[i].clone();
         let status = l.status.clone().unwrap_or_default();
-        let engine = Engine { net: self.net.as_ref(), fabric: &self.fabric };
+        let engine = Engine {
+            net: self.net.as_ref(),
+            fabric: &self.fabric,
+        };
         let input = Input {
             name,
             uid: l.metadata.uid.as_deref().unwrap_or_default(),
@@ -167,12 +223,19 @@ impl Env {
 
     pub fn condition(&self, name: &str, type_: &str) -> (String, String, String) {
         let s = self.link(name).status.clone().unwrap_or_default();
-        let c = s.conditions.iter().find(|c| c.type_ == type_).unwrap_or_else(|| panic!("{name} has no {type_}"));
+        let c = s
+            .conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .unwrap_or_else(|| panic!("{name} has no {type_}"));
         (c.status.clone(), c.reason.clone(), c.message.clone())
     }
 
     pub fn transit_ip(&self, name: &str) -> Option<String> {
-        self.link(name).status.as_ref().and_then(|s| s.transit_ip.clone())
+        self.link(name)
+            .status
+            .as_ref()
+            .and_then(|s| s.transit_ip.clone())
     }
 }
 
@@ -187,18 +250,14 @@ pub async fn reconcile_one(
     let l = &links[i];
     let peers = peers_of(l, &all);
     let status = l.status.clone().unwrap_or_default();
-    let created = l.metadata.creation_timestamp.as_ref().map(|t| t.0.to_string()).unwrap_or_default();
+    let created = l
+        .metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .unwrap_or_default();
     let engine = Engine { net, fabric };
-    let input = Input {
-        name: l.metadata.name.as_deref().unwrap_or_default(),
-        uid: l.metadata.uid.as_deref().unwrap_or_default(),
-        generation: l.metadata.generation,
-        created: &created,
-        spec: &l.spec,
-        status: &status,
-        peers: &peers,
-        reverse_targets: reverse,
-    };
+    let input = link_input(l, &status, &peers, reverse, &created).expect("uid");
     engine.reconcile(&input).await
 }
 
@@ -207,7 +266,11 @@ fn uuid_like(name: &str) -> String {
     for b in name.bytes().chain(unique("u").bytes()) {
         h = (h ^ b as u64).wrapping_mul(1099511628211);
     }
-    format!("{:08x}-0000-4000-8000-{:012x}", h >> 32, h & 0xffff_ffff_ffff)
+    format!(
+        "{:08x}-0000-4000-8000-{:012x}",
+        h >> 32,
+        h & 0xffff_ffff_ffff
+    )
 }
 
 pub fn spec(router: &str, cidr: &str, ip: Option<&str>) -> ClusterLinkSpec {
@@ -232,7 +295,9 @@ macro_rules! both {
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn lab() {
-                if let Some(env) = $crate::common::lab_env_for(concat!(stringify!($name), "::lab")).await {
+                if let Some(env) =
+                    $crate::common::lab_env_for(concat!(stringify!($name), "::lab")).await
+                {
                     super::$name(env).await;
                 }
             }
