@@ -36,13 +36,23 @@ else
 fi
 
 step "cargo test (unit, component, integration against the labs, e2e)"
-cargo test --workspace
+TEST_LOG=$(mktemp)
+cargo test --workspace 2>&1 | tee "$TEST_LOG"
+passed=$(grep -E '^test result:' "$TEST_LOG" | sed -E 's/.* ([0-9]+) passed.*/\1/' | paste -sd+ | bc)
+failed=$(grep -E '^test result:' "$TEST_LOG" | sed -E 's/.* ([0-9]+) failed.*/\1/' | paste -sd+ | bc)
+skipped=$(grep -c '^SKIPPED' "$TEST_LOG" || true)
+rm -f "$TEST_LOG"
 
 if [ -n "${BNERD_KUBECONFIG:-}" ] && [ -f lab/kube/chart-test.sh ]; then
   step "Helm chart against the apiserver"
-  bash lab/kube/chart-test.sh
+  CHART_LOG=$(mktemp)
+  bash lab/kube/chart-test.sh 2>&1 | tee "$CHART_LOG"
+  chart=$(sed -nE 's/^chart-test: ([0-9]+) passed.*/\1/p' "$CHART_LOG" | tail -n 1)
+  passed=$((passed + ${chart:-0}))
+  rm -f "$CHART_LOG"
 fi
 
 step "benchmark: OpenStack calls per converge / resync"
 cargo bench -q -p bnerd-vpn-operator --bench calls 2>/dev/null | grep -v '^$'
 step "done"
+echo "${passed} passed, ${failed} failed, ${skipped} skipped"
