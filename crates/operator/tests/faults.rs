@@ -1,0 +1,131 @@
+//! Fault injection on the fake: a failure at any write leaves nothing behind and the next
+//! reconcile converges without duplicates.
+
+mod common;
+
+use bnerd_cloud_fake::{Fault, Op};
+use bnerd_vpn_operator::engine::Retry;
+use common::spec;
+
+fn api_error(status: u16, kind: &str) -> Fault {
+    Fault::Error {
+        status,
+        kind: kind.into(),
+        message: "injected".into(),
+    }
+}
+
+#[tokio::test]
+async fn transient_errors_back_off_then_converge() {
+    for op in [
+        Op::CreatePort,
+        Op::SetPortTags,
+        Op::AddRouterInterface,
+        Op::AddExtraroutes,
+        Op::ListPorts,
+        Op::GetRouter,
+    ] {
+        let mut env = common::fake_env().await;
+        let cloud = env.fake.clone().expect("fake");
+        let svc = env.router("svc").await;
+        env.add_link("l", spec(&svc.id, "10.251.0.0/16", None));
+        cloud.inject(op, api_error(503, "ServiceUnavailable"), 1);
+        let out = env.reconcile("l").await;
+        assert_eq!(
+            out.retry,
+            Retry::Backoff,
+            "{op:?}: a 503 is retried with backoff"
+        );
+        assert_eq!(env.condition("l", "Ready").0, "False", "{op:?}");
+        let out = env.reconcile("l").await;
+        assert_eq!(out.retry, Retry::Resync, "{op:?}");
+        assert_eq!(
+            env.condition("l", "Ready").0,
+            "True",
+            "{op:?}: {:?}",
+            out.status.conditions
+        );
+        assert_eq!(env.ports().await.len(), 2, "{op:?}: no duplicate leg");
+    }
+}
+
+#[tokio::test]
+async fn commit_then_timeout_never_duplicates() {
+    for op in [
+        Op::CreatePort,
+        Op::SetPortTags,
+        Op::AddRouterInterface,
+        Op::AddExtraroutes,
+    ] {
+        let mut env = common::fake_env().await;
+        let cloud = env.fake.clone().expect("fake");
+        let svc = env.router("svc").await;
+        env.add_link("l", spec(&svc.id, "10.251.0.0/16", None));
+        cloud.inject(op, Fault::CommitThenTimeout, 1);
+        env.reconcile("l").await;
+        assert_eq!(env.condition("l", "Ready").0, "False", "{op:?}");
+        env.reconcile("l").await;
+        assert_eq!(
+            env.condition("l", "Ready").0,
+            "True",
+            "{op:?}: {:?}",
+            env.link("l").status
+        );
+        assert_eq!(
+            env.transit_ip("l").as_deref(),
+            Some("10.254.0.3"),
+            "{op:?}: the committed port is found again"
+        );
+        assert_eq!(env.ports().await.len(), 2, "{op:?}: no duplicate leg");
+        let gw = env.get_router(&env.fabric.gateway_router_id).await;
+        assert_eq!(gw.routes.len(), 1, "{op:?}");
+    }
+}
+
+#[tokio::test]
+async fn terminal_errors_wait_for_resync_and_cleanup_survives_faults() {
+    let mut env = common::fake_env().await;
+    let cloud = env.fake.clone().expect("fake");
+    let svc = env.router("svc").await;
+    env.add_link("l", spec(&svc.id, "10.251.0.0/16", None));
+    cloud.inject(Op::AddExtraroutes, api_error(400, "InvalidRoutes"), 1);
+    let out = env.reconcile("l").await;
+    assert_eq!(out.retry, Retry::Resync, "a 400 is not retried in a loop");
+    assert_eq!(env.condition("l", "RouteInstalled").1, "EnsureRouteFailed");
+    assert_eq!(
+        env.condition("l", "LegAttached").0,
+        "True",
+        "earlier steps keep their state"
+    );
+    env.reconcile("l").await;
+    assert_eq!(env.condition("l", "Ready").0, "True");
+    // Unwind with the detach's answer lost: the port is gone anyway, delete counts 404 as done.
+    cloud.inject(Op::RemoveRouterInterface, Fault::CommitThenTimeout, 1);
+    let l = env.link("l").clone();
+    let status = l.status.clone().unwrap_or_default();
+    let input = bnerd_vpn_operator::controller::link_input(&l, &status, &[], &[], "").expect("uid");
+    let engine = bnerd_vpn_operator::engine::Engine {
+        net: env.net.as_ref(),
+        fabric: &env.fabric,
+    };
+    assert!(
+        bnerd_vpn_operator::engine::cleanup(&engine, &input)
+            .await
+            .is_err(),
+        "the timeout is reported"
+    );
+    bnerd_vpn_operator::engine::cleanup(&engine, &input)
+        .await
+        .expect("second unwind finishes");
+    assert_eq!(
+        env.ports().await.len(),
+        1,
+        "only the gateway's own leg is left"
+    );
+    assert!(
+        env.get_router(&env.fabric.gateway_router_id)
+            .await
+            .routes
+            .is_empty()
+    );
+}
