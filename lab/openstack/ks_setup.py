@@ -157,6 +157,27 @@ for key, (user, ac_name, ac_roles) in APP_CREDS.items():
     print(f"ks_setup: app cred {ac_name} ({user}@{p}) ok, token roles={got_roles}", file=sys.stderr)
     acs[key] = {"id": ac["id"], "secret": ac["secret"], "name": ac_name, "user": user}
 
+# ---- a revoked application credential --------------------------------------------
+# Created, proven to work, then deleted: Keystone answers 404 when it is used again. The
+# parity table holds the fake's answer to this one.
+utok, _ = password_token("customer", USERS["customer"][0], "customer")
+UH = {"X-Auth-Token": utok}
+base = f"{KS}/users/{users['customer']}/application_credentials"
+r = check(requests.post(base, json={"application_credential": {
+    "name": f"customer-revoked-ac-{os.getpid()}", "roles": [{"name": "member"}]}},
+    headers=UH, timeout=T), "create app cred to revoke", ok=(201,))
+rev = r.json()["application_credential"]
+app_cred_token(rev["id"], rev["secret"])
+check(requests.delete(f"{base}/{rev['id']}", headers=UH, timeout=T), "revoke app cred")
+body = {"auth": {"identity": {"methods": ["application_credential"],
+                              "application_credential": {"id": rev["id"], "secret": rev["secret"]}}}}
+r = requests.post(KS + "/auth/tokens", json=body, timeout=T)
+if r.status_code != 404:
+    die("a revoked app cred should give 404", r)
+print(f"ks_setup: revoked app cred answers {r.status_code} {r.json()['error']['title']}", file=sys.stderr)
+acs["customer_revoked"] = {"id": rev["id"], "secret": rev["secret"], "name": rev["name"],
+                           "user": "customer"}
+
 out = {
     "admin": {**ADMIN, "project_id": proj["admin"]},
     "projects": proj,

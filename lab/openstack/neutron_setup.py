@@ -175,6 +175,7 @@ user_block("LAB_CUSTOMER2", "customer2")
 ac_block("LAB_CUSTOMER2", "customer2")
 user_block("LAB_CUSTOMER_ADMIN", "customer-admin")
 ac_block("LAB_CUSTOMER_PRIV", "customer_priv")
+ac_block("LAB_CUSTOMER_REVOKED", "customer_revoked")
 env.update({
     "LAB_TRANSIT_NETWORK_NAME": NET,
     "LAB_TRANSIT_NETWORK_ID": net["id"],

@@ -27,6 +27,9 @@ pub enum Op {
     CreateSubnet,
     CreateRouter,
     DeleteRouter,
+    CreateRbacPolicy,
+    ListRbacPolicies,
+    DeleteRbacPolicy,
     TokenInfo,
 }
 
@@ -42,6 +45,7 @@ impl Op {
                 | Op::GetPort
                 | Op::GetRouter
                 | Op::ListRouters
+                | Op::ListRbacPolicies
                 | Op::TokenInfo
         )
     }

@@ -4,6 +4,8 @@
 //! cases against this and the real lab to keep the two in step.
 
 mod faults;
+mod keystone;
+mod rbac;
 mod state;
 
 pub use faults::{Fault, Op};

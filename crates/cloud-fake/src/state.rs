@@ -7,21 +7,24 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use async_trait::async_trait;
 use bnerd_cloud::{
     CloudError, CreatePort, FixedIp, Identity, Network, Neutron, OWNER_ROUTER_INTERFACE, Port,
-    PortQuery, Result, Route, Router, RouterQuery, Subnet, TokenInfo,
+    PortQuery, RbacPolicy, Result, Route, Router, RouterQuery, ShareNetwork, Subnet, TokenInfo,
 };
 use ipnet::Ipv4Net;
 
 use crate::faults::{Fault, Op, PlannedFault};
+use crate::keystone::AppCred;
 
 /// Neutron's default `router_route` quota per router.
 pub const MAX_ROUTES: usize = 30;
 
 #[derive(Default)]
-struct World {
-    networks: BTreeMap<String, Network>,
-    subnets: BTreeMap<String, Subnet>,
-    ports: BTreeMap<String, Port>,
-    routers: BTreeMap<String, Router>,
+pub(crate) struct World {
+    pub(crate) networks: BTreeMap<String, Network>,
+    pub(crate) subnets: BTreeMap<String, Subnet>,
+    pub(crate) ports: BTreeMap<String, Port>,
+    pub(crate) routers: BTreeMap<String, Router>,
+    pub(crate) rbac: BTreeMap<String, RbacPolicy>,
+    pub(crate) app_creds: BTreeMap<String, AppCred>,
     faults: Vec<PlannedFault>,
     calls: BTreeMap<Op, u64>,
     honour_create_tags: bool,
@@ -30,20 +33,29 @@ struct World {
 /// The shared in-memory cloud. Clone handles with [`FakeCloud::client`].
 #[derive(Clone, Default)]
 pub struct FakeCloud {
-    world: Arc<Mutex<World>>,
+    pub(crate) world: Arc<Mutex<World>>,
 }
 
 /// One credential's view of the fake cloud: it sees its own project's objects (and, as a
 /// network owner, every port on its networks), as Neutron's policy does for a member.
 #[derive(Clone)]
 pub struct FakeNeutron {
-    world: Arc<Mutex<World>>,
-    project_id: String,
-    roles: Vec<String>,
-    admin: bool,
+    pub(crate) world: Arc<Mutex<World>>,
+    pub(crate) project_id: String,
+    pub(crate) roles: Vec<String>,
+    pub(crate) admin: bool,
+    /// Set when this handle authenticates with an application credential: every call checks
+    /// it is still valid, as Keystone revokes a deleted credential's tokens.
+    pub(crate) app_cred: Option<(String, String)>,
 }
 
-fn api(method: &str, path: &str, status: u16, kind: &str, message: String) -> CloudError {
+pub(crate) fn api(
+    method: &str,
+    path: &str,
+    status: u16,
+    kind: &str,
+    message: String,
+) -> CloudError {
     CloudError::Api {
         method: method.into(),
         path: path.into(),
@@ -53,7 +65,7 @@ fn api(method: &str, path: &str, status: u16, kind: &str, message: String) -> Cl
     }
 }
 
-fn new_id() -> String {
+pub(crate) fn new_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }
 
@@ -69,6 +81,7 @@ impl FakeCloud {
             project_id: project_id.into(),
             roles: vec!["member".into(), "reader".into()],
             admin: false,
+            app_cred: None,
         }
     }
 
@@ -81,13 +94,14 @@ impl FakeCloud {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, World> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, World> {
         self.world.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Keep `tags` sent in a port's create body. Off by default, as in the lab: Neutron lists
-    /// `tag-creation` yet ML2 drops the tags unless the `tag_ports_during_bulk_creation`
-    /// extension driver is loaded.
+    /// Keep `tags` sent in a port's create body and list `tag-ports-during-bulk-creation`, as
+    /// Neutron does with ML2's `tag_ports_during_bulk_creation` driver. Off by default, as in
+    /// the lab: without the driver the tags are dropped (`tag-creation`, listed either way,
+    /// is only `POST /{resource}/{id}/tags`).
     pub fn honour_create_tags(self, on: bool) -> Self {
         self.lock().honour_create_tags = on;
         self
@@ -143,7 +157,7 @@ impl FakeCloud {
 }
 
 impl FakeNeutron {
-    fn lock(&self) -> MutexGuard<'_, World> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, World> {
         self.world.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -153,6 +167,9 @@ impl FakeNeutron {
         let fault = {
             let mut w = self.lock();
             *w.calls.entry(op).or_default() += 1;
+            if let Some((id, secret)) = &self.app_cred {
+                crate::keystone::check_app_cred(&w, id, secret)?;
+            }
             let hit = w.faults.iter_mut().find(|f| f.op == op && f.remaining > 0);
             hit.map(|f| {
                 f.remaining -= 1;
@@ -174,7 +191,7 @@ impl FakeNeutron {
         }
     }
 
-    async fn run<T>(
+    pub(crate) async fn run<T>(
         &self,
         op: Op,
         method: &str,
@@ -192,8 +209,44 @@ impl FakeNeutron {
         out
     }
 
-    fn owns(&self, project: &str) -> bool {
+    pub(crate) fn owns(&self, project: &str) -> bool {
         self.admin || project == self.project_id
+    }
+
+    /// The caller may use this network: it owns it, or the network is shared with its
+    /// project (globally or by an `access_as_shared` RBAC policy).
+    pub(crate) fn can_use(&self, w: &World, net: &Network) -> bool {
+        self.owns(&net.project_id) || crate::rbac::shared_with(w, net, &self.project_id)
+    }
+
+    /// A network as this caller sees it: `shared` is true only for a project it is shared
+    /// with, never for the owner of an RBAC-shared network.
+    fn network_view(&self, w: &World, net: &Network) -> Network {
+        Network {
+            shared: net.shared
+                || (net.project_id != self.project_id
+                    && crate::rbac::shared_with(w, net, &self.project_id)),
+            ..net.clone()
+        }
+    }
+
+    /// Neutron lets only the owner (or an admin) change a port's tags.
+    fn port_for_tags(&self, w: &World, port_id: &str, path: &str) -> Result<()> {
+        let port = w
+            .ports
+            .get(port_id)
+            .filter(|p| self.port_visible(w, p))
+            .ok_or_else(|| port_not_found("PUT", path, port_id))?;
+        if !self.owns(&port.project_id) {
+            return Err(api(
+                "PUT",
+                path,
+                403,
+                "PolicyNotAuthorized",
+                "rule:update_port:tags is disallowed by policy".into(),
+            ));
+        }
+        Ok(())
     }
 
     fn port_visible(&self, w: &World, p: &Port) -> bool {
@@ -357,7 +410,7 @@ impl Identity for FakeNeutron {
                 project_name: self.project_id.clone(),
                 user_id: format!("user-of-{}", self.project_id),
                 roles: self.roles.clone(),
-                application_credential_id: None,
+                application_credential_id: self.app_cred.as_ref().map(|(id, _)| id.clone()),
             })
         })
         .await
@@ -367,8 +420,8 @@ impl Identity for FakeNeutron {
 #[async_trait]
 impl Neutron for FakeNeutron {
     async fn extensions(&self) -> Result<Vec<String>> {
-        self.run(Op::Extensions, "GET", "/extensions", |_| {
-            Ok([
+        self.run(Op::Extensions, "GET", "/extensions", |w| {
+            let mut ext = [
                 "extraroute",
                 "extraroute-atomic",
                 "rbac-policies",
@@ -378,7 +431,11 @@ impl Neutron for FakeNeutron {
                 "standard-attr-tag",
             ]
             .map(String::from)
-            .to_vec())
+            .to_vec();
+            if w.honour_create_tags {
+                ext.push("tag-ports-during-bulk-creation".into());
+            }
+            Ok(ext)
         })
         .await
     }
@@ -388,8 +445,8 @@ impl Neutron for FakeNeutron {
         self.run(Op::GetNetwork, "GET", &path, |w| {
             w.networks
                 .get(id)
-                .filter(|n| self.owns(&n.project_id) || n.shared)
-                .cloned()
+                .filter(|n| self.can_use(w, n))
+                .map(|n| self.network_view(w, n))
                 .ok_or_else(|| {
                     api(
                         "GET",
@@ -408,7 +465,12 @@ impl Neutron for FakeNeutron {
         self.run(Op::GetSubnet, "GET", &path, |w| {
             w.subnets
                 .get(id)
-                .filter(|s| self.owns(&s.project_id))
+                .filter(|s| {
+                    self.owns(&s.project_id)
+                        || w.networks
+                            .get(&s.network_id)
+                            .is_some_and(|n| self.can_use(w, n))
+                })
                 .cloned()
                 .ok_or_else(|| {
                     api(
@@ -455,11 +517,22 @@ impl Neutron for FakeNeutron {
             let net = w
                 .networks
                 .get(&req.network_id)
-                .filter(|n| self.owns(&n.project_id) || n.shared)
+                .filter(|n| self.can_use(w, n))
                 .cloned()
                 .ok_or_else(|| {
                     api("POST", "/ports", 404, "NetworkNotFound", format!("Network {} could not be found.", req.network_id))
                 })?;
+            // Neutron's policy: on a network shared with it, a project may ask for a subnet
+            // but not for an address.
+            if req.ip_address.is_some() && !self.owns(&net.project_id) {
+                return Err(api(
+                    "POST",
+                    "/ports",
+                    403,
+                    "PolicyNotAuthorized",
+                    "(rule:create_port and (rule:create_port:fixed_ips and (rule:create_port:fixed_ips:subnet_id and rule:create_port:fixed_ips:ip_address))) is disallowed by policy".into(),
+                ));
+            }
             let subnets: Vec<Subnet> = net
                 .subnets
                 .iter()
@@ -502,14 +575,16 @@ impl Neutron for FakeNeutron {
                     (subnet.clone(), ip.clone())
                 }
                 None => {
+                    // Neutron picks a random free address, so nothing may rely on its order.
                     let mut found = None;
                     for s in &subnets {
                         let Some(n) = subnet_net(s) else { continue };
                         let gw = s.gateway_ip.clone().unwrap_or_default();
-                        if let Some(a) =
-                            n.hosts().map(|a| a.to_string()).find(|a| *a != gw && !taken(w, a))
-                        {
-                            found = Some((s.clone(), a));
+                        let free: Vec<String> =
+                            n.hosts().map(|a| a.to_string()).filter(|a| *a != gw && !taken(w, a)).collect();
+                        if !free.is_empty() {
+                            let pick = (uuid::Uuid::new_v4().as_u128() % free.len() as u128) as usize;
+                            found = Some((s.clone(), free[pick].clone()));
                             break;
                         }
                     }
@@ -539,26 +614,7 @@ impl Neutron for FakeNeutron {
     async fn add_port_tag(&self, port_id: &str, tag: &str) -> Result<()> {
         let path = format!("/ports/{port_id}/tags/{tag}");
         self.run(Op::AddPortTag, "PUT", &path, |w| {
-            let visible = w
-                .ports
-                .get(port_id)
-                .is_some_and(|p| self.port_visible(w, p));
-            let owner = w
-                .ports
-                .get(port_id)
-                .is_some_and(|p| self.owns(&p.project_id) || self.admin);
-            if !visible {
-                return Err(port_not_found("PUT", &path, port_id));
-            }
-            if !owner {
-                return Err(api(
-                    "PUT",
-                    &path,
-                    403,
-                    "PolicyNotAuthorized",
-                    "rule:update_port:tags is disallowed by policy".into(),
-                ));
-            }
+            self.port_for_tags(w, port_id, &path)?;
             if let Some(p) = w.ports.get_mut(port_id)
                 && !p.has_tag(tag)
             {
@@ -573,26 +629,7 @@ impl Neutron for FakeNeutron {
     async fn set_port_tags(&self, port_id: &str, tags: &[String]) -> Result<()> {
         let path = format!("/ports/{port_id}/tags");
         self.run(Op::SetPortTags, "PUT", &path, |w| {
-            let visible = w
-                .ports
-                .get(port_id)
-                .is_some_and(|p| self.port_visible(w, p));
-            if !visible {
-                return Err(port_not_found("PUT", &path, port_id));
-            }
-            if !w
-                .ports
-                .get(port_id)
-                .is_some_and(|p| self.owns(&p.project_id))
-            {
-                return Err(api(
-                    "PUT",
-                    &path,
-                    403,
-                    "PolicyNotAuthorized",
-                    "rule:update_port:tags is disallowed by policy".into(),
-                ));
-            }
+            self.port_for_tags(w, port_id, &path)?;
             if let Some(p) = w.ports.get_mut(port_id) {
                 p.tags = tags.to_vec();
                 p.revision_number += 1;
@@ -635,7 +672,7 @@ impl Neutron for FakeNeutron {
                 .values()
                 .filter(|r| self.owns(&r.project_id))
                 .filter(|r| q.name.as_ref().is_none_or(|n| &r.name == n))
-                .filter(|r| q.id.as_ref().is_none_or(|i| &r.id == i))
+                .filter(|r| q.ids.is_empty() || q.ids.contains(&r.id))
                 .cloned()
                 .collect())
         })
@@ -909,6 +946,7 @@ impl Neutron for FakeNeutron {
                 ));
             }
             w.subnets.retain(|_, s| s.network_id != id);
+            w.rbac.retain(|_, r| r.object_id != id);
             w.networks.remove(id);
             Ok(())
         })
@@ -992,5 +1030,17 @@ impl Neutron for FakeNeutron {
             Ok(())
         })
         .await
+    }
+
+    async fn create_rbac_policy(&self, req: &ShareNetwork) -> Result<RbacPolicy> {
+        self.rbac_create(req).await
+    }
+
+    async fn list_rbac_policies(&self, object_id: &str) -> Result<Vec<RbacPolicy>> {
+        self.rbac_list(object_id).await
+    }
+
+    async fn delete_rbac_policy(&self, id: &str) -> Result<()> {
+        self.rbac_delete(id).await
     }
 }

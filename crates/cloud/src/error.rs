@@ -15,9 +15,13 @@ pub enum CloudError {
         kind: String,
         message: String,
     },
-    /// Keystone refused the credential (or the token lacks what we need).
-    #[error("authentication failed: {0}")]
-    Auth(String),
+    /// Keystone refused the credential (`status` is its answer), or the token lacks what we
+    /// need (`status` None). Kept apart from `Api` so a 404 here never reads as "gone".
+    #[error("authentication failed: {message}")]
+    Auth {
+        status: Option<u16>,
+        message: String,
+    },
     /// No answer in time; the call may or may not have been committed.
     #[error("{method} {path}: timed out")]
     Timeout { method: String, path: String },
@@ -38,6 +42,14 @@ pub enum CloudError {
 }
 
 impl CloudError {
+    /// A token problem found on our side (no status from Keystone).
+    pub fn auth(message: impl Into<String>) -> Self {
+        CloudError::Auth {
+            status: None,
+            message: message.into(),
+        }
+    }
+
     pub fn status(&self) -> Option<u16> {
         match self {
             CloudError::Api { status, .. } => Some(*status),
@@ -49,6 +61,14 @@ impl CloudError {
     pub fn kind(&self) -> Option<&str> {
         match self {
             CloudError::Api { kind, .. } => Some(kind),
+            _ => None,
+        }
+    }
+
+    /// Keystone's status when it refused the credential.
+    pub fn auth_status(&self) -> Option<u16> {
+        match self {
+            CloudError::Auth { status, .. } => *status,
             _ => None,
         }
     }
@@ -72,7 +92,7 @@ impl CloudError {
                     || (*status == 409 && kind == "OverQuota")
             }
             CloudError::Timeout { .. } | CloudError::Transport { .. } => true,
-            CloudError::Auth(_) | CloudError::Decode { .. } => false,
+            CloudError::Auth { .. } | CloudError::Decode { .. } => false,
         }
     }
 }

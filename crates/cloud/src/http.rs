@@ -132,15 +132,18 @@ impl OpenStack {
             .map_err(|e| transport("POST", "/v3/auth/tokens", e))?;
         if !status.is_success() {
             let (_, message) = error_body(&bytes);
-            return Err(CloudError::Auth(format!(
-                "Keystone answered HTTP {} to the token request: {message}",
-                status.as_u16()
-            )));
+            return Err(CloudError::Auth {
+                status: Some(status.as_u16()),
+                message: format!(
+                    "Keystone answered HTTP {} to the token request: {message}",
+                    status.as_u16()
+                ),
+            });
         }
         let token =
-            token.ok_or_else(|| CloudError::Auth("Keystone returned no X-Subject-Token".into()))?;
+            token.ok_or_else(|| CloudError::auth("Keystone returned no X-Subject-Token"))?;
         let parsed: TokenEnvelope = serde_json::from_slice(&bytes)
-            .map_err(|e| CloudError::Auth(format!("unreadable token body: {e}")))?;
+            .map_err(|e| CloudError::auth(format!("unreadable token body: {e}")))?;
         let t = parsed.token;
         let neutron_url = match &self.neutron_override {
             Some(u) => u.clone(),
@@ -366,7 +369,7 @@ impl TokenBody {
             .iter()
             .find(|c| c.type_ == "network")
             .ok_or_else(|| {
-                CloudError::Auth("the token's catalog has no network (Neutron) service".into())
+                CloudError::auth("the token's catalog has no network (Neutron) service")
             })?;
         entry
             .endpoints
@@ -379,7 +382,7 @@ impl TokenBody {
             })
             .map(|e| e.url.clone())
             .ok_or_else(|| {
-                CloudError::Auth(format!(
+                CloudError::auth(format!(
                     "the catalog has no {} network endpoint in region {}",
                     auth.interface,
                     auth.region.as_deref().unwrap_or("(any)")
@@ -489,9 +492,7 @@ impl Neutron for OpenStack {
         if let Some(n) = &q.name {
             p.push(("name", n.clone()));
         }
-        if let Some(i) = &q.id {
-            p.push(("id", i.clone()));
-        }
+        p.extend(q.ids.iter().map(|i| ("id", i.clone())));
         self.get(&format!("/routers{}", query(&p)), "routers").await
     }
 
@@ -605,6 +606,29 @@ impl Neutron for OpenStack {
     async fn delete_router(&self, id: &str) -> Result<()> {
         self.call(Method::DELETE, &format!("/routers/{}", enc(id)), None, None)
             .await?;
+        Ok(())
+    }
+
+    async fn create_rbac_policy(&self, req: &ShareNetwork) -> Result<RbacPolicy> {
+        let body = json!({"rbac_policy": {
+            "object_type": "network",
+            "object_id": req.network_id,
+            "action": req.action,
+            "target_tenant": req.target_tenant,
+        }});
+        self.send(Method::POST, "/rbac-policies", &body, "rbac_policy")
+            .await
+    }
+
+    async fn list_rbac_policies(&self, object_id: &str) -> Result<Vec<RbacPolicy>> {
+        let p = [("object_id", object_id.to_string())];
+        self.get(&format!("/rbac-policies{}", query(&p)), "rbac_policies")
+            .await
+    }
+
+    async fn delete_rbac_policy(&self, id: &str) -> Result<()> {
+        let path = format!("/rbac-policies/{}", enc(id));
+        self.call(Method::DELETE, &path, None, None).await?;
         Ok(())
     }
 }

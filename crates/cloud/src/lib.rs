@@ -57,6 +57,11 @@ pub trait Neutron: Send + Sync {
     -> Result<Subnet>;
     async fn create_router(&self, name: &str) -> Result<Router>;
     async fn delete_router(&self, id: &str) -> Result<()>;
+    /// `POST /rbac-policies` on a network.
+    async fn create_rbac_policy(&self, req: &ShareNetwork) -> Result<RbacPolicy>;
+    /// `GET /rbac-policies?object_id=`: only the caller's own policies are listed.
+    async fn list_rbac_policies(&self, object_id: &str) -> Result<Vec<RbacPolicy>>;
+    async fn delete_rbac_policy(&self, id: &str) -> Result<()>;
 }
 
 /// Keystone as the operator uses it: who the current credential is.

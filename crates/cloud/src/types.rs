@@ -114,11 +114,36 @@ pub struct PortQuery {
     pub tags: Vec<String>,
 }
 
-/// Filters for `GET /routers`.
+/// Filters for `GET /routers`. Several IDs match any of them (`?id=a&id=b`), so one call
+/// can read the gateway router and a service router together.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RouterQuery {
     pub name: Option<String>,
-    pub id: Option<String>,
+    pub ids: Vec<String>,
+}
+
+/// The RBAC action that lets a project create ports on a network it does not own.
+pub const ACCESS_AS_SHARED: &str = "access_as_shared";
+
+/// A Neutron RBAC policy (`/v2.0/rbac-policies`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct RbacPolicy {
+    pub id: String,
+    pub object_type: String,
+    pub object_id: String,
+    pub action: String,
+    pub target_tenant: String,
+    #[serde(default)]
+    pub project_id: String,
+}
+
+/// `POST /rbac-policies` for a network.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ShareNetwork {
+    pub network_id: String,
+    pub action: String,
+    /// A project ID, or `*` for every project (admins only).
+    pub target_tenant: String,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -128,7 +153,7 @@ pub struct CreatePort {
     pub ip_address: Option<String>,
     pub name: String,
     pub description: String,
-    /// Sent in the create body when the cloud lists `tag-creation`, else added one by one.
+    /// Kept by Neutron only when it lists `tag-ports-during-bulk-creation`.
     pub tags: Vec<String>,
 }
 

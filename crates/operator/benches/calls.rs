@@ -79,9 +79,9 @@ async fn calls(by_name: bool, honour_create_tags: bool) {
             "router by ID"
         },
         if honour_create_tags {
-            "kept"
+            "kept (tag-ports-during-bulk-creation loaded)"
         } else {
-            "dropped as in the lab"
+            "dropped as in the lab: +1 PUT /ports/{id}/tags"
         }
     );
     println!("calls/converge one link ({how}):  reads={cr} writes={cw}   (target: 3 writes)");

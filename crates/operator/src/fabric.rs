@@ -5,6 +5,9 @@ use bnerd_cloud::{CloudError, Neutron, PortQuery};
 use ipnet::Ipv4Net;
 use thiserror::Error;
 
+/// The extension alias of ML2's `tag_ports_during_bulk_creation` driver.
+pub const TAGS_AT_CREATE: &str = "tag-ports-during-bulk-creation";
+
 #[derive(Debug, Clone)]
 pub struct Fabric {
     pub transit_network_id: String,
@@ -13,8 +16,9 @@ pub struct Fabric {
     pub gateway_router_id: String,
     /// `extraroute-atomic`: routes are added/removed one by one, never by rewriting the table.
     pub extraroute_atomic: bool,
-    /// `tag-creation`: a port can be created with its tags in one call.
-    pub tag_creation: bool,
+    /// `tag-ports-during-bulk-creation` (an ML2 extension driver): tags in a port's create
+    /// body are kept. (`tag-creation` only means `POST /{resource}/{id}/tags` exists.)
+    pub tags_at_create: bool,
 }
 
 #[derive(Debug, Error)]
@@ -98,7 +102,7 @@ impl Fabric {
             transit_subnet: cidr,
             gateway_router_id: gateway_router_id.into(),
             extraroute_atomic: ext.iter().any(|e| e == "extraroute-atomic"),
-            tag_creation: ext.iter().any(|e| e == "tag-creation"),
+            tags_at_create: ext.iter().any(|e| e == TAGS_AT_CREATE),
         })
     }
 }

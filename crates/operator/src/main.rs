@@ -43,7 +43,7 @@ async fn run() -> Result<(), String> {
         subnet = %fabric.transit_subnet,
         gateway_router = %fabric.gateway_router_id,
         extraroute_atomic = fabric.extraroute_atomic,
-        tag_creation = fabric.tag_creation,
+        tags_at_create = fabric.tags_at_create,
         "fabric checked"
     );
     let client = kube::Client::try_default()

@@ -504,3 +504,36 @@ async fn spec_changes_converge(mut env: Env) {
     assert_eq!(env.ports().await.len(), 2);
 }
 both!(spec_changes_converge);
+
+/// A link that names its router keeps its leg when a second router takes the same name
+/// later (the leg's router still carries the name); a new link by that name is ambiguous.
+async fn named_router_stays_put(mut env: Env) {
+    let svc = env.router("named").await;
+    env.add_link("named", spec(&svc.name, "10.31.0.0/16", None));
+    env.reconcile("named").await;
+    assert!(ready(&env, "named"), "{:?}", env.link("named").status);
+    let leg = env
+        .link("named")
+        .status
+        .as_ref()
+        .unwrap()
+        .leg_port_id
+        .clone();
+
+    let twin = env.net.create_router(&svc.name).await.unwrap();
+    let out = env.reconcile("named").await;
+    assert!(ready(&env, "named"), "{:?}", env.link("named").status);
+    assert!(out.actions.is_empty(), "{:?}", out.actions);
+    assert_eq!(env.link("named").status.as_ref().unwrap().leg_port_id, leg);
+
+    env.add_link("late", spec(&svc.name, "10.32.0.0/16", None));
+    env.reconcile("late").await;
+    let (_, r, m) = env.condition("late", "LegAttached");
+    assert_eq!(r, "RouterResolveFailed");
+    assert!(m.contains("ambiguous") && m.contains(&twin.id), "{m}");
+    env.delete("late").await;
+    env.delete("named").await;
+    assert_eq!(env.ports().await.len(), 1, "only the gateway's leg is left");
+    env.net.delete_router(&twin.id).await.unwrap();
+}
+both!(named_router_stays_put);

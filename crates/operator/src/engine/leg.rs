@@ -5,7 +5,7 @@ use std::net::Ipv4Addr;
 use bnerd_api::Reason;
 use bnerd_api::cidr::transit_candidates;
 use bnerd_api::names::{TAG_MANAGED, is_managed, leg_port_name, tag_link_name, tag_link_uid};
-use bnerd_cloud::{CreatePort, Port, PortQuery, RouterQuery};
+use bnerd_cloud::{CreatePort, OWNER_ROUTER_INTERFACE, Port, PortQuery, Router, RouterQuery};
 
 use super::report::Report;
 use super::validate::Valid;
@@ -93,19 +93,56 @@ async fn find_own(
     Ok((mine.first().map(|p| (*p).clone()), Some(ports)))
 }
 
+/// Routers read while resolving, handed to the route steps of the same reconcile so a
+/// converged link costs one router read, not three.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Seen {
+    pub gateway: Option<Router>,
+    pub service: Option<Router>,
+}
+
 /// Resolve spec.serviceClusterRouter by ID or name, at every reconcile.
+///
+/// When the leg is already an interface of some router, that router and the gateway router
+/// are read in one `GET /routers?id=&id=`; if it is still the router the spec names (same ID,
+/// or same name), that settles it. A second router taking the same name later does not unseat
+/// a working leg; a rename, or a spec naming another router, falls through to a full lookup
+/// (where an ambiguous name is an error).
 async fn resolve_router(
     e: &Engine<'_>,
     value: &str,
     hint: Option<&Port>,
-) -> Result<String, StepFail> {
+) -> Result<(String, Seen), StepFail> {
     let fail = |m: String| StepFail::terminal(Reason::RouterResolveFailed, m);
-    if looks_like_uuid(value) {
-        if hint.is_some_and(|p| p.device_id == value) {
-            return Ok(value.to_string());
+    let mut seen = Seen::default();
+    let attached_to = hint
+        .filter(|p| !p.device_id.is_empty() && p.device_owner.starts_with(OWNER_ROUTER_INTERFACE))
+        .map(|p| p.device_id.clone());
+    if let Some(current) = attached_to {
+        let gw = &e.fabric.gateway_router_id;
+        let q = RouterQuery {
+            ids: vec![gw.clone(), current.clone()],
+            ..Default::default()
+        };
+        let found = e.net.list_routers(&q).await.map_err(|err| {
+            StepFail::cloud(
+                Reason::RouterResolveFailed,
+                &format!("reading routers {gw} and {current}"),
+                &err,
+            )
+        })?;
+        seen.gateway = found.iter().find(|r| &r.id == gw).cloned();
+        if let Some(s) = found
+            .into_iter()
+            .find(|r| r.id == current && (r.id == value || r.name == value))
+        {
+            seen.service = Some(s);
+            return Ok((current, seen));
         }
+    }
+    if looks_like_uuid(value) {
         match e.net.get_router(value).await {
-            Ok(r) => return Ok(r.id),
+            Ok(r) => return Ok((r.id, seen)),
             Err(err) if err.is_not_found() => {}
             Err(err) => {
                 return Err(StepFail::cloud(
@@ -131,7 +168,7 @@ async fn resolve_router(
         [] => Err(fail(format!(
             "spec.serviceClusterRouter {value:?}: no router with that name or ID is visible to the operator credential"
         ))),
-        [r] => Ok(r.id.clone()),
+        [r] => Ok((r.id.clone(), seen)),
         many => {
             let ids: Vec<&str> = many.iter().map(|r| r.id.as_str()).collect();
             Err(fail(format!(
@@ -150,7 +187,8 @@ pub(crate) async fn ensure(
     r: &mut Report,
 ) -> Result<Leg, StepFail> {
     let (mut own, mut listed) = find_own(e, input).await?;
-    let router_id = resolve_router(e, &input.spec.service_cluster_router, own.as_ref()).await?;
+    let (router_id, mut seen) =
+        resolve_router(e, &input.spec.service_cluster_router, own.as_ref()).await?;
 
     // The spec moved the leg (another router, another pinned IP): unwind the old one first so
     // nothing is left behind at the old place (DESIGN 6.6).
@@ -165,6 +203,8 @@ pub(crate) async fn ensure(
             );
             own = None;
             listed = None;
+            // The unwind changed both routers' routes.
+            seen = Seen::default();
         }
     }
 
@@ -183,6 +223,7 @@ pub(crate) async fn ensure(
     r.status.transit_ip = Some(ip.to_string());
 
     if !port.is_interface_of(&router_id) {
+        seen.service = None;
         if let Err(err) = e.net.add_router_interface(&router_id, &port.id).await {
             // A retry after a lost answer finds the port already ours on this router.
             let done = err.is_kind("PortInUse")
@@ -209,6 +250,7 @@ pub(crate) async fn ensure(
         port_id: port.id,
         ip,
         router_id,
+        seen,
     })
 }
 
@@ -329,13 +371,18 @@ async fn create(
             uid_marker(input.uid)
         ),
         // Sent when listed; whether they stuck is checked after (ensure_tags).
-        tags: if e.fabric.tag_creation { tags } else { vec![] },
+        tags: if e.fabric.tags_at_create {
+            tags
+        } else {
+            vec![]
+        },
     };
     e.net.create_port(&req).await
 }
 
-/// Neutron may list `tag-creation` and still drop tags from a port's create body (ML2
-/// without `tag_ports_during_bulk_creation`, as in the lab): set them in one call if so.
+/// Without ML2's `tag_ports_during_bulk_creation` driver (the lab's and most clouds' setup)
+/// Neutron drops tags from a port's create body: set them in one call if they are missing,
+/// whatever the extension list claimed.
 async fn ensure_tags(e: &Engine<'_>, input: &Input<'_>, port: &mut Port) -> Result<(), StepFail> {
     let want = link_tags(input.name, input.uid);
     if want.iter().all(|t| port.has_tag(t)) {

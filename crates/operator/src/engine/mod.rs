@@ -168,4 +168,6 @@ pub(crate) struct Leg {
     pub port_id: String,
     pub ip: Ipv4Addr,
     pub router_id: String,
+    /// Routers already read this reconcile (their routes are current).
+    pub seen: leg::Seen,
 }

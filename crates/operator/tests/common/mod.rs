@@ -74,6 +74,25 @@ pub fn lab_client(env: &BTreeMap<String, String>, who: &str) -> OpenStack {
     OpenStack::new(auth).expect("client")
 }
 
+/// A client on the lab's application credential `LAB_<who>_AC_*`.
+pub fn lab_app_cred_client(env: &BTreeMap<String, String>, who: &str) -> OpenStack {
+    let g = |k: &str| {
+        env.get(k)
+            .cloned()
+            .unwrap_or_else(|| panic!("lab.env lacks {k}"))
+    };
+    let auth = AuthConfig {
+        auth_url: g("OS_AUTH_URL"),
+        region: Some("RegionOne".into()),
+        interface: "public".into(),
+        method: AuthMethod::ApplicationCredential {
+            id: g(&format!("LAB_{who}_AC_ID")),
+            secret: SecretString::new(g(&format!("LAB_{who}_AC_SECRET"))),
+        },
+    };
+    OpenStack::new(auth).expect("client")
+}
+
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
 pub fn unique(prefix: &str) -> String {

@@ -1,0 +1,74 @@
+//! Keystone's application credentials: a handle made from one authenticates on every call,
+//! so deleting the credential cuts it off at once, as Keystone's token revocation does.
+
+use bnerd_cloud::{CloudError, Result};
+
+use crate::state::{FakeCloud, FakeNeutron, World, new_id};
+
+pub(crate) struct AppCred {
+    secret: String,
+    project_id: String,
+    roles: Vec<String>,
+}
+
+/// Keystone's answer to `POST /v3/auth/tokens` with this credential.
+pub(crate) fn check_app_cred(w: &World, id: &str, secret: &str) -> Result<()> {
+    let refused = |status: u16, message: String| CloudError::Auth {
+        status: Some(status),
+        message: format!("Keystone answered HTTP {status} to the token request: {message}"),
+    };
+    match w.app_creds.get(id) {
+        None => Err(refused(
+            404,
+            format!("Could not find Application Credential: {id}."),
+        )),
+        Some(ac) if ac.secret != secret => Err(refused(
+            401,
+            "The request you have made requires authentication.".into(),
+        )),
+        Some(_) => Ok(()),
+    }
+}
+
+impl FakeCloud {
+    /// Create an application credential in `project_id` delegating `roles` (a member role
+    /// implies reader, as Keystone's implied roles do). Returns (id, secret).
+    pub fn application_credential(&self, project_id: &str, roles: &[&str]) -> (String, String) {
+        let mut roles: Vec<String> = roles.iter().map(|r| r.to_string()).collect();
+        if roles.iter().any(|r| r == "member") && !roles.iter().any(|r| r == "reader") {
+            roles.push("reader".into());
+        }
+        let (id, secret) = (new_id().replace('-', ""), new_id());
+        self.lock().app_creds.insert(
+            id.clone(),
+            AppCred {
+                secret: secret.clone(),
+                project_id: project_id.into(),
+                roles,
+            },
+        );
+        (id, secret)
+    }
+
+    /// Delete an application credential; handles made from it fail from now on.
+    pub fn revoke_application_credential(&self, id: &str) {
+        self.lock().app_creds.remove(id);
+    }
+
+    /// A handle that authenticates with an application credential, like `OpenStack::new`
+    /// with `AuthMethod::ApplicationCredential`. Unknown credentials fail at the first call.
+    pub fn client_with_app_cred(&self, id: &str, secret: &str) -> FakeNeutron {
+        let (project, roles) = self
+            .lock()
+            .app_creds
+            .get(id)
+            .map(|ac| (ac.project_id.clone(), ac.roles.clone()))
+            .unwrap_or_default();
+        FakeNeutron {
+            roles,
+            admin: false,
+            app_cred: Some((id.into(), secret.into())),
+            ..self.client(&project)
+        }
+    }
+}
