@@ -1,17 +1,19 @@
 //! Prints what a ClusterLink costs the cloud: OpenStack calls (reads, writes) to converge
 //! one link and to resync a converged one, time to converge N links, and reverse-route
 //! fan-out. Counts come from the fake, whose answers the parity test holds to the lab's;
-//! with a running lab it also times a real convergence.
+//! with a running lab it also times converge, resync and unwind against real Neutron.
 
-use std::sync::Arc;
-use std::time::Instant;
+#[path = "../tests/common/mod.rs"]
+mod common;
+
+use std::time::{Duration, Instant};
 
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::{ClusterLink, ClusterLinkSpec, GatewayRef};
 use bnerd_cloud::Neutron;
-use bnerd_cloud_fake::FakeCloud;
-use bnerd_vpn_operator::controller::{link_input, peers_of};
-use bnerd_vpn_operator::engine::{Engine, Outcome};
+use bnerd_cloud_fake::{FakeCloud, FakeNeutron};
+use bnerd_vpn_operator::controller::link_input;
+use bnerd_vpn_operator::engine::{Engine, Outcome, cleanup};
 use bnerd_vpn_operator::fabric::Fabric;
 
 async fn fabric(net: &dyn Neutron) -> Fabric {
@@ -38,6 +40,7 @@ fn link(name: &str, router: &str, cidr: &str) -> ClusterLink {
     l
 }
 
+/// Reconcile link `i` and keep its new status, as the controller's status patch would.
 async fn run(
     net: &dyn Neutron,
     fabric: &Fabric,
@@ -45,12 +48,7 @@ async fn run(
     i: usize,
     reverse: &[ReverseTarget],
 ) -> Outcome {
-    let all: Vec<Arc<ClusterLink>> = links.iter().cloned().map(Arc::new).collect();
-    let peers = peers_of(&links[i], &all);
-    let status = links[i].status.clone().unwrap_or_default();
-    let l = &links[i];
-    let input = link_input(l, &status, &peers, reverse, "").expect("uid");
-    let out = Engine { net, fabric }.reconcile(&input).await;
+    let out = common::reconcile_one(net, fabric, links, i, reverse).await;
     links[i].status = Some(out.status.clone());
     out
 }
@@ -90,19 +88,25 @@ async fn calls(by_name: bool, honour_create_tags: bool) {
     );
 }
 
-async fn converge_many(n: usize) {
+/// A fake estate with `n` service routers and one link per router (not yet reconciled).
+async fn estate(
+    n: usize,
+    cidr: impl Fn(usize) -> String,
+) -> (FakeCloud, FakeNeutron, Fabric, Vec<ClusterLink>) {
     let cloud = FakeCloud::new();
     let net = cloud.client("operator");
     let fab = fabric(&net).await;
     let mut links = vec![];
     for i in 0..n {
         let r = net.create_router(&format!("svc{i}")).await.unwrap();
-        links.push(link(
-            &format!("l{i}"),
-            &r.id,
-            &format!("10.{}.{}.0/24", 100 + i / 200, i % 200),
-        ));
+        links.push(link(&format!("l{i}"), &r.id, &cidr(i)));
     }
+    (cloud, net, fab, links)
+}
+
+async fn converge_many(n: usize) {
+    let (cloud, net, fab, mut links) =
+        estate(n, |i| format!("10.{}.{}.0/24", 100 + i / 200, i % 200)).await;
     cloud.reset_counters();
     let t = Instant::now();
     for i in 0..n {
@@ -116,18 +120,7 @@ async fn converge_many(n: usize) {
 }
 
 async fn fan_out(n: usize, m: usize) {
-    let cloud = FakeCloud::new();
-    let net = cloud.client("operator");
-    let fab = fabric(&net).await;
-    let mut links = vec![];
-    for i in 0..n {
-        let r = net.create_router(&format!("svc{i}")).await.unwrap();
-        links.push(link(
-            &format!("l{i}"),
-            &r.id,
-            &format!("10.{}.0.0/16", 10 + i),
-        ));
-    }
+    let (cloud, net, fab, mut links) = estate(n, |i| format!("10.{}.0.0/16", 10 + i)).await;
     for i in 0..n {
         run(&net, &fab, &mut links, i, &[]).await;
     }
@@ -160,6 +153,65 @@ async fn fan_out(n: usize, m: usize) {
     println!("fan-out {n} links x {m} gateways (resync): reads={r} writes={w}");
 }
 
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// Wall time of one link's converge, resync and unwind on the real lab (median of `rounds`).
+async fn lab_timings(rounds: usize) {
+    let Some(env) = common::lab_env() else {
+        println!("lab: no lab.env (lab/openstack/up.sh); real-Neutron timings skipped");
+        return;
+    };
+    let net = common::lab_client(&env, "OPERATOR");
+    let fab = Fabric::discover(
+        &net,
+        &env["LAB_TRANSIT_NETWORK_ID"],
+        &env["LAB_GATEWAY_ROUTER_ID"],
+    )
+    .await
+    .expect("lab fabric");
+    let (mut conv, mut resync, mut unwind) = (vec![], vec![], vec![]);
+    for round in 0..rounds {
+        let r = net.create_router(&common::unique("bench")).await.unwrap();
+        let cidr = format!("10.{}.{round}.0/24", 150 + std::process::id() % 50);
+        let mut links = vec![link(&common::unique("bench"), &r.id, &cidr)];
+        let t = Instant::now();
+        let out = run(&net, &fab, &mut links, 0, &[]).await;
+        conv.push(t.elapsed());
+        let ready = out
+            .status
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True");
+        assert!(ready, "bench link did not converge: {:?}", out.status);
+        let t = Instant::now();
+        run(&net, &fab, &mut links, 0, &[]).await;
+        resync.push(t.elapsed());
+        let status = links[0].status.clone().unwrap_or_default();
+        let input = link_input(&links[0], &status, &[], &[], "").expect("uid");
+        let t = Instant::now();
+        cleanup(
+            &Engine {
+                net: &net,
+                fabric: &fab,
+            },
+            &input,
+        )
+        .await
+        .expect("unwind");
+        unwind.push(t.elapsed());
+        net.delete_router(&r.id).await.unwrap();
+    }
+    println!(
+        "lab (real Neutron, {rounds} rounds, medians): converge one link {:?}, resync {:?}, unwind {:?}",
+        median(conv),
+        median(resync),
+        median(unwind)
+    );
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     for (by_name, tags) in [(false, false), (true, false), (false, true)] {
@@ -167,4 +219,5 @@ async fn main() {
     }
     converge_many(200).await;
     fan_out(20, 5).await;
+    lab_timings(5).await;
 }
