@@ -6,8 +6,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use bnerd_cloud::{
-    CloudError, CreatePort, FixedIp, Identity, Network, Neutron, OWNER_ROUTER_INTERFACE, Port,
-    PortQuery, RbacPolicy, Result, Route, Router, RouterQuery, ShareNetwork, Subnet, TokenInfo,
+    CloudError, CreatePort, FixedIp, Identity, MAX_TAGS, Network, Neutron, OWNER_ROUTER_INTERFACE,
+    Port, PortQuery, RbacPolicy, Result, Route, Router, RouterQuery, ShareNetwork, Subnet,
+    TokenInfo,
 };
 use ipnet::Ipv4Net;
 
@@ -278,6 +279,18 @@ impl FakeNeutron {
     }
 }
 
+fn too_many_tags(path: &str) -> CloudError {
+    api(
+        "PUT",
+        path,
+        400,
+        "BadRequest",
+        format!(
+            "Bad ports request: The number of tags exceed the per-resource limit of {MAX_TAGS}."
+        ),
+    )
+}
+
 fn port_not_found(method: &str, path: &str, id: &str) -> CloudError {
     api(
         method,
@@ -411,6 +424,8 @@ impl Identity for FakeNeutron {
                 user_id: format!("user-of-{}", self.project_id),
                 roles: self.roles.clone(),
                 application_credential_id: self.app_cred.as_ref().map(|(id, _)| id.clone()),
+                // Keystone creates application credentials restricted unless told otherwise.
+                application_credential_restricted: self.app_cred.as_ref().map(|_| true),
             })
         })
         .await
@@ -493,7 +508,7 @@ impl Neutron for FakeNeutron {
                 .filter(|p| q.network_id.as_ref().is_none_or(|n| &p.network_id == n))
                 .filter(|p| q.device_id.as_ref().is_none_or(|d| &p.device_id == d))
                 .filter(|p| q.ip_address.as_ref().is_none_or(|ip| p.has_ip(ip)))
-                .filter(|p| q.tags.iter().all(|t| p.has_tag(t)))
+                .filter(|p| q.tags_match(p))
                 .cloned()
                 .collect())
         })
@@ -615,6 +630,12 @@ impl Neutron for FakeNeutron {
         let path = format!("/ports/{port_id}/tags/{tag}");
         self.run(Op::AddPortTag, "PUT", &path, |w| {
             self.port_for_tags(w, port_id, &path)?;
+            if w.ports
+                .get(port_id)
+                .is_some_and(|p| !p.has_tag(tag) && p.tags.len() >= MAX_TAGS)
+            {
+                return Err(too_many_tags(&path));
+            }
             if let Some(p) = w.ports.get_mut(port_id)
                 && !p.has_tag(tag)
             {
@@ -630,6 +651,10 @@ impl Neutron for FakeNeutron {
         let path = format!("/ports/{port_id}/tags");
         self.run(Op::SetPortTags, "PUT", &path, |w| {
             self.port_for_tags(w, port_id, &path)?;
+            let distinct: std::collections::BTreeSet<&String> = tags.iter().collect();
+            if distinct.len() > MAX_TAGS {
+                return Err(too_many_tags(&path));
+            }
             if let Some(p) = w.ports.get_mut(port_id) {
                 p.tags = tags.to_vec();
                 p.revision_number += 1;

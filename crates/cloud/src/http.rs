@@ -167,6 +167,10 @@ impl OpenStack {
                     .unwrap_or_default(),
                 user_id: t.user.map(|u| u.id).unwrap_or_default(),
                 roles: t.roles.into_iter().map(|r| r.name).collect(),
+                application_credential_restricted: t
+                    .application_credential
+                    .as_ref()
+                    .and_then(|a| a.restricted),
                 application_credential_id: t.application_credential.map(|a| a.id),
             },
             neutron_url,
@@ -333,7 +337,14 @@ struct TokenBody {
     roles: Vec<Named>,
     #[serde(default)]
     catalog: Vec<CatalogEntry>,
-    application_credential: Option<Named>,
+    application_credential: Option<AppCredRef>,
+}
+
+#[derive(Deserialize)]
+struct AppCredRef {
+    id: String,
+    #[serde(default)]
+    restricted: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -429,8 +440,14 @@ impl Neutron for OpenStack {
         if let Some(ip) = &q.ip_address {
             p.push(("fixed_ips", format!("ip_address={ip}")));
         }
-        if !q.tags.is_empty() {
-            p.push(("tags", q.tags.join(",")));
+        for (key, tags) in [
+            ("tags", &q.tags),
+            ("tags-any", &q.tags_any),
+            ("not-tags", &q.not_tags),
+        ] {
+            if !tags.is_empty() {
+                p.push((key, tags.join(",")));
+            }
         }
         self.get(&format!("/ports{}", query(&p)), "ports").await
     }

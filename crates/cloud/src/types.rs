@@ -105,13 +105,30 @@ pub struct Subnet {
     pub project_id: String,
 }
 
-/// Filters for `GET /ports`; every set field narrows the result (tags: all of them).
+/// Filters for `GET /ports`; every set field narrows the result.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PortQuery {
     pub network_id: Option<String>,
     pub device_id: Option<String>,
     pub ip_address: Option<String>,
+    /// `tags`: ports carrying all of these.
     pub tags: Vec<String>,
+    /// `tags-any`: ports carrying at least one of these.
+    pub tags_any: Vec<String>,
+    /// `not-tags`: leave out ports carrying all of these.
+    pub not_tags: Vec<String>,
+}
+
+/// Neutron's per-resource tag limit.
+pub const MAX_TAGS: usize = 50;
+
+impl PortQuery {
+    /// Whether a port passes the tag filters, as Neutron applies them.
+    pub fn tags_match(&self, p: &Port) -> bool {
+        self.tags.iter().all(|t| p.has_tag(t))
+            && (self.tags_any.is_empty() || self.tags_any.iter().any(|t| p.has_tag(t)))
+            && (self.not_tags.is_empty() || !self.not_tags.iter().all(|t| p.has_tag(t)))
+    }
 }
 
 /// Filters for `GET /routers`. Several IDs match any of them (`?id=a&id=b`), so one call
@@ -165,4 +182,6 @@ pub struct TokenInfo {
     pub user_id: String,
     pub roles: Vec<String>,
     pub application_credential_id: Option<String>,
+    /// An application credential's `restricted` flag (it cannot create more credentials).
+    pub application_credential_restricted: Option<bool>,
 }

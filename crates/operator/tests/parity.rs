@@ -143,6 +143,47 @@ async fn table(c: &Clouds) -> Vec<(&'static str, String)> {
         "filter tags (all)",
         format!("{}", op.list_ports(&q).await.unwrap().len()),
     ));
+    let p5 = op.create_port(&port("10.254.0.5")).await.unwrap();
+    op.add_port_tag(&p5.id, "t3").await.unwrap();
+    let on_net = |q: PortQuery| PortQuery {
+        network_id: Some(net.id.clone()),
+        ..q
+    };
+    out.push((
+        "filter tags-any",
+        format!(
+            "{}",
+            op.list_ports(&on_net(PortQuery {
+                tags_any: vec!["t1".into(), "t3".into()],
+                ..Default::default()
+            }))
+            .await
+            .unwrap()
+            .len()
+        ),
+    ));
+    out.push((
+        "filter not-tags",
+        format!(
+            "{}",
+            op.list_ports(&on_net(PortQuery {
+                not_tags: vec!["t1".into(), "t3".into()],
+                ..Default::default()
+            }))
+            .await
+            .unwrap()
+            .len()
+        ),
+    ));
+    let fifty: Vec<String> = (0..50).map(|i| format!("k{i}")).collect();
+    out.push(("set 50 tags", obs(op.set_port_tags(&p5.id, &fifty).await)));
+    out.push(("add a 51st tag", obs(op.add_port_tag(&p5.id, "k50").await)));
+    let fifty_one: Vec<String> = (0..51).map(|i| format!("k{i}")).collect();
+    out.push((
+        "set 51 tags",
+        obs(op.set_port_tags(&p5.id, &fifty_one).await),
+    ));
+    op.delete_port(&p5.id).await.unwrap();
     out.push((
         "attach port",
         obs(op.add_router_interface(&svc.id, &p3.id).await),
@@ -282,6 +323,14 @@ async fn table(c: &Clouds) -> Vec<(&'static str, String)> {
     let mut roles = tok.roles.clone();
     roles.sort();
     out.push(("customer token roles", format!("{roles:?}")));
+    out.push((
+        "customer token names its restricted application credential",
+        format!(
+            "{} {:?}",
+            tok.application_credential_id.is_some(),
+            tok.application_credential_restricted
+        ),
+    ));
     out.push((
         "revoked application credential",
         obs(c.revoked.token_info().await),
@@ -432,6 +481,12 @@ const EXPECTED: &[(&str, &str)] = &[
     ("invalid CIDR via PUT", "400 HTTPBadRequest"),
     ("add tag", "ok"),
     ("filter tags (all)", "1"),
+    // On the network: the gateway's leg (no tags), p3 (t1 t2 t3), p5 (t3).
+    ("filter tags-any", "2"),
+    ("filter not-tags", "2"),
+    ("set 50 tags", "ok"),
+    ("add a 51st tag", "400 BadRequest"),
+    ("set 51 tags", "400 BadRequest"),
     ("attach port", "ok"),
     ("re-attach same port", "409 PortInUse"),
     ("second interface on the subnet", "400 BadRequest"),
@@ -471,6 +526,10 @@ const EXPECTED: &[(&str, &str)] = &[
         "404 RouterNotFound",
     ),
     ("customer token roles", "[\"member\", \"reader\"]"),
+    (
+        "customer token names its restricted application credential",
+        "true Some(true)",
+    ),
     ("revoked application credential", "keystone 404"),
     ("share network with a project", "ok"),
     ("share again", "409 DuplicateRbacPolicy"),
