@@ -4,12 +4,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bnerd_api::gateway::{GATEWAY_KINDS, ReverseTarget, reverse_target};
-use bnerd_api::names::{FIELD_MANAGER, FINALIZER, GROUP};
+use bnerd_api::gateway::ReverseTarget;
+use bnerd_api::names::{FIELD_MANAGER, FINALIZER};
 use bnerd_api::{ClusterLink, ClusterLinkStatus};
 use bnerd_cloud::{CloudError, Neutron};
 use futures::StreamExt;
-use kube::api::{Api, ApiResource, DynamicObject, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
@@ -24,6 +24,7 @@ use crate::backoff::Backoff;
 use crate::config::Config;
 use crate::engine::{Engine, Input, Peer, Retry, cleanup, transitions};
 use crate::fabric::Fabric;
+use crate::gateways::{fan_out, reverse_targets};
 
 #[derive(Debug, Error)]
 pub enum Error {
@@ -74,35 +75,6 @@ pub fn peers_of(me: &ClusterLink, all: &[Arc<ClusterLink>]) -> Vec<Peer> {
             }
         })
         .collect()
-}
-
-/// Every gateway with reverse exposures, either kind, any namespace. A kind whose CRD is
-/// not installed simply contributes none.
-async fn reverse_targets(client: &Client) -> Result<Vec<ReverseTarget>, kube::Error> {
-    let mut out = vec![];
-    for (kind, plural) in GATEWAY_KINDS {
-        let ar = ApiResource {
-            group: GROUP.into(),
-            version: "v1alpha1".into(),
-            api_version: format!("{GROUP}/v1alpha1"),
-            kind: (*kind).into(),
-            plural: (*plural).into(),
-        };
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-        let list = match api.list(&ListParams::default()).await {
-            Ok(l) => l,
-            Err(kube::Error::Api(s)) if s.code == 404 => continue,
-            Err(e) => return Err(e),
-        };
-        for obj in list {
-            let ns = obj.namespace().unwrap_or_default();
-            let name = obj.name_any();
-            let v = serde_json::to_value(&obj).unwrap_or_default();
-            out.extend(reverse_target(kind, &ns, &name, &v));
-        }
-    }
-    out.sort();
-    Ok(out)
 }
 
 /// The engine's view of one ClusterLink object.
@@ -262,6 +234,7 @@ pub async fn run(client: Client, net: Arc<dyn Neutron>, fabric: Fabric, config: 
         links: controller.store(),
     });
     controller
+        .reconcile_all_on(fan_out(ctx.client.clone()))
         .shutdown_on_signal()
         .run(reconcile, error_policy, ctx)
         .for_each(|res| async move {

@@ -9,3 +9,4 @@ pub mod config;
 pub mod controller;
 pub mod engine;
 pub mod fabric;
+pub mod gateways;

@@ -187,6 +187,97 @@ impl Drop for Operator {
     }
 }
 
+/// Operators started by these tests all watch every ClusterLink of the one apiserver, each
+/// with its own transit network: two at once would fight over each other's links.
+static OPERATORS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Start the operator binary on the lab's operator credential and `env`'s fabric; the
+/// handle yields its stderr once it has stopped.
+fn spawn_operator(
+    kubeconfig: &str,
+    lab: &std::collections::BTreeMap<String, String>,
+    env: &common::Env,
+    resync: &str,
+) -> (Operator, tokio::task::JoinHandle<String>) {
+    let g = |k: &str| lab.get(k).cloned().unwrap_or_default();
+    let bin = env!("CARGO_BIN_EXE_bnerd-vpn-operator");
+    let child = tokio::process::Command::new(bin)
+        .env_clear()
+        .env("HOME", std::env::var("HOME").unwrap_or_default())
+        .env("KUBECONFIG", kubeconfig)
+        .env("RUST_LOG", "info")
+        .env("OS_AUTH_URL", g("OS_AUTH_URL"))
+        .env("OS_REGION_NAME", "RegionOne")
+        .env("OS_USERNAME", g("LAB_OPERATOR_USERNAME"))
+        .env("OS_PASSWORD", g("LAB_OPERATOR_PASSWORD"))
+        .env("OS_PROJECT_NAME", g("LAB_OPERATOR_PROJECT_NAME"))
+        .env("OS_USER_DOMAIN_NAME", "Default")
+        .env("OS_PROJECT_DOMAIN_NAME", "Default")
+        .env("IPSEC_GATEWAY_ROUTER_ID", &env.fabric.gateway_router_id)
+        .env("IPSEC_TRANSIT_NETWORK_ID", &env.fabric.transit_network_id)
+        .env("IPSEC_RESYNC_INTERVAL", resync)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("operator starts");
+    let mut op = Operator(child);
+    let stderr = op.0.stderr.take().expect("stderr");
+    let log = tokio::spawn(async move {
+        use tokio::io::AsyncReadExt;
+        let mut s = String::new();
+        let mut r = stderr;
+        let _ = r.read_to_string(&mut s).await;
+        s
+    });
+    (op, log)
+}
+
+/// Links and gateways an earlier, failed run left behind would be reconciled by this run's
+/// operator against the wrong fabric: strip their finalizers (no operator holds them now)
+/// and delete them. CEL-test links are left alone; they never hold a cloud resource.
+async fn sweep_leftovers(client: &Client) {
+    let links: Api<ClusterLink> = Api::all(client.clone());
+    for l in links
+        .list(&ListParams::default())
+        .await
+        .expect("list links")
+    {
+        let name = l.metadata.name.clone().unwrap_or_default();
+        if name.starts_with("cel-") {
+            continue;
+        }
+        let strip = json!({"metadata": {"finalizers": null}});
+        let _ = links
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&strip))
+            .await;
+        let _ = links.delete(&name, &DeleteParams::default()).await;
+    }
+    for (kind, plural) in bnerd_api::gateway::GATEWAY_KINDS {
+        let ar = kube::api::ApiResource {
+            group: "ipsec.bnerd.net".into(),
+            version: "v1alpha1".into(),
+            api_version: "ipsec.bnerd.net/v1alpha1".into(),
+            kind: (*kind).into(),
+            plural: (*plural).into(),
+        };
+        let gws: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &ar);
+        let Ok(list) = gws.list(&ListParams::default()).await else {
+            continue;
+        };
+        for g in list {
+            let ns = g.metadata.namespace.clone().unwrap_or_default();
+            let api: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
+            let _ = api
+                .delete(
+                    &g.metadata.name.clone().unwrap_or_default(),
+                    &DeleteParams::default(),
+                )
+                .await;
+        }
+    }
+}
+
 async fn wait_for<T>(what: &str, secs: u64, mut f: impl AsyncFnMut() -> Option<T>) -> T {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
     loop {
@@ -224,36 +315,9 @@ async fn operator_binary_converges_heals_and_unwinds() {
     let svc = env.router("shoot--services--e2e").await;
     let g = |k: &str| lab.get(k).cloned().unwrap_or_default();
 
-    let bin = env!("CARGO_BIN_EXE_bnerd-vpn-operator");
-    let child = tokio::process::Command::new(bin)
-        .env_clear()
-        .env("HOME", std::env::var("HOME").unwrap_or_default())
-        .env("KUBECONFIG", &kubeconfig)
-        .env("RUST_LOG", "info")
-        .env("OS_AUTH_URL", g("OS_AUTH_URL"))
-        .env("OS_REGION_NAME", "RegionOne")
-        .env("OS_USERNAME", g("LAB_OPERATOR_USERNAME"))
-        .env("OS_PASSWORD", g("LAB_OPERATOR_PASSWORD"))
-        .env("OS_PROJECT_NAME", g("LAB_OPERATOR_PROJECT_NAME"))
-        .env("OS_USER_DOMAIN_NAME", "Default")
-        .env("OS_PROJECT_DOMAIN_NAME", "Default")
-        .env("IPSEC_GATEWAY_ROUTER_ID", &env.fabric.gateway_router_id)
-        .env("IPSEC_TRANSIT_NETWORK_ID", &env.fabric.transit_network_id)
-        .env("IPSEC_RESYNC_INTERVAL", "3s")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("operator starts");
-    let mut op = Operator(child);
-    let stderr = op.0.stderr.take().expect("stderr");
-    let log = tokio::spawn(async move {
-        use tokio::io::AsyncReadExt;
-        let mut s = String::new();
-        let mut r = stderr;
-        let _ = r.read_to_string(&mut s).await;
-        s
-    });
+    let _serial = OPERATORS.lock().await;
+    sweep_leftovers(&client).await;
+    let (op, log) = spawn_operator(&kubeconfig, &lab, &env, "3s");
 
     let api: Api<ClusterLink> = Api::all(client.clone());
     let name = common::unique("e2e-link");
@@ -386,5 +450,188 @@ async fn operator_refuses_bad_settings_naming_them() {
     assert!(
         err.contains("operator credential: OS_AUTH_URL is not set"),
         "{err}"
+    );
+}
+
+/// Minimal VPNGateway/IPsecGateway CRDs (namespaced, schema left open, no status
+/// subresource) so the test can write a gateway's status as its own controller would.
+async fn install_gateway_crds(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for (kind, plural) in bnerd_api::gateway::GATEWAY_KINDS {
+        let name = format!("{plural}.ipsec.bnerd.net");
+        let crd: CustomResourceDefinition = serde_json::from_value(json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": name},
+            "spec": {
+                "group": "ipsec.bnerd.net",
+                "scope": "Namespaced",
+                "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List")},
+                "versions": [{"name": "v1alpha1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
+            }
+        }))
+        .expect("crd");
+        crds.patch(
+            &name,
+            &PatchParams::apply("e2e").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .expect("apply gateway CRD");
+        wait_for("gateway CRD established", 20, async || {
+            let c = crds.get(&name).await.ok()?;
+            c.status?
+                .conditions?
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+                .then_some(())
+        })
+        .await;
+    }
+}
+
+fn reverse_routes_of(l: &ClusterLink) -> Vec<(String, String)> {
+    l.status
+        .as_ref()
+        .map(|s| {
+            s.reverse_routes
+                .iter()
+                .map(|r| (r.service_cidr.clone(), r.next_hop.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The spec's estate-wide fan-out: a gateway gaining reverse exposures, losing them, or
+/// being deleted re-triggers every ClusterLink at once. The resync interval is an hour here,
+/// so only the gateway watch can make these routes appear and go.
+#[tokio::test]
+async fn gateway_changes_fan_out_to_every_link() {
+    let test = "gateway_changes_fan_out_to_every_link";
+    let Some((client, kubeconfig)) = kube_client(test).await else {
+        return;
+    };
+    let Some(lab) = common::lab_or_skip(test) else {
+        return;
+    };
+    install_crd(&client).await;
+    install_gateway_crds(&client).await;
+    let env = common::lab_env_for("e2e-fanout").await.expect("lab");
+    let routers = [env.router("fan-a").await, env.router("fan-b").await];
+    let _serial = OPERATORS.lock().await;
+    sweep_leftovers(&client).await;
+    let (op, log) = spawn_operator(&kubeconfig, &lab, &env, "1h");
+
+    let links: Api<ClusterLink> = Api::all(client.clone());
+    let names = [common::unique("fan-a"), common::unique("fan-b")];
+    for (i, (name, r)) in names.iter().zip(&routers).enumerate() {
+        links
+            .create(
+                &PostParams::default(),
+                &link(
+                    name,
+                    json!({"serviceClusterRouter": r.id, "serviceClusterCIDR": format!("10.{}.0.0/16", 141 + i)}),
+                ),
+            )
+            .await
+            .expect("create link");
+    }
+    for name in &names {
+        wait_for("links Ready", 90, async || {
+            links.get(name).await.ok().filter(ready)
+        })
+        .await;
+    }
+
+    let ar = kube::api::ApiResource {
+        group: "ipsec.bnerd.net".into(),
+        version: "v1alpha1".into(),
+        api_version: "ipsec.bnerd.net/v1alpha1".into(),
+        kind: "IPsecGateway".into(),
+        plural: "ipsecgateways".into(),
+    };
+    let gws: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let gw_name = common::unique("gw");
+    let route = ("100.64.7.0/24".to_string(), "10.254.0.250".to_string());
+    let gateway = |exposures: serde_json::Value| {
+        serde_json::from_value::<kube::api::DynamicObject>(json!({
+            "apiVersion": "ipsec.bnerd.net/v1alpha1", "kind": "IPsecGateway",
+            "metadata": {"name": gw_name, "namespace": "default"},
+            "spec": {"reverseExposures": exposures},
+            "status": {"serviceCIDR": route.0, "portFixedIP": route.1}
+        }))
+        .expect("gateway")
+    };
+    let apply_gw = async |exposures: serde_json::Value| {
+        gws.patch(
+            &gw_name,
+            &PatchParams::apply("e2e").force(),
+            &Patch::Apply(&gateway(exposures)),
+        )
+        .await
+        .expect("apply gateway");
+    };
+    let on_routers = async |present: bool| {
+        for r in &routers {
+            let want = Route::new(&route.0, &route.1);
+            let has = env.get_router(&r.id).await.routes.contains(&want);
+            if has != present {
+                return None;
+            }
+        }
+        for name in &names {
+            let l = links.get(name).await.ok()?;
+            if reverse_routes_of(&l).contains(&route) != present {
+                return None;
+            }
+        }
+        Some(())
+    };
+
+    // A gateway with exposures appears: both links get the reverse route.
+    apply_gw(json!([{"name": "svc", "port": 443}])).await;
+    wait_for("reverse routes on both routers", 30, async || {
+        on_routers(true).await
+    })
+    .await;
+    // Its last exposure goes: the routes go.
+    apply_gw(json!([])).await;
+    wait_for("reverse routes removed", 30, async || {
+        on_routers(false).await
+    })
+    .await;
+    // Exposures back, then the gateway is deleted: the routes go again.
+    apply_gw(json!([{"name": "svc", "port": 443}])).await;
+    wait_for("reverse routes back", 30, async || on_routers(true).await).await;
+    gws.delete(&gw_name, &DeleteParams::default())
+        .await
+        .expect("delete gateway");
+    wait_for("reverse routes gone with the gateway", 30, async || {
+        on_routers(false).await
+    })
+    .await;
+
+    for name in &names {
+        links
+            .delete(name, &DeleteParams::default())
+            .await
+            .expect("delete link");
+    }
+    for name in &names {
+        wait_for("links gone", 60, async || {
+            matches!(links.get(name).await, Err(kube::Error::Api(s)) if s.code == 404).then_some(())
+        })
+        .await;
+    }
+    for r in &routers {
+        assert!(env.get_router(&r.id).await.routes.is_empty());
+        env.net.delete_router(&r.id).await.expect("router deleted");
+    }
+    drop(op);
+    let log = log.await.unwrap_or_default();
+    assert!(
+        log.contains("re-triggering every ClusterLink"),
+        "the fan-out did not log: {log}"
     );
 }
