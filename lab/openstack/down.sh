@@ -41,6 +41,7 @@ stop() { # name pidfile-basename expected-substring-of-cmdline signal
 # Reverse start order: the API servers first (both at once, each takes a few seconds to exit),
 # the database last.
 stop neutron neutron gunicorn QUIT &
+stop neutron-tagged neutron-tagged gunicorn QUIT &
 stop keystone keystone gunicorn QUIT &
 wait
 stop mariadb mariadb mariadbd TERM

@@ -143,6 +143,8 @@ env = {
     "LAB_DIR": LAB,
     "LAB_KEYSTONE_URL": KS,
     "LAB_NEUTRON_URL": NEUTRON_URL,
+    # Same database, ML2 with tag_ports_during_bulk_creation: create-body tags are kept.
+    "LAB_NEUTRON_TAGGED_URL": "http://127.0.0.1:9697",
     "LAB_CLOUDS_YAML": clouds_path,
     "LAB_ADMIN_USERNAME": adm["username"],
     "LAB_ADMIN_PASSWORD": adm["password"],

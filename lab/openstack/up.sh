@@ -91,7 +91,8 @@ MARIADB_INSTALL_DB=$(command -v mariadb-install-db || echo /usr/bin/mariadb-inst
 
 # ---- 1. already up? ------------------------------------------------------------------------
 lab_healthy() {
-  pid_alive mariadb && pid_alive keystone && pid_alive neutron &&
+  pid_alive mariadb && pid_alive keystone && pid_alive neutron && pid_alive neutron-tagged &&
+    [ "$(http_code http://127.0.0.1:9697/v2.0/networks)" = 401 ] &&
     [ "$(http_code http://127.0.0.1:5000/v3)" = 200 ] &&
     [ "$(http_code http://127.0.0.1:9696/v2.0/networks)" = 401 ] &&   # 401: authtoken is wired
     [ -s "$RUN/keystone.json" ] && [ "$(cat "$RUN/venv.path" 2>/dev/null)" = "$VENV" ] &&
@@ -109,7 +110,7 @@ if ls "$RUN"/*.pid >/dev/null 2>&1; then
   ts "stopping leftovers of a previous run"
   bash "$HERE/down.sh" >&2
 fi
-for p in 3307 5000 9696; do
+for p in 3307 5000 9696 9697; do
   port_busy $p && die "127.0.0.1:$p is in use by a process this lab did not record (another lab with a different LAB=?)"
 done
 rm -f "$RUN/lab.env" "$RUN/clouds.yaml" "$RUN/keystone.json" "$RUN/venv.path"
@@ -241,6 +242,11 @@ flat_networks = *
 [ml2_type_vxlan]
 vni_ranges = 1000:1999
 EOF
+# A second API process on the same database, differing only in ML2's extension drivers: with
+# tag_ports_during_bulk_creation Neutron keeps `tags` sent in a port's create body. The main API
+# (9696) has the common default (dropped); this one (9697) shows the other kind of cloud.
+sed 's/^extension_drivers = port_security$/extension_drivers = port_security,tag_ports_during_bulk_creation/' \
+  "$ETC/neutron/plugins/ml2/ml2_conf.ini" >"$ETC/neutron/plugins/ml2/ml2_conf_tagged.ini"
 cp "$VENV/etc/neutron/api-paste.ini" "$ETC/neutron/api-paste.ini"
 
 # Keystone and Neutron parse sys.argv with oslo.config at import time; under gunicorn that is
@@ -315,9 +321,19 @@ OS_NEUTRON_CONFIG_DIR=$ETC/neutron OS_NEUTRON_CONFIG_FILES="neutron.conf;plugins
   --error-logfile "$LOG/neutron-gunicorn.log" wsgi_neutron:application \
   </dev/null >"$LOG/neutron.out" 2>&1 9>&- &
 echo $! >"$RUN/neutron.pid"
+OS_NEUTRON_CONFIG_DIR=$ETC/neutron OS_NEUTRON_CONFIG_FILES="neutron.conf;plugins/ml2/ml2_conf_tagged.ini" \
+  setsid nohup "$VENV/bin/gunicorn" --chdir "$LAB" --bind 127.0.0.1:9697 \
+  --workers 1 --threads 4 --timeout 120 --graceful-timeout 2 --no-control-socket \
+  --pid "$RUN/neutron-tagged.pid" --access-logfile "$LOG/neutron-tagged-access.log" \
+  --error-logfile "$LOG/neutron-tagged-gunicorn.log" wsgi_neutron:application \
+  </dev/null >"$LOG/neutron-tagged.out" 2>&1 9>&- &
+echo $! >"$RUN/neutron-tagged.pid"
 wait_http http://127.0.0.1:9696/ 200 120 neutron || die "neutron did not answer" "$LOG/neutron-gunicorn.log"
 wait_http http://127.0.0.1:9696/v2.0/networks 401 60 neutron || die "neutron API not ready" "$LOG/neutron.log"
 ts "neutron answering on 127.0.0.1:9696 (pid $(cat "$RUN/neutron.pid"))"
+wait_http http://127.0.0.1:9697/v2.0/networks 401 120 neutron-tagged \
+  || die "neutron (tag_ports_during_bulk_creation) did not answer" "$LOG/neutron-tagged-gunicorn.log"
+ts "neutron with tag_ports_during_bulk_creation answering on 127.0.0.1:9697 (pid $(cat "$RUN/neutron-tagged.pid"))"
 
 # ---- 8. quotas, demo fabric, lab.env, clouds.yaml ------------------------------------------------
 "$VENV/bin/python" "$HERE/neutron_setup.py" 2>"$LOG/neutron_setup.log" \

@@ -1,5 +1,6 @@
 //! The real cloud: Keystone v3 token auth and Neutron v2.0 over HTTP.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -25,6 +26,9 @@ pub struct OpenStack {
     auth: AuthConfig,
     neutron_override: Option<String>,
     session: Mutex<Option<Session>>,
+    /// Neutron requests sent: GETs, and everything else.
+    reads: AtomicU64,
+    writes: AtomicU64,
 }
 
 #[derive(Clone)]
@@ -55,7 +59,18 @@ impl OpenStack {
             auth,
             neutron_override: None,
             session: Mutex::new(None),
+            reads: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
         })
+    }
+
+    /// Neutron requests sent so far as (reads, writes); a retry after a 401 counts twice,
+    /// as it costs the cloud twice. Keystone's token requests are not included.
+    pub fn call_counts(&self) -> (u64, u64) {
+        (
+            self.reads.load(Ordering::Relaxed),
+            self.writes.load(Ordering::Relaxed),
+        )
     }
 
     /// Use this Neutron URL instead of the catalog's.
@@ -200,6 +215,12 @@ impl OpenStack {
                 req = req.header("If-Match", m);
             }
             let m = method.as_str();
+            let counter = if method == Method::GET {
+                &self.reads
+            } else {
+                &self.writes
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
             let resp = req.send().await.map_err(|e| transport(m, path, e))?;
             let status = resp.status();
             let bytes = resp.bytes().await.map_err(|e| transport(m, path, e))?;

@@ -158,13 +158,18 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v[v.len() / 2]
 }
 
-/// Wall time of one link's converge, resync and unwind on the real lab (median of `rounds`).
-async fn lab_timings(rounds: usize) {
+/// What one link costs on the real lab, per phase: (reads, writes) counted by the client,
+/// and wall time (median of `rounds`).
+async fn lab_costs(rounds: usize, tags_at_create: bool) {
     let Some(env) = common::lab_env() else {
-        println!("lab: no lab.env (lab/openstack/up.sh); real-Neutron timings skipped");
+        println!("lab: no lab.env (lab/openstack/up.sh); real-Neutron numbers skipped");
         return;
     };
-    let net = common::lab_client(&env, "OPERATOR");
+    let net = if tags_at_create {
+        common::lab_tagged_client(&env)
+    } else {
+        common::lab_client(&env, "OPERATOR")
+    };
     let fab = Fabric::discover(
         &net,
         &env["LAB_TRANSIT_NETWORK_ID"],
@@ -173,13 +178,24 @@ async fn lab_timings(rounds: usize) {
     .await
     .expect("lab fabric");
     let (mut conv, mut resync, mut unwind) = (vec![], vec![], vec![]);
+    let mut counts = [(0, 0); 3];
+    let mut phase = |i: usize, before: (u64, u64), after: (u64, u64)| {
+        counts[i] = (after.0 - before.0, after.1 - before.1);
+    };
     for round in 0..rounds {
         let r = net.create_router(&common::unique("bench")).await.unwrap();
-        let cidr = format!("10.{}.{round}.0/24", 150 + std::process::id() % 50);
+        let cidr = format!(
+            "10.{}.{round}.{}/26",
+            150 + std::process::id() % 50,
+            if tags_at_create { 64 } else { 0 }
+        );
         let mut links = vec![link(&common::unique("bench"), &r.id, &cidr)];
+        let c0 = net.call_counts();
         let t = Instant::now();
         let out = run(&net, &fab, &mut links, 0, &[]).await;
         conv.push(t.elapsed());
+        let c1 = net.call_counts();
+        phase(0, c0, c1);
         let ready = out
             .status
             .conditions
@@ -189,6 +205,8 @@ async fn lab_timings(rounds: usize) {
         let t = Instant::now();
         run(&net, &fab, &mut links, 0, &[]).await;
         resync.push(t.elapsed());
+        let c2 = net.call_counts();
+        phase(1, c1, c2);
         let status = links[0].status.clone().unwrap_or_default();
         let input = link_input(&links[0], &status, &[], &[], "").expect("uid");
         let t = Instant::now();
@@ -202,14 +220,25 @@ async fn lab_timings(rounds: usize) {
         .await
         .expect("unwind");
         unwind.push(t.elapsed());
+        phase(2, c2, net.call_counts());
         net.delete_router(&r.id).await.unwrap();
     }
-    println!(
-        "lab (real Neutron, {rounds} rounds, medians): converge one link {:?}, resync {:?}, unwind {:?}",
-        median(conv),
-        median(resync),
-        median(unwind)
-    );
+    let how = if tags_at_create {
+        "ML2 with tag_ports_during_bulk_creation"
+    } else {
+        "ML2 default: create-body tags dropped"
+    };
+    for (i, (what, times)) in [("converge", conv), ("resync", resync), ("unwind", unwind)]
+        .into_iter()
+        .enumerate()
+    {
+        println!(
+            "lab/{what} one link (real Neutron, {how}): reads={} writes={}  median {:?} of {rounds}",
+            counts[i].0,
+            counts[i].1,
+            median(times)
+        );
+    }
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -219,5 +248,6 @@ async fn main() {
     }
     converge_many(200).await;
     fan_out(20, 5).await;
-    lab_timings(5).await;
+    lab_costs(5, false).await;
+    lab_costs(5, true).await;
 }

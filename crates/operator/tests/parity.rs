@@ -6,8 +6,8 @@ mod common;
 use std::sync::Arc;
 
 use bnerd_cloud::{
-    ACCESS_AS_SHARED, CreatePort, Identity, Neutron, PortQuery, Result, Route, RouterQuery,
-    ShareNetwork,
+    ACCESS_AS_SHARED, CreatePort, Identity, Neutron, OpenStack, PortQuery, Result, Route,
+    RouterQuery, ShareNetwork,
 };
 use bnerd_cloud_fake::FakeCloud;
 use common::unique;
@@ -577,20 +577,30 @@ fn uuid_hex() -> String {
     format!("{:032x}", std::process::id() as u128 * 7919 + 0xabcdef)
 }
 
-fn check(backend: &str, got: Vec<(&'static str, String)>) {
+/// The rows that differ on a cloud whose ML2 loads `tag_ports_during_bulk_creation`.
+const TAGS_AT_CREATE: &[(&str, &str)] = &[
+    ("tag-ports-during-bulk-creation listed", "true"),
+    ("create with tags in the body", "[\"t1\", \"t2\"]"),
+];
+
+fn check(backend: &str, got: Vec<(&'static str, String)>, tags_at_create: bool) {
+    let want = |row: &str, default: &'static str| {
+        TAGS_AT_CREATE
+            .iter()
+            .find(|(r, _)| tags_at_create && *r == row)
+            .map_or(default, |(_, w)| *w)
+    };
     let mismatches: Vec<String> = EXPECTED
         .iter()
         .zip(got.iter())
-        .filter(|((_, want), (_, have))| want != have)
-        .map(|((row, want), (_, have))| format!("{row}: want {want}, {backend} gave {have}"))
+        .filter(|((row, w), (_, have))| want(row, w) != have)
+        .map(|((row, w), (_, have))| format!("{row}: want {}, {backend} gave {have}", want(row, w)))
         .collect();
     assert_eq!(got.len(), EXPECTED.len(), "{backend}: {got:?}");
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
 }
 
-#[tokio::test]
-async fn fake_matches_design_table() {
-    let cloud = FakeCloud::new();
+async fn fake_clouds(cloud: &FakeCloud) -> Clouds {
     let (id, secret) = cloud.application_credential("customer", &["member"]);
     let cust = cloud.client_with_app_cred(&id, &secret);
     let (gone, gone_secret) = cloud.application_credential("customer", &["member"]);
@@ -600,14 +610,30 @@ async fn fake_matches_design_table() {
         .await
         .expect("works before it is revoked");
     cloud.revoke_application_credential(&gone);
-    let c = Clouds {
+    Clouds {
         op: Arc::new(cloud.client("operator")),
         cust: Arc::new(cust.clone()),
         cust_identity: Arc::new(cust),
         admin: Arc::new(cloud.admin("admin")),
         revoked: Arc::new(revoked),
-    };
-    check("fake", table(&c).await);
+    }
+}
+
+fn lab_clouds(env: &std::collections::BTreeMap<String, String>, op: OpenStack) -> Clouds {
+    let cust = Arc::new(common::lab_app_cred_client(env, "CUSTOMER"));
+    Clouds {
+        op: Arc::new(op),
+        cust: cust.clone(),
+        cust_identity: cust,
+        admin: Arc::new(common::lab_client(env, "ADMIN")),
+        revoked: Arc::new(common::lab_app_cred_client(env, "CUSTOMER_REVOKED")),
+    }
+}
+
+#[tokio::test]
+async fn fake_matches_design_table() {
+    let c = fake_clouds(&FakeCloud::new()).await;
+    check("fake", table(&c).await, false);
 }
 
 #[tokio::test]
@@ -615,13 +641,22 @@ async fn lab_matches_design_table() {
     let Some(env) = common::lab_or_skip("lab_matches_design_table") else {
         return;
     };
-    let cust = Arc::new(common::lab_app_cred_client(&env, "CUSTOMER"));
-    let c = Clouds {
-        op: Arc::new(common::lab_client(&env, "OPERATOR")),
-        cust: cust.clone(),
-        cust_identity: cust,
-        admin: Arc::new(common::lab_client(&env, "ADMIN")),
-        revoked: Arc::new(common::lab_app_cred_client(&env, "CUSTOMER_REVOKED")),
+    let c = lab_clouds(&env, common::lab_client(&env, "OPERATOR"));
+    check("lab", table(&c).await, false);
+}
+
+#[tokio::test]
+async fn fake_with_tags_at_create_matches_design_table() {
+    let c = fake_clouds(&FakeCloud::new().honour_create_tags(true)).await;
+    check("fake (tags at create)", table(&c).await, true);
+}
+
+/// The lab's second Neutron API: same database, ML2 with tag_ports_during_bulk_creation.
+#[tokio::test]
+async fn lab_with_tags_at_create_matches_design_table() {
+    let Some(env) = common::lab_or_skip("lab_with_tags_at_create_matches_design_table") else {
+        return;
     };
-    check("lab", table(&c).await);
+    let c = lab_clouds(&env, common::lab_tagged_client(&env));
+    check("lab (tags at create)", table(&c).await, true);
 }

@@ -118,7 +118,10 @@ pub struct Env {
 }
 
 pub async fn fake_env() -> Env {
-    let cloud = FakeCloud::new();
+    fake_env_with(FakeCloud::new()).await
+}
+
+pub async fn fake_env_with(cloud: FakeCloud) -> Env {
     let net: Arc<dyn Neutron> = Arc::new(cloud.client("operator"));
     build(net, Some(cloud)).await
 }
@@ -126,6 +129,24 @@ pub async fn fake_env() -> Env {
 pub async fn lab_env_for(test: &str) -> Option<Env> {
     let env = lab_or_skip(test)?;
     let net: Arc<dyn Neutron> = Arc::new(lab_client(&env, "OPERATOR"));
+    Some(build(net, None).await)
+}
+
+/// The operator's credential on the lab's second Neutron API (same database), whose ML2
+/// loads `tag_ports_during_bulk_creation`: tags in a port's create body are kept.
+pub fn lab_tagged_client(env: &BTreeMap<String, String>) -> OpenStack {
+    let url = env
+        .get("LAB_NEUTRON_TAGGED_URL")
+        .cloned()
+        .unwrap_or_else(|| {
+            panic!("lab.env lacks LAB_NEUTRON_TAGGED_URL; rerun lab/openstack/up.sh")
+        });
+    lab_client(env, "OPERATOR").with_neutron_url(url)
+}
+
+pub async fn lab_tagged_env_for(test: &str) -> Option<Env> {
+    let env = lab_or_skip(test)?;
+    let net: Arc<dyn Neutron> = Arc::new(lab_tagged_client(&env));
     Some(build(net, None).await)
 }
 
@@ -317,6 +338,21 @@ macro_rules! both {
                 if let Some(env) =
                     $crate::common::lab_env_for(concat!(stringify!($name), "::lab")).await
                 {
+                    super::$name(env).await;
+                }
+            }
+
+            /// The same on a cloud that keeps tags sent at port creation.
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn fake_tags_at_create() {
+                let cloud = bnerd_cloud_fake::FakeCloud::new().honour_create_tags(true);
+                super::$name($crate::common::fake_env_with(cloud).await).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn lab_tags_at_create() {
+                let test = concat!(stringify!($name), "::lab_tags_at_create");
+                if let Some(env) = $crate::common::lab_tagged_env_for(test).await {
                     super::$name(env).await;
                 }
             }
