@@ -13,7 +13,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use tracing::{debug, info};
 
-fn resource(kind: &str, plural: &str) -> ApiResource {
+/// The API resource of a gateway kind (both live in our group, v1alpha1).
+pub fn resource(kind: &str, plural: &str) -> ApiResource {
     ApiResource {
         group: GROUP.into(),
         version: "v1alpha1".into(),

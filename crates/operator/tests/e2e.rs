@@ -254,13 +254,7 @@ async fn sweep_leftovers(client: &Client) {
         let _ = links.delete(&name, &DeleteParams::default()).await;
     }
     for (kind, plural) in bnerd_api::gateway::GATEWAY_KINDS {
-        let ar = kube::api::ApiResource {
-            group: "ipsec.bnerd.net".into(),
-            version: "v1alpha1".into(),
-            api_version: "ipsec.bnerd.net/v1alpha1".into(),
-            kind: (*kind).into(),
-            plural: (*plural).into(),
-        };
+        let ar = bnerd_vpn_operator::gateways::resource(kind, plural);
         let gws: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &ar);
         let Ok(list) = gws.list(&ListParams::default()).await else {
             continue;
@@ -544,13 +538,7 @@ async fn gateway_changes_fan_out_to_every_link() {
         .await;
     }
 
-    let ar = kube::api::ApiResource {
-        group: "ipsec.bnerd.net".into(),
-        version: "v1alpha1".into(),
-        api_version: "ipsec.bnerd.net/v1alpha1".into(),
-        kind: "IPsecGateway".into(),
-        plural: "ipsecgateways".into(),
-    };
+    let ar = bnerd_vpn_operator::gateways::resource("IPsecGateway", "ipsecgateways");
     let gws: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
     let gw_name = common::unique("gw");
     let route = ("100.64.7.0/24".to_string(), "10.254.0.250".to_string());
