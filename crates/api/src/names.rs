@@ -27,6 +27,26 @@ pub fn tag_link_name(name: &str) -> String {
     format!("clusterlink={name}")
 }
 
+/// Written into a leg port's description at create time, which Neutron always keeps: if the
+/// tags are dropped or a crash lands between create and tagging, this still proves whose
+/// port it is.
+pub fn description_uid_marker(uid: &str) -> String {
+    format!("clusterlink-uid={uid}")
+}
+
+/// The link UID a port's description marker names, if any.
+pub fn uid_in_description(description: &str) -> Option<&str> {
+    description
+        .rsplit_once("clusterlink-uid=")
+        .map(|(_, uid)| uid.trim())
+        .filter(|uid| !uid.is_empty())
+}
+
+/// The link UID a port's tags name, if any.
+pub fn uid_in_tags(tags: &[String]) -> Option<&str> {
+    tags.iter().find_map(|t| t.strip_prefix("clusterlink-uid="))
+}
+
 /// Human-readable leg port name; never used for identity.
 pub fn leg_port_name(link_name: &str) -> String {
     format!("clusterlink-{link_name}")

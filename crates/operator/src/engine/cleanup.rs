@@ -32,7 +32,7 @@ async fn find_leg(e: &Engine<'_>, input: &Input<'_>) -> Result<Option<Port>, Clo
         network_id: Some(e.fabric.transit_network_id.clone()),
         ..Default::default()
     };
-    let marker = super::leg::uid_marker(input.uid);
+    let marker = bnerd_api::names::description_uid_marker(input.uid);
     Ok(e.net
         .list_ports(&q)
         .await?

@@ -4,7 +4,9 @@ use std::net::Ipv4Addr;
 
 use bnerd_api::Reason;
 use bnerd_api::cidr::transit_candidates;
-use bnerd_api::names::{TAG_MANAGED, is_managed, leg_port_name, tag_link_name, tag_link_uid};
+use bnerd_api::names::{
+    TAG_MANAGED, description_uid_marker, is_managed, leg_port_name, tag_link_name, tag_link_uid,
+};
 use bnerd_cloud::{CreatePort, OWNER_ROUTER_INTERFACE, Port, PortQuery, Router, RouterQuery};
 
 use super::report::Report;
@@ -20,16 +22,9 @@ pub(crate) fn link_tags(name: &str, uid: &str) -> Vec<String> {
     vec![TAG_MANAGED.to_string(), tag_link_uid(uid), name_tag]
 }
 
-/// Written into the leg's description at create time, which Neutron always keeps: if the
-/// tags are dropped or a crash lands between create and tagging, this still proves the port
-/// is this link's (and the next reconcile re-tags it).
-pub(crate) fn uid_marker(uid: &str) -> String {
-    format!("clusterlink-uid={uid}")
-}
-
 fn is_own(p: &Port, uid: &str) -> bool {
     p.has_tag(&tag_link_uid(uid))
-        || (p.tags.is_empty() && p.description.ends_with(&uid_marker(uid)))
+        || (p.tags.is_empty() && p.description.ends_with(&description_uid_marker(uid)))
 }
 
 fn looks_like_uuid(s: &str) -> bool {
@@ -368,7 +363,7 @@ async fn create(
         description: format!(
             "ClusterLink {} leg, managed by bnerd-vpn-operator, {}",
             input.name,
-            uid_marker(input.uid)
+            description_uid_marker(input.uid)
         ),
         // Sent when listed; whether they stuck is checked after (ensure_tags).
         tags: if e.fabric.tags_at_create {

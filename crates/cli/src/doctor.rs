@@ -1,0 +1,183 @@
+//! `doctor`: links that are not Ready, leg ports whose ClusterLink is gone, and gateway
+//! routes that point at an address no port holds (or at a leg nobody owns any more).
+
+use std::net::Ipv4Addr;
+
+use bnerd_api::ClusterLink;
+use bnerd_api::names::{TAG_MANAGED, uid_in_description, uid_in_tags};
+use bnerd_cloud::{CloudError, Neutron, Port, PortQuery, Route};
+use bnerd_vpn_operator::fabric::Fabric;
+
+/// One line of the report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub problem: bool,
+    pub text: String,
+}
+
+impl Finding {
+    fn ok(text: String) -> Self {
+        Self {
+            problem: false,
+            text,
+        }
+    }
+
+    fn problem(text: String) -> Self {
+        Self {
+            problem: true,
+            text,
+        }
+    }
+}
+
+const STEPS: &[&str] = &[
+    "Validated",
+    "LegAttached",
+    "RouteInstalled",
+    "ReverseRoutesInstalled",
+    "Ready",
+];
+
+fn link_health(l: &ClusterLink) -> Finding {
+    let name = l.metadata.name.clone().unwrap_or_default();
+    let Some(status) = &l.status else {
+        return Finding::problem(format!(
+            "ClusterLink {name}: no status yet; is the operator running?"
+        ));
+    };
+    let cond = |t: &str| status.conditions.iter().find(|c| c.type_ == t);
+    if cond("Ready").is_some_and(|c| c.status == "True") {
+        return Finding::ok(format!(
+            "ClusterLink {name}: Ready, {} on router {}",
+            status.transit_ip.as_deref().unwrap_or("?"),
+            status.service_router_id.as_deref().unwrap_or("?")
+        ));
+    }
+    // The first step that is not True is where it stopped.
+    let stuck = STEPS
+        .iter()
+        .filter_map(|t| cond(t))
+        .find(|c| c.status != "True");
+    Finding::problem(match stuck {
+        Some(c) => format!(
+            "ClusterLink {name}: not Ready, {}={} {}: {}",
+            c.type_, c.status, c.reason, c.message
+        ),
+        None => format!("ClusterLink {name}: not Ready, no conditions yet"),
+    })
+}
+
+/// Whose leg a port claims to be, by UID (tags first, then the description marker).
+fn claimed_uid(p: &Port) -> Option<&str> {
+    uid_in_tags(&p.tags).or_else(|| {
+        (p.tags.is_empty() || p.has_tag(TAG_MANAGED))
+            .then(|| uid_in_description(&p.description))
+            .flatten()
+    })
+}
+
+fn ip_of(p: &Port) -> &str {
+    p.first_ip().unwrap_or("no address")
+}
+
+fn remove_port_hint(p: &Port) -> String {
+    if p.device_id.is_empty() {
+        format!("openstack port delete {}", p.id)
+    } else {
+        format!("openstack router remove port {} {}", p.device_id, p.id)
+    }
+}
+
+/// Check the fabric, every link, and the cloud side against the links.
+pub async fn diagnose(
+    net: &dyn Neutron,
+    network_id: &str,
+    gateway_router_id: &str,
+    links: &[ClusterLink],
+) -> Result<Vec<Finding>, CloudError> {
+    let mut out = vec![];
+    let fabric = match Fabric::discover(net, network_id, gateway_router_id).await {
+        Ok(f) => {
+            out.push(Finding::ok(format!(
+                "fabric: transit network {} ({}), gateway router {} has its leg",
+                f.transit_network_id, f.transit_subnet, f.gateway_router_id
+            )));
+            f
+        }
+        Err(e) => {
+            out.push(Finding::problem(format!("fabric: {e}")));
+            return Ok(out);
+        }
+    };
+    out.extend(links.iter().map(link_health));
+
+    let ports = net
+        .list_ports(&PortQuery {
+            network_id: Some(fabric.transit_network_id.clone()),
+            ..Default::default()
+        })
+        .await?;
+    let live = |uid: &str| links.iter().any(|l| l.metadata.uid.as_deref() == Some(uid));
+    let orphan = |p: &Port| claimed_uid(p).is_some_and(|uid| !live(uid));
+    for p in ports.iter().filter(|p| orphan(p)) {
+        let who = p
+            .tags
+            .iter()
+            .find_map(|t| t.strip_prefix("clusterlink="))
+            .map(|n| format!("ClusterLink {n}"))
+            .unwrap_or_else(|| format!("ClusterLink uid {}", claimed_uid(p).unwrap_or("?")));
+        out.push(Finding::problem(format!(
+            "port {} at {} is the leg of {who}, which no longer exists; remove it: {}",
+            p.id,
+            ip_of(p),
+            remove_port_hint(p)
+        )));
+    }
+    for l in links {
+        let Some(id) = l.status.as_ref().and_then(|s| s.leg_port_id.as_deref()) else {
+            continue;
+        };
+        if !ports.iter().any(|p| p.id == id) {
+            out.push(Finding::ok(format!(
+                "ClusterLink {}: leg port {id} is gone from the transit network; the operator rebuilds it at its next reconcile",
+                l.metadata.name.as_deref().unwrap_or_default()
+            )));
+        }
+    }
+
+    let gw = net.get_router(&fabric.gateway_router_id).await?;
+    for r in &gw.routes {
+        let Ok(hop) = r.nexthop.parse::<Ipv4Addr>() else {
+            continue;
+        };
+        if !fabric.transit_subnet.contains(&hop) {
+            continue;
+        }
+        let recorded = links.iter().any(|l| {
+            l.status
+                .as_ref()
+                .and_then(|s| s.gateway_route.as_ref())
+                .is_some_and(|g| Route::new(&g.destination, &g.nexthop) == *r)
+        });
+        out.push(match ports.iter().find(|p| p.has_ip(&r.nexthop)) {
+            None => Finding::problem(format!(
+                "gateway router route {} via {}: no port holds {}, so the traffic goes nowhere and whoever gets that address next receives it; remove it: openstack router remove route --route destination={},gateway={} {}",
+                r.destination, r.nexthop, r.nexthop, r.destination, r.nexthop, gw.id
+            )),
+            Some(p) if orphan(p) => Finding::problem(format!(
+                "gateway router route {} via {}: that address is the leg port {} of a ClusterLink that no longer exists; remove the route first: openstack router remove route --route destination={},gateway={} {}",
+                r.destination, r.nexthop, p.id, r.destination, r.nexthop, gw.id
+            )),
+            Some(_) if recorded => Finding::ok(format!(
+                "gateway router route {} via {}",
+                r.destination, r.nexthop
+            )),
+            Some(p) => Finding::ok(format!(
+                "gateway router route {} via {} (port {}) is not recorded by any ClusterLink: hand-made, left alone",
+                r.destination, r.nexthop, p.id
+            )),
+        });
+    }
+    Ok(out)
+}

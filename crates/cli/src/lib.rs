@@ -1,0 +1,6 @@
+//! `kubectl clusterlink`: what a platform engineer runs when a link misbehaves or a customer
+//! project is decommissioned. The checks read the same cloud and cluster the operator does
+//! and never change anything unless told to (`--yes`).
+
+pub mod doctor;
+pub mod share;

@@ -1,0 +1,133 @@
+//! `kubectl-clusterlink` (run as `kubectl clusterlink …`): reads the cluster's ClusterLinks
+//! and the operator's OpenStack project with the operator's settings and credential.
+//! Exit codes: 0 all good / done, 1 problems found / refused, 2 bad settings or unreachable.
+
+use std::process::ExitCode;
+
+use bnerd_api::ClusterLink;
+use bnerd_cloud::{AuthConfig, OpenStack};
+use bnerd_clusterlink_cli::{doctor, share};
+use clap::{Parser, Subcommand};
+use kube::api::{Api, ListParams};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "kubectl-clusterlink",
+    version,
+    about = "Health checks and decommission helpers for ClusterLinks (the operator's settings and OS_* credential apply)"
+)]
+struct Cli {
+    /// The gateway cluster's OpenStack router, as the operator is configured.
+    #[arg(long, env = "IPSEC_GATEWAY_ROUTER_ID", global = true)]
+    gateway_router_id: Option<String>,
+    /// The transit network, as the operator is configured.
+    #[arg(long, env = "IPSEC_TRANSIT_NETWORK_ID", global = true)]
+    transit_network_id: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Links not Ready, leg ports whose ClusterLink is gone, gateway routes to nowhere.
+    Doctor,
+    /// Withdraw the operator's RBAC share of the transit network with a customer project,
+    /// once no ClusterLink is pinned to that project (dry run without --yes).
+    DecommissionShare {
+        /// The customer project ID.
+        #[arg(long)]
+        project: String,
+        /// Delete the rules instead of listing them.
+        #[arg(long)]
+        yes: bool,
+    },
+}
+
+fn setting(v: Option<String>, name: &str) -> Result<String, String> {
+    v.filter(|s| !s.is_empty())
+        .ok_or_else(|| format!("{name} is not set"))
+}
+
+async fn links() -> Result<Vec<ClusterLink>, String> {
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| format!("kubernetes client: {e}"))?;
+    let api: Api<ClusterLink> = Api::all(client);
+    api.list(&ListParams::default())
+        .await
+        .map(|l| l.items)
+        .map_err(|e| format!("listing ClusterLinks: {e}"))
+}
+
+async fn run(cli: Cli) -> Result<bool, String> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let network = setting(
+        cli.transit_network_id,
+        "IPSEC_TRANSIT_NETWORK_ID (--transit-network-id)",
+    )?;
+    let auth = AuthConfig::from_env(&|k| std::env::var(k).ok())
+        .map_err(|e| format!("operator credential: {e}"))?;
+    let cloud = OpenStack::new(auth).map_err(|e| e.to_string())?;
+    match cli.command {
+        Command::Doctor => {
+            let gw = setting(
+                cli.gateway_router_id,
+                "IPSEC_GATEWAY_ROUTER_ID (--gateway-router-id)",
+            )?;
+            let links = links().await?;
+            let findings = doctor::diagnose(&cloud, &network, &gw, &links)
+                .await
+                .map_err(|e| e.to_string())?;
+            for f in &findings {
+                println!(
+                    "{} {}",
+                    if f.problem { "PROBLEM" } else { "ok     " },
+                    f.text
+                );
+            }
+            let problems = findings.iter().filter(|f| f.problem).count();
+            println!("{problems} problem(s)");
+            Ok(problems == 0)
+        }
+        Command::DecommissionShare { project, yes } => {
+            let links = links().await?;
+            match share::decommission_share(&cloud, &network, &project, &links, yes).await {
+                Ok(policies) if policies.is_empty() => {
+                    println!(
+                        "no RBAC share of network {network} with project {project} is visible to the operator credential (one an admin made is not: openstack network rbac list --target-project {project})"
+                    );
+                    Ok(true)
+                }
+                Ok(policies) => {
+                    for p in &policies {
+                        let verb = if yes { "deleted" } else { "would delete" };
+                        println!(
+                            "{verb} RBAC policy {} ({} of network {network} with project {project})",
+                            p.id, p.action
+                        );
+                    }
+                    if !yes {
+                        println!("dry run: add --yes to delete");
+                    }
+                    Ok(true)
+                }
+                Err(e) => {
+                    println!("refused: {e}");
+                    Ok(false)
+                }
+            }
+        }
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
+    match run(Cli::parse()).await {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("kubectl-clusterlink: {e}");
+            ExitCode::from(2)
+        }
+    }
+}
