@@ -12,6 +12,14 @@ pub(crate) fn shared_with(w: &World, net: &Network, project: &str) -> bool {
     net.shared || grants(w, &net.id, project, None)
 }
 
+/// An admin shared the network with every project (`target_tenant="*"`): Neutron then calls
+/// it shared in every view, the owner's included.
+pub(crate) fn shared_with_all(w: &World, network_id: &str) -> bool {
+    w.rbac.values().any(|r| {
+        r.object_id == network_id && r.action == ACCESS_AS_SHARED && r.target_tenant == "*"
+    })
+}
+
 /// Some policy other than `except` lets `project` use the network.
 fn grants(w: &World, network_id: &str, project: &str, except: Option<&str>) -> bool {
     w.rbac.values().any(|r| {

@@ -225,6 +225,7 @@ impl FakeNeutron {
     fn network_view(&self, w: &World, net: &Network) -> Network {
         Network {
             shared: net.shared
+                || crate::rbac::shared_with_all(w, &net.id)
                 || (net.project_id != self.project_id
                     && crate::rbac::shared_with(w, net, &self.project_id)),
             ..net.clone()

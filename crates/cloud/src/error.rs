@@ -92,6 +92,10 @@ impl CloudError {
                     || (*status == 409 && kind == "OverQuota")
             }
             CloudError::Timeout { .. } | CloudError::Transport { .. } => true,
+            // Keystone itself failing is weather; refusing the credential is not.
+            CloudError::Auth {
+                status: Some(s), ..
+            } => *s >= 500 || *s == 429,
             CloudError::Auth { .. } | CloudError::Decode { .. } => false,
         }
     }
@@ -118,6 +122,19 @@ mod tests {
         assert!(api(409, "OverQuota").is_retryable());
         assert!(!api(409, "IpAddressAlreadyAllocated").is_retryable());
         assert!(!api(400, "InvalidRoutes").is_retryable());
+        let auth = |status| CloudError::Auth {
+            status,
+            message: "m".into(),
+        };
+        assert!(auth(Some(503)).is_retryable());
+        assert!(auth(Some(429)).is_retryable());
+        assert!(!auth(Some(401)).is_retryable());
+        assert!(!auth(Some(404)).is_retryable());
+        assert!(!auth(None).is_retryable());
+        assert!(
+            !auth(Some(404)).is_not_found(),
+            "a refused credential is not a gone resource"
+        );
         assert!(!api(403, "PolicyNotAuthorized").is_retryable());
         assert!(!api(404, "RouterNotFound").is_retryable());
         assert!(api(404, "RouterNotFound").is_not_found());

@@ -11,7 +11,7 @@ use futures::{Stream, StreamExt, stream};
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 /// The API resource of a gateway kind (both live in our group, v1alpha1).
 pub fn resource(kind: &str, plural: &str) -> ApiResource {
@@ -63,8 +63,10 @@ impl TargetTracker {
     /// Record one event; true when it changed what some gateway asks for.
     pub fn observe(&mut self, event: watcher::Event<(String, Option<ReverseTarget>)>) -> bool {
         match event {
+            // A gateway first seen without a target (created before its status is filled
+            // in) asks nothing of the links yet.
             watcher::Event::Apply((key, target)) => {
-                self.known.insert(key, target.clone()) != Some(target)
+                self.known.insert(key, target.clone()).flatten() != target
             }
             watcher::Event::Delete((key, _)) => self.known.remove(&key).flatten().is_some(),
             watcher::Event::Init => {
@@ -107,6 +109,10 @@ fn project(
     }
 }
 
+fn crd_missing(e: &watcher::Error) -> bool {
+    matches!(e, watcher::Error::InitialListFailed(kube::Error::Api(s)) | watcher::Error::WatchStartFailed(kube::Error::Api(s)) if s.code == 404)
+}
+
 /// One `()` per change of the estate's reverse targets, from watches on both gateway kinds.
 /// A kind whose CRD is missing keeps retrying with the watcher's backoff, so installing it
 /// later needs no restart.
@@ -119,8 +125,14 @@ pub fn fan_out(client: Client) -> impl Stream<Item = ()> + Send + 'static {
             .filter_map(move |ev| {
                 let changed = match ev {
                     Ok(ev) => tracker.observe(project(kind, ev)),
+                    // A kind whose CRD is not installed is normal; anything else (RBAC!)
+                    // silently costs the fan-out, so say it.
+                    Err(e) if crd_missing(&e) => {
+                        debug!(kind = %kind, error = %e, "gateway kind not installed");
+                        false
+                    }
                     Err(e) => {
-                        debug!(kind = %kind, error = %e, "gateway watch");
+                        warn!(kind = %kind, error = %e, "gateway watch failed; reverse routes follow gateway changes only at the resync interval until it recovers");
                         false
                     }
                 };
@@ -167,6 +179,8 @@ mod tests {
         assert!(!k.observe(Event::InitApply(t("a", "100.64.1.0/24"))));
         assert!(!k.observe(Event::InitApply(none("b"))));
         assert!(k.observe(Event::InitDone));
+        // A new gateway without a target yet: nothing.
+        assert!(!k.observe(Event::Apply(none("new"))));
         // An update that leaves the target alone (labels, other spec): nothing.
         assert!(!k.observe(Event::Apply(t("a", "100.64.1.0/24"))));
         assert!(!k.observe(Event::Apply(none("b"))));

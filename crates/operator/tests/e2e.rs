@@ -84,9 +84,11 @@ fn rejection(e: kube::Error) -> String {
 
 #[tokio::test]
 async fn cel_rules_enforced_by_the_apiserver() {
-    let Some((client, _)) = kube_client("cel_rules_enforced_by_the_apiserver").await else {
+    let Some((client, kubeconfig)) = kube_client("cel_rules_enforced_by_the_apiserver").await
+    else {
         return;
     };
+    let _exclusive = kube_lab_exclusive(&kubeconfig).await;
     install_crd(&client).await;
     let api: Api<ClusterLink> = Api::all(client.clone());
     let pp = PostParams {
@@ -188,8 +190,22 @@ impl Drop for Operator {
 }
 
 /// Operators started by these tests all watch every ClusterLink of the one apiserver, each
-/// with its own transit network: two at once would fight over each other's links.
-static OPERATORS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+/// with its own transit network: two at once would fight over each other's links, and a
+/// running one would put its finalizer on the CEL test's objects. Every test that writes
+/// ClusterLinks holds this lock, across test processes too (an flock beside the kubeconfig).
+async fn kube_lab_exclusive(kubeconfig: &str) -> std::fs::File {
+    let dir = std::path::Path::new(kubeconfig)
+        .parent()
+        .expect("kubeconfig dir")
+        .to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let f = std::fs::File::create(dir.join("e2e.lock")).expect("lock file");
+        f.lock().expect("lock");
+        f
+    })
+    .await
+    .expect("lock task")
+}
 
 /// Start the operator binary on the lab's operator credential and `env`'s fabric; the
 /// handle yields its stderr once it has stopped.
@@ -234,8 +250,8 @@ fn spawn_operator(
 }
 
 /// Links and gateways an earlier, failed run left behind would be reconciled by this run's
-/// operator against the wrong fabric: strip their finalizers (no operator holds them now)
-/// and delete them. CEL-test links are left alone; they never hold a cloud resource.
+/// operator against the wrong fabric: strip their finalizers (no operator runs while the
+/// caller holds `kube_lab_exclusive`) and delete them.
 async fn sweep_leftovers(client: &Client) {
     let links: Api<ClusterLink> = Api::all(client.clone());
     for l in links
@@ -244,9 +260,6 @@ async fn sweep_leftovers(client: &Client) {
         .expect("list links")
     {
         let name = l.metadata.name.clone().unwrap_or_default();
-        if name.starts_with("cel-") {
-            continue;
-        }
         let strip = json!({"metadata": {"finalizers": null}});
         let _ = links
             .patch(&name, &PatchParams::default(), &Patch::Merge(&strip))
@@ -309,7 +322,7 @@ async fn operator_binary_converges_heals_and_unwinds() {
     let svc = env.router("shoot--services--e2e").await;
     let g = |k: &str| lab.get(k).cloned().unwrap_or_default();
 
-    let _serial = OPERATORS.lock().await;
+    let _exclusive = kube_lab_exclusive(&kubeconfig).await;
     sweep_leftovers(&client).await;
     let (op, log) = spawn_operator(&kubeconfig, &lab, &env, "3s");
 
@@ -513,7 +526,7 @@ async fn gateway_changes_fan_out_to_every_link() {
     install_gateway_crds(&client).await;
     let env = common::lab_env_for("e2e-fanout").await.expect("lab");
     let routers = [env.router("fan-a").await, env.router("fan-b").await];
-    let _serial = OPERATORS.lock().await;
+    let _exclusive = kube_lab_exclusive(&kubeconfig).await;
     sweep_leftovers(&client).await;
     let (op, log) = spawn_operator(&kubeconfig, &lab, &env, "1h");
 

@@ -453,6 +453,17 @@ async fn table(c: &Clouds) -> Vec<(&'static str, String)> {
         "admin deletes its rule",
         obs(c.admin.delete_rbac_policy(&by_admin_id).await),
     ));
+    let everyone = c.admin.create_rbac_policy(&share(&net.id, "*")).await;
+    let everyone_id = everyone.as_ref().map(|p| p.id.clone()).unwrap_or_default();
+    out.push(("admin shares with every project", obs(everyone)));
+    out.push((
+        "shared flag, owner's view, shared with every project",
+        format!("{}", op.get_network(&net.id).await.unwrap().shared),
+    ));
+    out.push((
+        "admin withdraws the share with every project",
+        obs(c.admin.delete_rbac_policy(&everyone_id).await),
+    ));
 
     // Tidy up (matters on the shared lab).
     cust.delete_port(&cport.id).await.unwrap();
@@ -570,6 +581,12 @@ const EXPECTED: &[(&str, &str)] = &[
     ),
     ("owner deletes the admin's rule", "404 RbacPolicyNotFound"),
     ("admin deletes its rule", "ok"),
+    ("admin shares with every project", "ok"),
+    (
+        "shared flag, owner's view, shared with every project",
+        "true",
+    ),
+    ("admin withdraws the share with every project", "ok"),
 ];
 
 /// A project-ID-shaped value no project has.

@@ -119,20 +119,17 @@ async fn resolve_router(
             ids: vec![gw.clone(), current.clone()],
             ..Default::default()
         };
-        let found = e.net.list_routers(&q).await.map_err(|err| {
-            StepFail::cloud(
-                Reason::RouterResolveFailed,
-                &format!("reading routers {gw} and {current}"),
-                &err,
-            )
-        })?;
-        seen.gateway = found.iter().find(|r| &r.id == gw).cloned();
-        if let Some(s) = found
-            .into_iter()
-            .find(|r| r.id == current && (r.id == value || r.name == value))
-        {
-            seen.service = Some(s);
-            return Ok((current, seen));
+        // On failure fall through to the plain lookups, so a gateway-router problem is
+        // reported by the step that owns it (RouteInstalled), not as RouterResolveFailed.
+        if let Ok(found) = e.net.list_routers(&q).await {
+            seen.gateway = found.iter().find(|r| &r.id == gw).cloned();
+            if let Some(s) = found
+                .into_iter()
+                .find(|r| r.id == current && (r.id == value || r.name == value))
+            {
+                seen.service = Some(s);
+                return Ok((current, seen));
+            }
         }
     }
     if looks_like_uuid(value) {
