@@ -4,7 +4,7 @@
 #[path = "../../operator/tests/common/mod.rs"]
 mod common;
 
-use bnerd_cloud::{ACCESS_AS_SHARED, CreatePort, Route, ShareNetwork};
+use bnerd_cloud::{ACCESS_AS_SHARED, Route, ShareNetwork};
 use bnerd_clusterlink_cli::doctor::{Finding, diagnose};
 use bnerd_clusterlink_cli::share::{ShareError, decommission_share};
 use common::{Env, spec, unique};
@@ -43,13 +43,7 @@ async fn doctor_finds_what_is_wrong(mut env: Env) {
     let b = env.router("doc-b").await;
     env.add_link("gone", spec(&b.id, "10.72.0.0/16", None));
     env.reconcile("gone").await;
-    let gone_port = env
-        .link("gone")
-        .status
-        .clone()
-        .unwrap()
-        .leg_port_id
-        .unwrap();
+    let gone_port = env.leg_port_id("gone");
     env.links
         .retain(|l| l.metadata.name.as_deref() != Some("gone"));
     // A route to an address nobody holds, and a hand-made one via an untagged port.
@@ -59,16 +53,7 @@ async fn doctor_finds_what_is_wrong(mut env: Env) {
         .add_extraroutes(&gw, std::slice::from_ref(&dead))
         .await
         .unwrap();
-    let hand = env
-        .net
-        .create_port(&CreatePort {
-            network_id: env.fabric.transit_network_id.clone(),
-            ip_address: Some("10.254.0.201".into()),
-            name: unique("hand"),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let hand = env.port_at_ip("10.254.0.201", &unique("hand")).await;
     let manual = Route::new("10.74.0.0/16", "10.254.0.201");
     env.net
         .add_extraroutes(&gw, std::slice::from_ref(&manual))
@@ -212,16 +197,7 @@ async fn doctor_binary_reports_an_orphan_leg() {
         return;
     };
     let env = common::lab_env_for(test).await.expect("lab");
-    let orphan = env
-        .net
-        .create_port(&CreatePort {
-            network_id: env.fabric.transit_network_id.clone(),
-            ip_address: Some("10.254.0.9".into()),
-            name: "clusterlink-long-gone".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let orphan = env.port_at_ip("10.254.0.9", "clusterlink-long-gone").await;
     env.net
         .set_port_tags(
             &orphan.id,
@@ -239,13 +215,7 @@ async fn doctor_binary_reports_an_orphan_leg() {
             .arg("doctor")
             .env_clear()
             .env("KUBECONFIG", &kubeconfig)
-            .env("OS_AUTH_URL", g("OS_AUTH_URL"))
-            .env("OS_REGION_NAME", "RegionOne")
-            .env("OS_USERNAME", g("LAB_OPERATOR_USERNAME"))
-            .env("OS_PASSWORD", g("LAB_OPERATOR_PASSWORD"))
-            .env("OS_PROJECT_NAME", g("LAB_OPERATOR_PROJECT_NAME"))
-            .env("OS_USER_DOMAIN_NAME", "Default")
-            .env("OS_PROJECT_DOMAIN_NAME", "Default")
+            .envs(common::operator_os_env(&lab))
             .env("IPSEC_GATEWAY_ROUTER_ID", &env.fabric.gateway_router_id)
             .env("IPSEC_TRANSIT_NETWORK_ID", &env.fabric.transit_network_id)
             .output()

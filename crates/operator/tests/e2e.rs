@@ -215,20 +215,13 @@ fn spawn_operator(
     env: &common::Env,
     resync: &str,
 ) -> (Operator, tokio::task::JoinHandle<String>) {
-    let g = |k: &str| lab.get(k).cloned().unwrap_or_default();
     let bin = env!("CARGO_BIN_EXE_bnerd-vpn-operator");
     let child = tokio::process::Command::new(bin)
         .env_clear()
         .env("HOME", std::env::var("HOME").unwrap_or_default())
         .env("KUBECONFIG", kubeconfig)
         .env("RUST_LOG", "info")
-        .env("OS_AUTH_URL", g("OS_AUTH_URL"))
-        .env("OS_REGION_NAME", "RegionOne")
-        .env("OS_USERNAME", g("LAB_OPERATOR_USERNAME"))
-        .env("OS_PASSWORD", g("LAB_OPERATOR_PASSWORD"))
-        .env("OS_PROJECT_NAME", g("LAB_OPERATOR_PROJECT_NAME"))
-        .env("OS_USER_DOMAIN_NAME", "Default")
-        .env("OS_PROJECT_DOMAIN_NAME", "Default")
+        .envs(common::operator_os_env(lab))
         .env("IPSEC_GATEWAY_ROUTER_ID", &env.fabric.gateway_router_id)
         .env("IPSEC_TRANSIT_NETWORK_ID", &env.fabric.transit_network_id)
         .env("IPSEC_RESYNC_INTERVAL", resync)

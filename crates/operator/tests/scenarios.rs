@@ -66,16 +66,7 @@ async fn allocation_skips_and_pins(mut env: Env) {
         env.router("d").await,
     );
     // An unrelated port at .3 (not ours, not attached to the link's router): skipped.
-    let stranger = env
-        .net
-        .create_port(&CreatePort {
-            network_id: env.fabric.transit_network_id.clone(),
-            ip_address: Some("10.254.0.3".into()),
-            name: "someone-else".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let stranger = env.port_at_ip("10.254.0.3", "someone-else").await;
     env.add_link("one", spec(&a.id, "10.1.0.0/16", None));
     env.reconcile("one").await;
     assert_eq!(
@@ -122,16 +113,7 @@ async fn adopts_hand_made_leg(mut env: Env) {
     // The reference deployment: a hand-made, untagged leg at .3 on svc01's router and a
     // hand-made route on the gateway router.
     let svc = env.router("shoot--services--svc01").await;
-    let leg = env
-        .net
-        .create_port(&CreatePort {
-            network_id: env.fabric.transit_network_id.clone(),
-            ip_address: Some("10.254.0.3".into()),
-            name: "vpn-transit-svc01-leg".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    let leg = env.port_at_ip("10.254.0.3", "vpn-transit-svc01-leg").await;
     env.net
         .add_router_interface(&svc.id, &leg.id)
         .await
@@ -218,13 +200,7 @@ async fn heals_out_of_band_changes(mut env: Env) {
     assert!(ready(&env, "heal"));
 
     // Someone detaches the leg (Neutron deletes the port with it): rebuilt at the same address.
-    let old = env
-        .link("heal")
-        .status
-        .clone()
-        .unwrap()
-        .leg_port_id
-        .unwrap();
+    let old = env.leg_port_id("heal");
     env.net
         .remove_router_interface(&svc.id, &old)
         .await
@@ -309,13 +285,7 @@ async fn delete_touches_only_its_own(mut env: Env) {
     env.add_link("gone", spec(&svc.name, "10.7.0.0/16", None));
     env.reconcile("gone").await;
     assert!(ready(&env, "gone"));
-    let leg = env
-        .link("gone")
-        .status
-        .clone()
-        .unwrap()
-        .leg_port_id
-        .unwrap();
+    let leg = env.leg_port_id("gone");
 
     env.delete("gone").await;
     assert!(

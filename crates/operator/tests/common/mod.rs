@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::{ClusterLink, ClusterLinkSpec};
 use bnerd_cloud::{
-    AuthConfig, AuthMethod, Neutron, OpenStack, Port, PortQuery, Router, SecretString,
+    AuthConfig, AuthMethod, CreatePort, Neutron, OpenStack, Port, PortQuery, Router, SecretString,
 };
 use bnerd_cloud_fake::FakeCloud;
 use bnerd_vpn_operator::controller::{link_input, peers_of};
@@ -91,6 +91,20 @@ pub fn lab_app_cred_client(env: &BTreeMap<String, String>, who: &str) -> OpenSta
         },
     };
     OpenStack::new(auth).expect("client")
+}
+
+/// The operator's OpenStack credential from lab.env, as the `OS_*` variables a binary reads.
+pub fn operator_os_env(env: &BTreeMap<String, String>) -> Vec<(&'static str, String)> {
+    let g = |k: &str| env.get(k).cloned().unwrap_or_default();
+    vec![
+        ("OS_AUTH_URL", g("OS_AUTH_URL")),
+        ("OS_REGION_NAME", "RegionOne".into()),
+        ("OS_USERNAME", g("LAB_OPERATOR_USERNAME")),
+        ("OS_PASSWORD", g("LAB_OPERATOR_PASSWORD")),
+        ("OS_PROJECT_NAME", g("LAB_OPERATOR_PROJECT_NAME")),
+        ("OS_USER_DOMAIN_NAME", "Default".into()),
+        ("OS_PROJECT_DOMAIN_NAME", "Default".into()),
+    ]
 }
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
@@ -187,6 +201,19 @@ impl Env {
         self.net.get_router(id).await.expect("get router")
     }
 
+    /// A plain port on the transit network at `ip` (someone else's, or a hand-made leg).
+    pub async fn port_at_ip(&self, ip: &str, name: &str) -> Port {
+        self.net
+            .create_port(&CreatePort {
+                network_id: self.fabric.transit_network_id.clone(),
+                ip_address: Some(ip.into()),
+                name: name.into(),
+                ..Default::default()
+            })
+            .await
+            .expect("port")
+    }
+
     pub async fn ports(&self) -> Vec<Port> {
         let q = PortQuery {
             network_id: Some(self.fabric.transit_network_id.clone()),
@@ -269,6 +296,14 @@ impl Env {
             .find(|c| c.type_ == type_)
             .unwrap_or_else(|| panic!("{name} has no {type_}"));
         (c.status.clone(), c.reason.clone(), c.message.clone())
+    }
+
+    pub fn leg_port_id(&self, name: &str) -> String {
+        self.link(name)
+            .status
+            .as_ref()
+            .and_then(|s| s.leg_port_id.clone())
+            .unwrap_or_else(|| panic!("{name} has no leg port in status"))
     }
 
     pub fn transit_ip(&self, name: &str) -> Option<String> {
