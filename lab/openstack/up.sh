@@ -314,20 +314,17 @@ ts "keystone projects/users/app creds created"
 # ---- 7. Neutron ---------------------------------------------------------------------------------
 wait "$NDB_PID" || die "neutron-db-manage failed" "$LOG/neutron-db-manage.log"
 ts "neutron db migrated"
-OS_NEUTRON_CONFIG_DIR=$ETC/neutron OS_NEUTRON_CONFIG_FILES="neutron.conf;plugins/ml2/ml2_conf.ini" \
-  setsid nohup "$VENV/bin/gunicorn" --chdir "$LAB" --bind 127.0.0.1:9696 \
-  --workers "${OSLAB_NEUTRON_WORKERS:-2}" --threads 8 --timeout 120 --graceful-timeout 2 --no-control-socket \
-  --pid "$RUN/neutron.pid" --access-logfile "$LOG/neutron-access.log" \
-  --error-logfile "$LOG/neutron-gunicorn.log" wsgi_neutron:application \
-  </dev/null >"$LOG/neutron.out" 2>&1 9>&- &
-echo $! >"$RUN/neutron.pid"
-OS_NEUTRON_CONFIG_DIR=$ETC/neutron OS_NEUTRON_CONFIG_FILES="neutron.conf;plugins/ml2/ml2_conf_tagged.ini" \
-  setsid nohup "$VENV/bin/gunicorn" --chdir "$LAB" --bind 127.0.0.1:9697 \
-  --workers 1 --threads 4 --timeout 120 --graceful-timeout 2 --no-control-socket \
-  --pid "$RUN/neutron-tagged.pid" --access-logfile "$LOG/neutron-tagged-access.log" \
-  --error-logfile "$LOG/neutron-tagged-gunicorn.log" wsgi_neutron:application \
-  </dev/null >"$LOG/neutron-tagged.out" 2>&1 9>&- &
-echo $! >"$RUN/neutron-tagged.pid"
+start_neutron() { # name port ml2-config workers threads
+  OS_NEUTRON_CONFIG_DIR=$ETC/neutron OS_NEUTRON_CONFIG_FILES="neutron.conf;plugins/ml2/$3" \
+    setsid nohup "$VENV/bin/gunicorn" --chdir "$LAB" --bind "127.0.0.1:$2" \
+    --workers "$4" --threads "$5" --timeout 120 --graceful-timeout 2 --no-control-socket \
+    --pid "$RUN/$1.pid" --access-logfile "$LOG/$1-access.log" \
+    --error-logfile "$LOG/$1-gunicorn.log" wsgi_neutron:application \
+    </dev/null >"$LOG/$1.out" 2>&1 9>&- &
+  echo $! >"$RUN/$1.pid"
+}
+start_neutron neutron 9696 ml2_conf.ini "${OSLAB_NEUTRON_WORKERS:-2}" 8
+start_neutron neutron-tagged 9697 ml2_conf_tagged.ini 1 4
 wait_http http://127.0.0.1:9696/ 200 120 neutron || die "neutron did not answer" "$LOG/neutron-gunicorn.log"
 wait_http http://127.0.0.1:9696/v2.0/networks 401 60 neutron || die "neutron API not ready" "$LOG/neutron.log"
 ts "neutron answering on 127.0.0.1:9696 (pid $(cat "$RUN/neutron.pid"))"

@@ -17,34 +17,43 @@ pub const FIELD_MANAGER: &str = "bnerd-vpn-operator";
 /// (or a human) can tell our ports from everyone else's.
 pub const TAG_MANAGED: &str = "bnerd-vpn-operator";
 
+const UID_PREFIX: &str = "clusterlink-uid=";
+const NAME_PREFIX: &str = "clusterlink=";
+
 /// Tag naming the owning ClusterLink by UID: the identity the reconciler trusts.
 pub fn tag_link_uid(uid: &str) -> String {
-    format!("clusterlink-uid={uid}")
+    format!("{UID_PREFIX}{uid}")
 }
 
 /// Tag naming the owning ClusterLink by name: for humans and `openstack port list --tags`.
 pub fn tag_link_name(name: &str) -> String {
-    format!("clusterlink={name}")
+    format!("{NAME_PREFIX}{name}")
 }
 
-/// Written into a leg port's description at create time, which Neutron always keeps: if the
-/// tags are dropped or a crash lands between create and tagging, this still proves whose
-/// port it is.
+/// Written at the end of a leg port's description at create time, which Neutron always
+/// keeps: if the tags are dropped or a crash lands between create and tagging, this still
+/// proves whose port it is.
 pub fn description_uid_marker(uid: &str) -> String {
-    format!("clusterlink-uid={uid}")
+    format!("{UID_PREFIX}{uid}")
 }
 
-/// The link UID a port's description marker names, if any.
-pub fn uid_in_description(description: &str) -> Option<&str> {
-    description
-        .rsplit_once("clusterlink-uid=")
-        .map(|(_, uid)| uid.trim())
-        .filter(|uid| !uid.is_empty())
+/// The ClusterLink (by UID) whose leg this port is (DESIGN 6.2): its UID tag, or for a port
+/// with no tags at all, the marker ending its description. The one statement of the rule the
+/// reconciler, the unwind and `kubectl clusterlink doctor` all apply.
+pub fn leg_owner_uid<'a>(tags: &'a [String], description: &'a str) -> Option<&'a str> {
+    match tags.iter().find_map(|t| t.strip_prefix(UID_PREFIX)) {
+        Some(uid) => Some(uid),
+        None if tags.is_empty() => description
+            .rsplit_once(UID_PREFIX)
+            .map(|(_, uid)| uid)
+            .filter(|uid| !uid.is_empty()),
+        None => None,
+    }
 }
 
-/// The link UID a port's tags name, if any.
-pub fn uid_in_tags(tags: &[String]) -> Option<&str> {
-    tags.iter().find_map(|t| t.strip_prefix("clusterlink-uid="))
+/// The link name a port's tags carry, if any.
+pub fn link_name_in_tags(tags: &[String]) -> Option<&str> {
+    tags.iter().find_map(|t| t.strip_prefix(NAME_PREFIX))
 }
 
 /// Human-readable leg port name; never used for identity.
@@ -59,7 +68,6 @@ pub fn credentials_secret_name(link_name: &str) -> String {
 
 /// True when a port's tags say some ClusterLink (any) manages it.
 pub fn is_managed(tags: &[String]) -> bool {
-    tags.iter().any(|t| {
-        t == TAG_MANAGED || t.starts_with("clusterlink-uid=") || t.starts_with("clusterlink=")
-    })
+    tags.iter()
+        .any(|t| t == TAG_MANAGED || t.starts_with(UID_PREFIX) || t.starts_with(NAME_PREFIX))
 }

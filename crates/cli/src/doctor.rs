@@ -4,7 +4,9 @@
 use std::net::Ipv4Addr;
 
 use bnerd_api::ClusterLink;
-use bnerd_api::names::{TAG_MANAGED, uid_in_description, uid_in_tags};
+use bnerd_api::ConditionType;
+use bnerd_api::conditions::{find, is_true};
+use bnerd_api::names::{leg_owner_uid, link_name_in_tags};
 use bnerd_cloud::{CloudError, Neutron, Port, PortQuery, Route};
 use bnerd_vpn_operator::fabric::Fabric;
 
@@ -31,14 +33,6 @@ impl Finding {
     }
 }
 
-const STEPS: &[&str] = &[
-    "Validated",
-    "LegAttached",
-    "RouteInstalled",
-    "ReverseRoutesInstalled",
-    "Ready",
-];
-
 fn link_health(l: &ClusterLink) -> Finding {
     let name = l.metadata.name.clone().unwrap_or_default();
     let Some(status) = &l.status else {
@@ -46,18 +40,18 @@ fn link_health(l: &ClusterLink) -> Finding {
             "ClusterLink {name}: no status yet; is the operator running?"
         ));
     };
-    let cond = |t: &str| status.conditions.iter().find(|c| c.type_ == t);
-    if cond("Ready").is_some_and(|c| c.status == "True") {
+    let conditions = &status.conditions;
+    if is_true(conditions, ConditionType::Ready) {
         return Finding::ok(format!(
             "ClusterLink {name}: Ready, {} on router {}",
             status.transit_ip.as_deref().unwrap_or("?"),
             status.service_router_id.as_deref().unwrap_or("?")
         ));
     }
-    // The first step that is not True is where it stopped.
-    let stuck = STEPS
+    // The first step (in the reconcile's order) that is not True is where it stopped.
+    let stuck = ConditionType::ALL
         .iter()
-        .filter_map(|t| cond(t))
+        .filter_map(|t| find(conditions, *t))
         .find(|c| c.status != "True");
     Finding::problem(match stuck {
         Some(c) => format!(
@@ -65,15 +59,6 @@ fn link_health(l: &ClusterLink) -> Finding {
             c.type_, c.status, c.reason, c.message
         ),
         None => format!("ClusterLink {name}: not Ready, no conditions yet"),
-    })
-}
-
-/// Whose leg a port claims to be, by UID (tags first, then the description marker).
-fn claimed_uid(p: &Port) -> Option<&str> {
-    uid_in_tags(&p.tags).or_else(|| {
-        (p.tags.is_empty() || p.has_tag(TAG_MANAGED))
-            .then(|| uid_in_description(&p.description))
-            .flatten()
     })
 }
 
@@ -119,14 +104,16 @@ pub async fn diagnose(
         })
         .await?;
     let live = |uid: &str| links.iter().any(|l| l.metadata.uid.as_deref() == Some(uid));
-    let orphan = |p: &Port| claimed_uid(p).is_some_and(|uid| !live(uid));
+    let orphan = |p: &Port| leg_owner_uid(&p.tags, &p.description).is_some_and(|uid| !live(uid));
     for p in ports.iter().filter(|p| orphan(p)) {
-        let who = p
-            .tags
-            .iter()
-            .find_map(|t| t.strip_prefix("clusterlink="))
+        let who = link_name_in_tags(&p.tags)
             .map(|n| format!("ClusterLink {n}"))
-            .unwrap_or_else(|| format!("ClusterLink uid {}", claimed_uid(p).unwrap_or("?")));
+            .unwrap_or_else(|| {
+                format!(
+                    "ClusterLink uid {}",
+                    leg_owner_uid(&p.tags, &p.description).unwrap_or("?")
+                )
+            });
         out.push(Finding::problem(format!(
             "port {} at {} is the leg of {who}, which no longer exists; remove it: {}",
             p.id,

@@ -247,6 +247,13 @@ impl OpenStack {
         decode(&bytes, key, "GET", path)
     }
 
+    /// `PUT /routers/{id}/{action}` of extraroute-atomic.
+    async fn extraroutes(&self, router_id: &str, action: &str, routes: &[Route]) -> Result<Router> {
+        let path = format!("/routers/{}/{action}", enc(router_id));
+        let body = json!({"router": {"routes": routes}});
+        self.send(Method::PUT, &path, &body, "router").await
+    }
+
     async fn send<T: DeserializeOwned>(
         &self,
         method: Method,
@@ -560,25 +567,12 @@ impl Neutron for OpenStack {
     }
 
     async fn add_extraroutes(&self, router_id: &str, routes: &[Route]) -> Result<Router> {
-        let path = format!("/routers/{}/add_extraroutes", enc(router_id));
-        self.send(
-            Method::PUT,
-            &path,
-            &json!({"router": {"routes": routes}}),
-            "router",
-        )
-        .await
+        self.extraroutes(router_id, "add_extraroutes", routes).await
     }
 
     async fn remove_extraroutes(&self, router_id: &str, routes: &[Route]) -> Result<Router> {
-        let path = format!("/routers/{}/remove_extraroutes", enc(router_id));
-        self.send(
-            Method::PUT,
-            &path,
-            &json!({"router": {"routes": routes}}),
-            "router",
-        )
-        .await
+        self.extraroutes(router_id, "remove_extraroutes", routes)
+            .await
     }
 
     async fn set_routes(

@@ -2,8 +2,7 @@
 //! attachment, then the leg port. Only what status or tags prove is ours is touched.
 
 use bnerd_api::Reason;
-use bnerd_api::names::tag_link_uid;
-use bnerd_cloud::{CloudError, Port, PortQuery, Route};
+use bnerd_cloud::{CloudError, Port, Route};
 
 use super::report::Report;
 use super::routes::{remove_routes, route};
@@ -15,29 +14,6 @@ fn done_if_gone(r: Result<(), CloudError>) -> Result<(), CloudError> {
         Err(e) if e.is_not_found() => Ok(()),
         other => other,
     }
-}
-
-async fn find_leg(e: &Engine<'_>, input: &Input<'_>) -> Result<Option<Port>, CloudError> {
-    let uid_tag = tag_link_uid(input.uid);
-    if let Some(id) = &input.status.leg_port_id {
-        match e.net.get_port(id).await {
-            Ok(p) if p.has_tag(&uid_tag) => return Ok(Some(p)),
-            Ok(_) => {}
-            Err(err) if err.is_not_found() => {}
-            Err(err) => return Err(err),
-        }
-    }
-    // Not by tag filter: a port whose tags were lost is still ours by its description marker.
-    let q = PortQuery {
-        network_id: Some(e.fabric.transit_network_id.clone()),
-        ..Default::default()
-    };
-    let marker = bnerd_api::names::description_uid_marker(input.uid);
-    Ok(e.net
-        .list_ports(&q)
-        .await?
-        .into_iter()
-        .find(|p| p.has_tag(&uid_tag) || (p.tags.is_empty() && p.description.ends_with(&marker))))
 }
 
 /// Remove this link's route(s) from the gateway router: the recorded one, and the one the
@@ -125,7 +101,7 @@ async fn unwind_port(e: &Engine<'_>, input: &Input<'_>, port: &Port) -> Result<(
 
 /// The whole unwind for a deleted link. `Ok` means nothing of ours is left in the cloud.
 pub async fn cleanup(e: &Engine<'_>, input: &Input<'_>) -> Result<(), CloudError> {
-    let leg = find_leg(e, input).await?;
+    let (leg, _) = super::leg::find_own(e, input).await?;
     remove_gateway_routes(e, input, leg.as_ref().and_then(|p| p.first_ip())).await?;
     if let Some(port) = leg {
         unwind_port(e, input, &port).await?;

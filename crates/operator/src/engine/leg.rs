@@ -5,9 +5,12 @@ use std::net::Ipv4Addr;
 use bnerd_api::Reason;
 use bnerd_api::cidr::transit_candidates;
 use bnerd_api::names::{
-    TAG_MANAGED, description_uid_marker, is_managed, leg_port_name, tag_link_name, tag_link_uid,
+    TAG_MANAGED, description_uid_marker, is_managed, leg_owner_uid, leg_port_name, tag_link_name,
+    tag_link_uid,
 };
-use bnerd_cloud::{CreatePort, OWNER_ROUTER_INTERFACE, Port, PortQuery, Router, RouterQuery};
+use bnerd_cloud::{
+    CloudError, CreatePort, OWNER_ROUTER_INTERFACE, Port, PortQuery, Router, RouterQuery,
+};
 
 use super::report::Report;
 use super::validate::Valid;
@@ -23,8 +26,7 @@ pub(crate) fn link_tags(name: &str, uid: &str) -> Vec<String> {
 }
 
 fn is_own(p: &Port, uid: &str) -> bool {
-    p.has_tag(&tag_link_uid(uid))
-        || (p.tags.is_empty() && p.description.ends_with(&description_uid_marker(uid)))
+    leg_owner_uid(&p.tags, &p.description) == Some(uid)
 }
 
 fn looks_like_uuid(s: &str) -> bool {
@@ -49,33 +51,25 @@ fn describe_holder(p: &Port) -> String {
     format!("port {} ({owner}{device}, project {})", p.id, p.project_id)
 }
 
-/// The port this link owns, by status first (one GET), else by its UID tag among the
-/// network's ports (which the allocator needs anyway).
-async fn find_own(
+/// The port this link owns, by status first (one GET), else by its owner marks among the
+/// network's ports (returned too: the allocator needs them anyway).
+pub(crate) async fn find_own(
     e: &Engine<'_>,
     input: &Input<'_>,
-) -> Result<(Option<Port>, Option<Vec<Port>>), StepFail> {
+) -> Result<(Option<Port>, Option<Vec<Port>>), CloudError> {
     if let Some(id) = &input.status.leg_port_id {
         match e.net.get_port(id).await {
             Ok(p) if is_own(&p, input.uid) => return Ok((Some(p), None)),
             Ok(_) => {}
             Err(err) if err.is_not_found() => {}
-            Err(err) => {
-                return Err(StepFail::cloud(
-                    Reason::EnsureLegPortFailed,
-                    "reading leg port",
-                    &err,
-                ));
-            }
+            Err(err) => return Err(err),
         }
     }
     let q = PortQuery {
         network_id: Some(e.fabric.transit_network_id.clone()),
         ..Default::default()
     };
-    let ports = e.net.list_ports(&q).await.map_err(|err| {
-        StepFail::cloud(Reason::EnsureLegPortFailed, "listing transit ports", &err)
-    })?;
+    let ports = e.net.list_ports(&q).await?;
     let mut mine: Vec<&Port> = ports.iter().filter(|p| is_own(p, input.uid)).collect();
     // Two tagged ports can only come from a crash between create and status; keep the one
     // status names, else the lowest address.
@@ -178,7 +172,9 @@ pub(crate) async fn ensure(
     valid: &Valid,
     r: &mut Report,
 ) -> Result<Leg, StepFail> {
-    let (mut own, mut listed) = find_own(e, input).await?;
+    let (mut own, mut listed) = find_own(e, input).await.map_err(|err| {
+        StepFail::cloud(Reason::EnsureLegPortFailed, "finding the leg port", &err)
+    })?;
     let (router_id, mut seen) =
         resolve_router(e, &input.spec.service_cluster_router, own.as_ref()).await?;
 
@@ -346,11 +342,7 @@ async fn allocate(
     )))
 }
 
-async fn create(
-    e: &Engine<'_>,
-    input: &Input<'_>,
-    ip: &str,
-) -> Result<Port, bnerd_cloud::CloudError> {
+async fn create(e: &Engine<'_>, input: &Input<'_>, ip: &str) -> Result<Port, CloudError> {
     let tags = link_tags(input.name, input.uid);
     let req = CreatePort {
         network_id: e.fabric.transit_network_id.clone(),

@@ -97,6 +97,14 @@ fn overlap_winner<'p>(input: &'p Input<'_>, valid: &Valid) -> Option<&'p super::
     })
 }
 
+/// The router as this reconcile already read it, else read now.
+async fn current(e: &Engine<'_>, seen: &Option<Router>, id: &str) -> Result<Router, CloudError> {
+    match seen {
+        Some(r) => Ok(r.clone()),
+        None => e.net.get_router(id).await,
+    }
+}
+
 pub(crate) async fn ensure_gateway_route(
     e: &Engine<'_>,
     input: &Input<'_>,
@@ -106,16 +114,13 @@ pub(crate) async fn ensure_gateway_route(
 ) -> Result<String, StepFail> {
     let want = Route::new(valid.cidr.to_string(), leg.ip.to_string());
     let gw = &e.fabric.gateway_router_id;
-    let router = match &leg.seen.gateway {
-        Some(r) => r.clone(),
-        None => e.net.get_router(gw).await.map_err(|err| {
-            StepFail::cloud(
-                Reason::EnsureRouteFailed,
-                &format!("reading gateway router {gw}"),
-                &err,
-            )
-        })?,
-    };
+    let router = current(e, &leg.seen.gateway, gw).await.map_err(|err| {
+        StepFail::cloud(
+            Reason::EnsureRouteFailed,
+            &format!("reading gateway router {gw}"),
+            &err,
+        )
+    })?;
 
     // An old route of ours that the spec no longer wants goes first (status proves it ours).
     let stale: Vec<Route> = input
@@ -229,14 +234,9 @@ pub(crate) async fn ensure_reverse_routes(
     }
     let fail =
         |ctx: &str, err: &CloudError| StepFail::cloud(Reason::EnsureReverseRoutesFailed, ctx, err);
-    let router = match &leg.seen.service {
-        Some(r) => r.clone(),
-        None => e
-            .net
-            .get_router(&leg.router_id)
-            .await
-            .map_err(|err| fail(&format!("reading router {}", leg.router_id), &err))?,
-    };
+    let router = current(e, &leg.seen.service, &leg.router_id)
+        .await
+        .map_err(|err| fail(&format!("reading router {}", leg.router_id), &err))?;
     let as_route = |x: &ReverseRoute| Route::new(&x.service_cidr, &x.next_hop);
 
     let stale: Vec<Route> = owned
