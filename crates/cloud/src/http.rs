@@ -20,6 +20,13 @@ use crate::{Identity, Neutron};
 /// Renew a token this long before Keystone says it expires.
 const TOKEN_SLACK: chrono::TimeDelta = chrono::TimeDelta::minutes(5);
 
+/// Servers close idle keep-alive connections (gunicorn after 2 s, Apache after 5 s). A request
+/// written into a connection the server is closing at that moment fails with "connection
+/// closed before message completed" or a reset, and for a write nobody can tell whether it
+/// ran. Never reusing a connection idle longer than this keeps us clear of that race; calls
+/// of one reconcile follow each other closely and still share a connection.
+pub const POOL_IDLE: Duration = Duration::from_secs(1);
+
 /// One OpenStack credential: a Keystone session and the Neutron endpoint from its catalog.
 pub struct OpenStack {
     http: reqwest::Client,
@@ -48,6 +55,7 @@ impl OpenStack {
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .timeout(Duration::from_secs(30))
+            .pool_idle_timeout(POOL_IDLE)
             .build()
             .map_err(|e| CloudError::Transport {
                 method: "-".into(),
@@ -201,6 +209,7 @@ impl OpenStack {
         if_match: Option<String>,
     ) -> Result<Vec<u8>> {
         let mut forced = false;
+        let mut retried_transport = false;
         loop {
             let s = self.session(forced).await?;
             let mut req = self
@@ -221,7 +230,18 @@ impl OpenStack {
                 &self.writes
             };
             counter.fetch_add(1, Ordering::Relaxed);
-            let resp = req.send().await.map_err(|e| transport(m, path, e))?;
+            let resp = match req.send().await {
+                Ok(resp) => resp,
+                // A read changes nothing, so a broken connection is worth one more try on a
+                // fresh one; a write's outcome is unknown and is left to the reconcile,
+                // which looks before it writes again.
+                Err(e) if method == Method::GET && !e.is_timeout() && !retried_transport => {
+                    tracing::debug!(path, error = %error_chain(&e), "GET failed on the connection; retrying once");
+                    retried_transport = true;
+                    continue;
+                }
+                Err(e) => return Err(transport(m, path, e)),
+            };
             let status = resp.status();
             let bytes = resp.bytes().await.map_err(|e| transport(m, path, e))?;
             if status == StatusCode::UNAUTHORIZED && !forced {
@@ -277,9 +297,25 @@ fn transport(method: &str, path: &str, e: reqwest::Error) -> CloudError {
         CloudError::Transport {
             method: method.into(),
             path: path.into(),
-            message: e.to_string(),
+            message: error_chain(&e),
         }
     }
+}
+
+/// reqwest's own message is only "error sending request for url (...)"; the cause that tells
+/// a refused connection from a reset or a stale keep-alive is in the source chain.
+fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let m = s.to_string();
+        if !out.contains(&m) {
+            out.push_str(": ");
+            out.push_str(&m);
+        }
+        cur = s.source();
+    }
+    out
 }
 
 /// Neutron: `{"NeutronError": {"type", "message"}}`; Keystone: `{"error": {"message", "title"}}`.

@@ -10,7 +10,7 @@ pub mod types;
 
 pub use auth::{AuthConfig, AuthMethod, ConfigError};
 pub use error::{CloudError, Result};
-pub use http::OpenStack;
+pub use http::{OpenStack, POOL_IDLE};
 pub use secret::SecretString;
 pub use types::*;
 
