@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use bnerd_api::ClusterLink;
-use bnerd_cloud::{AuthConfig, OpenStack};
+use bnerd_cloud::{AuthConfig, OpenStack, error_chain};
 use bnerd_clusterlink_cli::{doctor, share};
 use clap::{Parser, Subcommand};
 use kube::api::{Api, ListParams};
@@ -51,12 +51,12 @@ fn setting(v: Option<String>, name: &str) -> Result<String, String> {
 async fn links() -> Result<Vec<ClusterLink>, String> {
     let client = kube::Client::try_default()
         .await
-        .map_err(|e| format!("kubernetes client: {e}"))?;
+        .map_err(|e| format!("kubernetes client: {}", error_chain(&e)))?;
     let api: Api<ClusterLink> = Api::all(client);
     api.list(&ListParams::default())
         .await
         .map(|l| l.items)
-        .map_err(|e| format!("listing ClusterLinks: {e}"))
+        .map_err(|e| format!("listing ClusterLinks: {}", error_chain(&e)))
 }
 
 async fn run(cli: Cli) -> Result<bool, String> {

@@ -223,7 +223,12 @@ async fn doctor_binary_reports_an_orphan_leg() {
     };
     let out = run();
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(
         stdout.lines().any(|l| l.starts_with("PROBLEM port ")
             && l.contains(&orphan.id)

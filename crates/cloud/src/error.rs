@@ -101,9 +101,42 @@ impl CloudError {
     }
 }
 
+/// An error with its causes: reqwest's and kube's own messages stop at "error sending request"
+/// or "client error (Connect)"; what tells a refused connection from a reset or a stale
+/// keep-alive is further down the source chain.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = e.to_string();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        let m = s.to_string();
+        if !out.contains(&m) {
+            out.push_str(": ");
+            out.push_str(&m);
+        }
+        cur = s.source();
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Debug, Error)]
+    #[error("outer")]
+    struct Outer(#[source] Middle);
+    #[derive(Debug, Error)]
+    #[error("middle: inner")]
+    struct Middle(#[source] Inner);
+    #[derive(Debug, Error)]
+    #[error("inner")]
+    struct Inner;
+
+    #[test]
+    fn error_chain_names_each_cause_once() {
+        assert_eq!(error_chain(&Outer(Middle(Inner))), "outer: middle: inner");
+        assert_eq!(error_chain(&Inner), "inner");
+    }
 
     fn api(status: u16, kind: &str) -> CloudError {
         CloudError::Api {

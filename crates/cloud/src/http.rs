@@ -236,7 +236,7 @@ impl OpenStack {
                 // fresh one; a write's outcome is unknown and is left to the reconcile,
                 // which looks before it writes again.
                 Err(e) if method == Method::GET && !e.is_timeout() && !retried_transport => {
-                    tracing::debug!(path, error = %error_chain(&e), "GET failed on the connection; retrying once");
+                    tracing::debug!(path, error = %crate::error::error_chain(&e), "GET failed on the connection; retrying once");
                     retried_transport = true;
                     continue;
                 }
@@ -297,25 +297,9 @@ fn transport(method: &str, path: &str, e: reqwest::Error) -> CloudError {
         CloudError::Transport {
             method: method.into(),
             path: path.into(),
-            message: error_chain(&e),
+            message: crate::error::error_chain(&e),
         }
     }
-}
-
-/// reqwest's own message is only "error sending request for url (...)"; the cause that tells
-/// a refused connection from a reset or a stale keep-alive is in the source chain.
-fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut out = e.to_string();
-    let mut cur = e.source();
-    while let Some(s) = cur {
-        let m = s.to_string();
-        if !out.contains(&m) {
-            out.push_str(": ");
-            out.push_str(&m);
-        }
-        cur = s.source();
-    }
-    out
 }
 
 /// Neutron: `{"NeutronError": {"type", "message"}}`; Keystone: `{"error": {"message", "title"}}`.
