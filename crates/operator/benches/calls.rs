@@ -208,7 +208,7 @@ async fn lab_costs(rounds: usize, tags_at_create: bool) {
         let c2 = net.call_counts();
         phase(1, c1, c2);
         let status = links[0].status.clone().unwrap_or_default();
-        let input = link_input(&links[0], &status, &[], &[], "").expect("uid");
+        let input = link_input(&links[0], &status, &[], &[]).expect("uid");
         let t = Instant::now();
         cleanup(
             &Engine {

@@ -66,15 +66,19 @@ pub fn peers_of(me: &ClusterLink, all: &[Arc<ClusterLink>]) -> Vec<Peer> {
                     .collect(),
                 cidr: l.spec.service_cluster_cidr.parse().ok(),
                 route_installed: l.status.as_ref().is_some_and(|s| s.gateway_route.is_some()),
-                created: l
-                    .metadata
-                    .creation_timestamp
-                    .as_ref()
-                    .map(|t| t.0.to_string())
-                    .unwrap_or_default(),
+                created: created_at(l),
             }
         })
         .collect()
+}
+
+/// RFC 3339 creation time; the tie-break between two overlapping new links compares it.
+fn created_at(link: &ClusterLink) -> String {
+    link.metadata
+        .creation_timestamp
+        .as_ref()
+        .map(|t| t.0.to_string())
+        .unwrap_or_default()
 }
 
 /// The engine's view of one ClusterLink object.
@@ -83,13 +87,12 @@ pub fn link_input<'a>(
     status: &'a ClusterLinkStatus,
     peers: &'a [Peer],
     targets: &'a [ReverseTarget],
-    created: &'a str,
 ) -> Result<Input<'a>, Error> {
     Ok(Input {
         name: link.metadata.name.as_deref().unwrap_or_default(),
         uid: link.metadata.uid.as_deref().ok_or(Error::NoUid)?,
         generation: link.metadata.generation,
-        created,
+        created: created_at(link),
         spec: &link.spec,
         status,
         peers,
@@ -102,18 +105,12 @@ async fn apply(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> {
     let status = link.status.clone().unwrap_or_default();
     let peers = peers_of(&link, &ctx.links.state());
     let targets = reverse_targets(&ctx.client).await?;
-    let created = link
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .map(|t| t.0.to_string())
-        .unwrap_or_default();
     let engine = Engine {
         net: ctx.net.as_ref(),
         fabric: &ctx.fabric,
     };
     let outcome = engine
-        .reconcile(&link_input(&link, &status, &peers, &targets, &created)?)
+        .reconcile(&link_input(&link, &status, &peers, &targets)?)
         .await;
 
     if outcome.status != status {
@@ -176,12 +173,11 @@ async fn publish(
 
 async fn remove(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> {
     let status = link.status.clone().unwrap_or_default();
-    let created = String::new();
     let engine = Engine {
         net: ctx.net.as_ref(),
         fabric: &ctx.fabric,
     };
-    cleanup(&engine, &link_input(&link, &status, &[], &[], &created)?).await?;
+    cleanup(&engine, &link_input(&link, &status, &[], &[])?).await?;
     info!(clusterlink = %link.name_any(), "unwound gateway route, attachment and leg port");
     let reference = link.object_ref(&());
     publish(

@@ -39,7 +39,7 @@ pub struct Input<'a> {
     pub name: &'a str,
     pub uid: &'a str,
     pub generation: Option<i64>,
-    pub created: &'a str,
+    pub created: String,
     pub spec: &'a ClusterLinkSpec,
     pub status: &'a ClusterLinkStatus,
     pub peers: &'a [Peer],

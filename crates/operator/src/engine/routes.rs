@@ -89,7 +89,7 @@ async fn edit_table(
 /// then the older link, then the name.
 fn overlap_winner<'p>(input: &'p Input<'_>, valid: &Valid) -> Option<&'p super::Peer> {
     let we_installed = input.status.gateway_route.is_some();
-    let me = (!we_installed, input.created, input.name);
+    let me = (!we_installed, input.created.as_str(), input.name);
     input.peers.iter().find(|p| {
         p.cidr
             .is_some_and(|c| bnerd_api::cidr::overlaps(c, valid.cidr))

@@ -14,7 +14,7 @@ use bnerd_cloud::{
 };
 use bnerd_cloud_fake::FakeCloud;
 use bnerd_vpn_operator::controller::{link_input, peers_of};
-use bnerd_vpn_operator::engine::{Engine, Input, Outcome, cleanup};
+use bnerd_vpn_operator::engine::{Engine, Outcome, cleanup};
 use bnerd_vpn_operator::fabric::Fabric;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -274,16 +274,7 @@ impl Env {
             net: self.net.as_ref(),
             fabric: &self.fabric,
         };
-        let input = Input {
-            name,
-            uid: l.metadata.uid.as_deref().unwrap_or_default(),
-            generation: l.metadata.generation,
-            created: "",
-            spec: &l.spec,
-            status: &status,
-            peers: &[],
-            reverse_targets: &[],
-        };
+        let input = link_input(&l, &status, &[], &[]).expect("uid");
         cleanup(&engine, &input).await.expect("cleanup");
         self.links.remove(i);
     }
@@ -325,14 +316,8 @@ pub async fn reconcile_one(
     let l = &links[i];
     let peers = peers_of(l, &all);
     let status = l.status.clone().unwrap_or_default();
-    let created = l
-        .metadata
-        .creation_timestamp
-        .as_ref()
-        .map(|t| t.0.to_string())
-        .unwrap_or_default();
     let engine = Engine { net, fabric };
-    let input = link_input(l, &status, &peers, reverse, &created).expect("uid");
+    let input = link_input(l, &status, &peers, reverse).expect("uid");
     engine.reconcile(&input).await
 }
 
