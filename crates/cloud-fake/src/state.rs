@@ -6,9 +6,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use async_trait::async_trait;
 use bnerd_cloud::{
-    CloudError, CreatePort, FixedIp, Identity, MAX_TAGS, Network, Neutron, OWNER_ROUTER_INTERFACE,
-    Port, PortQuery, RbacPolicy, Result, Route, Router, RouterQuery, ShareNetwork, Subnet,
-    TokenInfo,
+    CloudError, CreatePort, CreateRouter, FixedIp, Identity, MAX_TAGS, Network, Neutron,
+    NeutronAdmin, OWNER_ROUTER_INTERFACE, Port, PortQuery, RbacPolicy, Result, Route, Router,
+    RouterQuery, ShareNetwork, Subnet, TokenInfo,
 };
 use ipnet::Ipv4Net;
 
@@ -794,70 +794,6 @@ impl Neutron for FakeNeutron {
         .await
     }
 
-    async fn add_router_subnet(&self, router_id: &str, subnet_id: &str) -> Result<String> {
-        let path = format!("/routers/{router_id}/add_router_interface");
-        let m = "PUT";
-        self.run(Op::AddRouterSubnet, m, &path, |w| {
-            let router = self.router_of(w, router_id, m, &path)?.clone();
-            let subnet = w.subnets.get(subnet_id).cloned().ok_or_else(|| {
-                api(
-                    m,
-                    &path,
-                    404,
-                    "SubnetNotFound",
-                    format!("Subnet {subnet_id} could not be found."),
-                )
-            })?;
-            if router_interfaces(w, router_id)
-                .iter()
-                .any(|(s, _)| s.id == subnet_id)
-            {
-                return Err(api(
-                    m,
-                    &path,
-                    400,
-                    "BadRequest",
-                    format!("Bad router request: Router already has a port on subnet {subnet_id}."),
-                ));
-            }
-            let gw = subnet.gateway_ip.clone().unwrap_or_default();
-            if w.ports
-                .values()
-                .any(|p| p.has_ip(&gw) && p.network_id == subnet.network_id)
-            {
-                return Err(api(
-                    m,
-                    &path,
-                    409,
-                    "IpAddressAlreadyAllocated",
-                    format!("IP address {gw} already allocated in subnet {subnet_id}"),
-                ));
-            }
-            let port = Port {
-                id: new_id(),
-                name: String::new(),
-                description: String::new(),
-                network_id: subnet.network_id.clone(),
-                project_id: router.project_id.clone(),
-                device_id: router_id.to_string(),
-                device_owner: OWNER_ROUTER_INTERFACE.to_string(),
-                fixed_ips: vec![FixedIp {
-                    subnet_id: subnet_id.to_string(),
-                    ip_address: gw,
-                }],
-                tags: vec![],
-                revision_number: 1,
-            };
-            let id = port.id.clone();
-            w.ports.insert(id.clone(), port);
-            if let Some(r) = w.routers.get_mut(router_id) {
-                r.revision_number += 1;
-            }
-            Ok(id)
-        })
-        .await
-    }
-
     async fn add_extraroutes(&self, router_id: &str, routes: &[Route]) -> Result<Router> {
         let path = format!("/routers/{router_id}/add_extraroutes");
         self.run(Op::AddExtraroutes, "PUT", &path, |w| {
@@ -933,6 +869,85 @@ impl Neutron for FakeNeutron {
             r.routes = routes.to_vec();
             r.revision_number += 1;
             Ok(r.clone())
+        })
+        .await
+    }
+
+    async fn create_rbac_policy(&self, req: &ShareNetwork) -> Result<RbacPolicy> {
+        self.rbac_create(req).await
+    }
+
+    async fn list_rbac_policies(&self, object_id: &str) -> Result<Vec<RbacPolicy>> {
+        self.rbac_list(object_id).await
+    }
+
+    async fn delete_rbac_policy(&self, id: &str) -> Result<()> {
+        self.rbac_delete(id).await
+    }
+}
+
+#[async_trait]
+impl NeutronAdmin for FakeNeutron {
+    async fn add_router_subnet(&self, router_id: &str, subnet_id: &str) -> Result<String> {
+        let path = format!("/routers/{router_id}/add_router_interface");
+        let m = "PUT";
+        self.run(Op::AddRouterSubnet, m, &path, |w| {
+            let router = self.router_of(w, router_id, m, &path)?.clone();
+            let subnet = w.subnets.get(subnet_id).cloned().ok_or_else(|| {
+                api(
+                    m,
+                    &path,
+                    404,
+                    "SubnetNotFound",
+                    format!("Subnet {subnet_id} could not be found."),
+                )
+            })?;
+            if router_interfaces(w, router_id)
+                .iter()
+                .any(|(s, _)| s.id == subnet_id)
+            {
+                return Err(api(
+                    m,
+                    &path,
+                    400,
+                    "BadRequest",
+                    format!("Bad router request: Router already has a port on subnet {subnet_id}."),
+                ));
+            }
+            let gw = subnet.gateway_ip.clone().unwrap_or_default();
+            if w.ports
+                .values()
+                .any(|p| p.has_ip(&gw) && p.network_id == subnet.network_id)
+            {
+                return Err(api(
+                    m,
+                    &path,
+                    409,
+                    "IpAddressAlreadyAllocated",
+                    format!("IP address {gw} already allocated in subnet {subnet_id}"),
+                ));
+            }
+            let port = Port {
+                id: new_id(),
+                name: String::new(),
+                description: String::new(),
+                network_id: subnet.network_id.clone(),
+                project_id: router.project_id.clone(),
+                device_id: router_id.to_string(),
+                device_owner: OWNER_ROUTER_INTERFACE.to_string(),
+                fixed_ips: vec![FixedIp {
+                    subnet_id: subnet_id.to_string(),
+                    ip_address: gw,
+                }],
+                tags: vec![],
+                revision_number: 1,
+            };
+            let id = port.id.clone();
+            w.ports.insert(id.clone(), port);
+            if let Some(r) = w.routers.get_mut(router_id) {
+                r.revision_number += 1;
+            }
+            Ok(id)
         })
         .await
     }
@@ -1015,12 +1030,15 @@ impl Neutron for FakeNeutron {
         .await
     }
 
-    async fn create_router(&self, name: &str) -> Result<Router> {
+    async fn create_router_with(&self, req: &CreateRouter) -> Result<Router> {
         self.run(Op::CreateRouter, "POST", "/routers", |w| {
             let r = Router {
                 id: new_id(),
-                name: name.into(),
-                project_id: self.project_id.clone(),
+                name: req.name.clone(),
+                project_id: req
+                    .project_id
+                    .clone()
+                    .unwrap_or_else(|| self.project_id.clone()),
                 routes: vec![],
                 revision_number: 1,
             };
@@ -1056,17 +1074,5 @@ impl Neutron for FakeNeutron {
             Ok(())
         })
         .await
-    }
-
-    async fn create_rbac_policy(&self, req: &ShareNetwork) -> Result<RbacPolicy> {
-        self.rbac_create(req).await
-    }
-
-    async fn list_rbac_policies(&self, object_id: &str) -> Result<Vec<RbacPolicy>> {
-        self.rbac_list(object_id).await
-    }
-
-    async fn delete_rbac_policy(&self, id: &str) -> Result<()> {
-        self.rbac_delete(id).await
     }
 }

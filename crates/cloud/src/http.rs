@@ -15,7 +15,7 @@ use crate::auth::{AuthConfig, AuthMethod};
 use crate::error::{CloudError, Result};
 use crate::secret::SecretString;
 use crate::types::*;
-use crate::{Identity, Neutron};
+use crate::{Identity, Neutron, NeutronAdmin};
 
 /// Renew a token this long before Keystone says it expires.
 const TOKEN_SLACK: chrono::TimeDelta = chrono::TimeDelta::minutes(5);
@@ -575,17 +575,6 @@ impl Neutron for OpenStack {
         Ok(())
     }
 
-    async fn add_router_subnet(&self, router_id: &str, subnet_id: &str) -> Result<String> {
-        let path = format!("/routers/{}/add_router_interface", enc(router_id));
-        self.send(
-            Method::PUT,
-            &path,
-            &json!({"subnet_id": subnet_id}),
-            "port_id",
-        )
-        .await
-    }
-
     async fn add_extraroutes(&self, router_id: &str, routes: &[Route]) -> Result<Router> {
         self.extraroutes(router_id, "add_extraroutes", routes).await
     }
@@ -612,6 +601,43 @@ impl Neutron for OpenStack {
             )
             .await?;
         decode(&bytes, "router", "PUT", &path)
+    }
+
+    async fn create_rbac_policy(&self, req: &ShareNetwork) -> Result<RbacPolicy> {
+        let body = json!({"rbac_policy": {
+            "object_type": "network",
+            "object_id": req.network_id,
+            "action": req.action,
+            "target_tenant": req.target_tenant,
+        }});
+        self.send(Method::POST, "/rbac-policies", &body, "rbac_policy")
+            .await
+    }
+
+    async fn list_rbac_policies(&self, object_id: &str) -> Result<Vec<RbacPolicy>> {
+        let p = [("object_id", object_id.to_string())];
+        self.get(&format!("/rbac-policies{}", query(&p)), "rbac_policies")
+            .await
+    }
+
+    async fn delete_rbac_policy(&self, id: &str) -> Result<()> {
+        let path = format!("/rbac-policies/{}", enc(id));
+        self.call(Method::DELETE, &path, None, None).await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl NeutronAdmin for OpenStack {
+    async fn add_router_subnet(&self, router_id: &str, subnet_id: &str) -> Result<String> {
+        let path = format!("/routers/{}/add_router_interface", enc(router_id));
+        self.send(
+            Method::PUT,
+            &path,
+            &json!({"subnet_id": subnet_id}),
+            "port_id",
+        )
+        .await
     }
 
     async fn create_network(&self, name: &str) -> Result<Network> {
@@ -645,11 +671,21 @@ impl Neutron for OpenStack {
         self.send(Method::POST, "/subnets", &body, "subnet").await
     }
 
-    async fn create_router(&self, name: &str) -> Result<Router> {
+    async fn create_router_with(&self, req: &CreateRouter) -> Result<Router> {
+        let mut router = json!({"name": req.name});
+        if let Some(p) = &req.project_id {
+            router["project_id"] = json!(p);
+        }
+        if let Some(ha) = req.ha {
+            router["ha"] = json!(ha);
+        }
+        if let Some(d) = req.distributed {
+            router["distributed"] = json!(d);
+        }
         self.send(
             Method::POST,
             "/routers",
-            &json!({"router": {"name": name}}),
+            &json!({ "router": router }),
             "router",
         )
         .await
@@ -658,29 +694,6 @@ impl Neutron for OpenStack {
     async fn delete_router(&self, id: &str) -> Result<()> {
         self.call(Method::DELETE, &format!("/routers/{}", enc(id)), None, None)
             .await?;
-        Ok(())
-    }
-
-    async fn create_rbac_policy(&self, req: &ShareNetwork) -> Result<RbacPolicy> {
-        let body = json!({"rbac_policy": {
-            "object_type": "network",
-            "object_id": req.network_id,
-            "action": req.action,
-            "target_tenant": req.target_tenant,
-        }});
-        self.send(Method::POST, "/rbac-policies", &body, "rbac_policy")
-            .await
-    }
-
-    async fn list_rbac_policies(&self, object_id: &str) -> Result<Vec<RbacPolicy>> {
-        let p = [("object_id", object_id.to_string())];
-        self.get(&format!("/rbac-policies{}", query(&p)), "rbac_policies")
-            .await
-    }
-
-    async fn delete_rbac_policy(&self, id: &str) -> Result<()> {
-        let path = format!("/rbac-policies/{}", enc(id));
-        self.call(Method::DELETE, &path, None, None).await?;
         Ok(())
     }
 }

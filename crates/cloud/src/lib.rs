@@ -38,8 +38,6 @@ pub trait Neutron: Send + Sync {
     async fn add_router_interface(&self, router_id: &str, port_id: &str) -> Result<()>;
     /// Detach a port from a router. Neutron deletes the port as part of this.
     async fn remove_router_interface(&self, router_id: &str, port_id: &str) -> Result<()>;
-    /// Attach a subnet (Neutron creates the port at the subnet's gateway IP); returns the port ID.
-    async fn add_router_subnet(&self, router_id: &str, subnet_id: &str) -> Result<String>;
     /// extraroute-atomic: add routes without touching others.
     async fn add_extraroutes(&self, router_id: &str, routes: &[Route]) -> Result<Router>;
     /// extraroute-atomic: remove exactly these routes.
@@ -51,17 +49,34 @@ pub trait Neutron: Send + Sync {
         routes: &[Route],
         if_revision: Option<u64>,
     ) -> Result<Router>;
-    async fn create_network(&self, name: &str) -> Result<Network>;
-    async fn delete_network(&self, id: &str) -> Result<()>;
-    async fn create_subnet(&self, network_id: &str, cidr: &str, gateway_ip: &str)
-    -> Result<Subnet>;
-    async fn create_router(&self, name: &str) -> Result<Router>;
-    async fn delete_router(&self, id: &str) -> Result<()>;
     /// `POST /rbac-policies` on a network.
     async fn create_rbac_policy(&self, req: &ShareNetwork) -> Result<RbacPolicy>;
     /// `GET /rbac-policies?object_id=`: only the caller's own policies are listed.
     async fn list_rbac_policies(&self, object_id: &str) -> Result<Vec<RbacPolicy>>;
     async fn delete_rbac_policy(&self, id: &str) -> Result<()>;
+}
+
+/// What only tests, the lab and benchmarks do: build and tear down fabrics. The operator never
+/// creates or deletes networks, subnets or routers, so its port does not offer it.
+#[async_trait]
+pub trait NeutronAdmin: Neutron {
+    async fn create_network(&self, name: &str) -> Result<Network>;
+    async fn delete_network(&self, id: &str) -> Result<()>;
+    async fn create_subnet(&self, network_id: &str, cidr: &str, gateway_ip: &str)
+    -> Result<Subnet>;
+    /// `POST /routers`; `project_id`, `ha` and `distributed` are sent only when set (the
+    /// latter two need an admin, as with `openstack router create --ha|--distributed`).
+    async fn create_router_with(&self, req: &CreateRouter) -> Result<Router>;
+    async fn create_router(&self, name: &str) -> Result<Router> {
+        self.create_router_with(&CreateRouter {
+            name: name.into(),
+            ..Default::default()
+        })
+        .await
+    }
+    async fn delete_router(&self, id: &str) -> Result<()>;
+    /// Attach a subnet (Neutron creates the port at the subnet's gateway IP); returns the port ID.
+    async fn add_router_subnet(&self, router_id: &str, subnet_id: &str) -> Result<String>;
 }
 
 /// Keystone as the operator uses it: who the current credential is.

@@ -31,8 +31,24 @@ pub struct Port {
     pub revision_number: u64,
 }
 
-/// The device_owner Neutron sets on a router's (non-HA, non-DVR) interface port.
+/// The device_owner Neutron sets on a legacy router's interface port.
 pub const OWNER_ROUTER_INTERFACE: &str = "network:router_interface";
+/// ... on an L3-HA router's interface port.
+pub const OWNER_ROUTER_INTERFACE_HA: &str = "network:ha_router_replicated_interface";
+/// ... on a distributed (DVR) router's interface port.
+pub const OWNER_ROUTER_INTERFACE_DVR: &str = "network:router_interface_distributed";
+/// Every device_owner Neutron gives a router interface (its ROUTER_INTERFACE_OWNERS). An HA
+/// router's heartbeat port (`network:router_ha_interface`) is not among them: it is never a leg.
+pub const ROUTER_INTERFACE_OWNERS: [&str; 3] = [
+    OWNER_ROUTER_INTERFACE,
+    OWNER_ROUTER_INTERFACE_HA,
+    OWNER_ROUTER_INTERFACE_DVR,
+];
+
+/// Whether a port with this device_owner is a router interface (of any router kind).
+pub fn is_router_interface_owner(device_owner: &str) -> bool {
+    ROUTER_INTERFACE_OWNERS.contains(&device_owner)
+}
 
 impl Port {
     pub fn has_ip(&self, ip: &str) -> bool {
@@ -47,9 +63,14 @@ impl Port {
         self.tags.iter().any(|t| t == tag)
     }
 
+    /// Attached as an interface of some router (legacy, L3-HA or DVR).
+    pub fn is_router_interface(&self) -> bool {
+        !self.device_id.is_empty() && is_router_interface_owner(&self.device_owner)
+    }
+
     /// Attached as an interface of this router.
     pub fn is_interface_of(&self, router_id: &str) -> bool {
-        self.device_id == router_id && self.device_owner.starts_with("network:router_interface")
+        self.device_id == router_id && self.is_router_interface()
     }
 }
 
@@ -161,6 +182,18 @@ pub struct ShareNetwork {
     pub action: String,
     /// A project ID, or `*` for every project (admins only).
     pub target_tenant: String,
+}
+
+/// `POST /routers`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CreateRouter {
+    pub name: String,
+    /// Create it for another project (admin only).
+    pub project_id: Option<String>,
+    /// L3-HA router (admin only).
+    pub ha: Option<bool>,
+    /// Distributed (DVR) router (admin only).
+    pub distributed: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bnerd_cloud::{
-    AuthConfig, AuthMethod, CloudError, Neutron, OpenStack, POOL_IDLE, SecretString,
+    AuthConfig, AuthMethod, CloudError, Neutron, NeutronAdmin, OpenStack, POOL_IDLE, SecretString,
 };
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};

@@ -10,13 +10,13 @@ use std::time::{Duration, Instant};
 
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::{ClusterLink, ClusterLinkSpec, GatewayRef};
-use bnerd_cloud::Neutron;
+use bnerd_cloud::NeutronAdmin;
 use bnerd_cloud_fake::{FakeCloud, FakeNeutron};
 use bnerd_vpn_operator::controller::link_input;
 use bnerd_vpn_operator::engine::{Engine, Outcome, cleanup};
 use bnerd_vpn_operator::fabric::Fabric;
 
-async fn fabric(net: &dyn Neutron) -> Fabric {
+async fn fabric(net: &dyn NeutronAdmin) -> Fabric {
     let n = net.create_network("vpn-transit").await.unwrap();
     let s = net
         .create_subnet(&n.id, "10.254.0.0/24", "10.254.0.1")
@@ -42,7 +42,7 @@ fn link(name: &str, router: &str, cidr: &str) -> ClusterLink {
 
 /// Reconcile link `i` and keep its new status, as the controller's status patch would.
 async fn run(
-    net: &dyn Neutron,
+    net: &dyn NeutronAdmin,
     fabric: &Fabric,
     links: &mut [ClusterLink],
     i: usize,

@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 
 use bnerd_cloud::{
-    ACCESS_AS_SHARED, CreatePort, Identity, Neutron, OpenStack, PortQuery, Result, Route,
+    ACCESS_AS_SHARED, CreatePort, Identity, NeutronAdmin, OpenStack, PortQuery, Result, Route,
     RouterQuery, ShareNetwork,
 };
 use bnerd_cloud_fake::FakeCloud;
@@ -29,11 +29,11 @@ fn obs<T>(r: Result<T>) -> String {
 }
 
 struct Clouds {
-    op: Arc<dyn Neutron>,
-    cust: Arc<dyn Neutron>,
+    op: Arc<dyn NeutronAdmin>,
+    cust: Arc<dyn NeutronAdmin>,
     cust_identity: Arc<dyn Identity>,
     /// A cloud admin (for the rule an admin made by hand).
-    admin: Arc<dyn Neutron>,
+    admin: Arc<dyn NeutronAdmin>,
     /// An application credential that was deleted after it worked once.
     revoked: Arc<dyn Identity>,
 }

@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::{ClusterLink, ClusterLinkSpec};
 use bnerd_cloud::{
-    AuthConfig, AuthMethod, CreatePort, Neutron, OpenStack, Port, PortQuery, Router, SecretString,
+    AuthConfig, AuthMethod, CreatePort, NeutronAdmin, OpenStack, Port, PortQuery, Router,
+    SecretString,
 };
 use bnerd_cloud_fake::FakeCloud;
 use bnerd_vpn_operator::controller::{link_input, peers_of};
@@ -124,7 +125,7 @@ pub fn unique(prefix: &str) -> String {
 /// A fresh transit network (10.254.0.0/24, gateway .1) and gateway router, per test, so
 /// tests on the shared lab never see each other's addresses.
 pub struct Env {
-    pub net: Arc<dyn Neutron>,
+    pub net: Arc<dyn NeutronAdmin>,
     pub fabric: Fabric,
     pub fake: Option<FakeCloud>,
     pub links: Vec<ClusterLink>,
@@ -136,13 +137,13 @@ pub async fn fake_env() -> Env {
 }
 
 pub async fn fake_env_with(cloud: FakeCloud) -> Env {
-    let net: Arc<dyn Neutron> = Arc::new(cloud.client("operator"));
+    let net: Arc<dyn NeutronAdmin> = Arc::new(cloud.client("operator"));
     build(net, Some(cloud)).await
 }
 
 pub async fn lab_env_for(test: &str) -> Option<Env> {
     let env = lab_or_skip(test)?;
-    let net: Arc<dyn Neutron> = Arc::new(lab_client(&env, "OPERATOR"));
+    let net: Arc<dyn NeutronAdmin> = Arc::new(lab_client(&env, "OPERATOR"));
     Some(build(net, None).await)
 }
 
@@ -160,11 +161,11 @@ pub fn lab_tagged_client(env: &BTreeMap<String, String>) -> OpenStack {
 
 pub async fn lab_tagged_env_for(test: &str) -> Option<Env> {
     let env = lab_or_skip(test)?;
-    let net: Arc<dyn Neutron> = Arc::new(lab_tagged_client(&env));
+    let net: Arc<dyn NeutronAdmin> = Arc::new(lab_tagged_client(&env));
     Some(build(net, None).await)
 }
 
-async fn build(net: Arc<dyn Neutron>, fake: Option<FakeCloud>) -> Env {
+async fn build(net: Arc<dyn NeutronAdmin>, fake: Option<FakeCloud>) -> Env {
     let n = net
         .create_network(&unique("vpn-transit"))
         .await
@@ -306,7 +307,7 @@ impl Env {
 }
 
 pub async fn reconcile_one(
-    net: &dyn Neutron,
+    net: &dyn NeutronAdmin,
     fabric: &Fabric,
     links: &[ClusterLink],
     i: usize,
