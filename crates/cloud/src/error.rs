@@ -4,6 +4,37 @@ use thiserror::Error;
 
 pub type Result<T, E = CloudError> = std::result::Result<T, E>;
 
+/// The Neutron error types (`NeutronError.type`) the operator acts on; anything else is
+/// reported as it came.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NeutronErrorKind {
+    /// A port already has a device (e.g. re-attaching a leg after a lost answer).
+    PortInUse,
+    /// A fixed IP is taken.
+    IpAddressAlreadyAllocated,
+    /// A router interface cannot go while a route's nexthop needs it.
+    RouterInterfaceInUseByRoute,
+    /// An identical RBAC policy exists (maybe an admin's, invisible to us).
+    DuplicateRbacPolicy,
+    /// A quota (e.g. routes per router) is exhausted.
+    OverQuota,
+    /// A route is invalid for the router (nexthop not connected, or the router's own).
+    InvalidRoutes,
+}
+
+impl NeutronErrorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::PortInUse => "PortInUse",
+            Self::IpAddressAlreadyAllocated => "IpAddressAlreadyAllocated",
+            Self::RouterInterfaceInUseByRoute => "RouterInterfaceInUseByRoute",
+            Self::DuplicateRbacPolicy => "DuplicateRbacPolicy",
+            Self::OverQuota => "OverQuota",
+            Self::InvalidRoutes => "InvalidRoutes",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Error, PartialEq)]
 pub enum CloudError {
     /// The API answered with an error status. `kind` is NeutronError.type when present.
@@ -77,8 +108,9 @@ impl CloudError {
         self.status() == Some(404)
     }
 
-    pub fn is_kind(&self, kind: &str) -> bool {
-        self.kind() == Some(kind)
+    /// Neutron answered with this error type.
+    pub fn is(&self, kind: NeutronErrorKind) -> bool {
+        self.kind() == Some(kind.as_str())
     }
 
     /// Worth retrying with backoff: server errors, timeouts, transport failures, quota and
@@ -89,7 +121,7 @@ impl CloudError {
                 *status >= 500
                     || *status == 412
                     || *status == 429
-                    || (*status == 409 && kind == "OverQuota")
+                    || (*status == 409 && kind == NeutronErrorKind::OverQuota.as_str())
             }
             CloudError::Timeout { .. } | CloudError::Transport { .. } => true,
             // Keystone itself failing is weather; refusing the credential is not.

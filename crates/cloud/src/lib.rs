@@ -9,7 +9,7 @@ pub mod secret;
 pub mod types;
 
 pub use auth::{AuthConfig, AuthMethod, ConfigError};
-pub use error::{CloudError, Result, error_chain};
+pub use error::{CloudError, NeutronErrorKind, Result, error_chain};
 pub use http::{OpenStack, POOL_IDLE};
 pub use secret::SecretString;
 pub use types::*;

@@ -13,7 +13,7 @@ use bnerd_api::{ClusterLink, ClusterLinkSpec, GatewayRef};
 use bnerd_cloud::NeutronAdmin;
 use bnerd_cloud_fake::{FakeCloud, FakeNeutron};
 use bnerd_vpn_operator::controller::link_input;
-use bnerd_vpn_operator::engine::{Engine, Outcome, cleanup};
+use bnerd_vpn_operator::engine::{Engine, Outcome};
 use bnerd_vpn_operator::fabric::Fabric;
 
 async fn fabric(net: &dyn NeutronAdmin) -> Fabric {
@@ -210,12 +210,13 @@ async fn lab_costs(rounds: usize, tags_at_create: bool) {
         let status = links[0].status.clone().unwrap_or_default();
         let input = link_input(&links[0], &status, &[], &[]).expect("uid");
         let t = Instant::now();
-        cleanup(
+        bnerd_vpn_operator::engine::unwind(
             &Engine {
                 net: &net,
                 fabric: &fab,
             },
             &input,
+            &[],
         )
         .await
         .expect("unwind");

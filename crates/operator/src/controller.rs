@@ -7,7 +7,7 @@ use std::time::Duration;
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::names::{FIELD_MANAGER, FINALIZER};
 use bnerd_api::{ClusterLink, ClusterLinkStatus};
-use bnerd_cloud::{CloudError, Neutron};
+use bnerd_cloud::Neutron;
 use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -22,7 +22,9 @@ use tracing::{info, warn};
 
 use crate::backoff::Backoff;
 use crate::config::Config;
-use crate::engine::{Engine, Input, Peer, Retry, cleanup, transitions};
+use crate::engine::{
+    Engine, GatewayProblem, Input, Peer, Retry, deleting_status, transitions, unwind,
+};
 use crate::fabric::Fabric;
 use crate::gateways::{fan_out, reverse_targets};
 
@@ -33,7 +35,7 @@ pub enum Error {
     #[error("finalizer: {0}")]
     Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
     #[error("unwinding cloud resources: {0}")]
-    Cleanup(#[from] CloudError),
+    Unwind(String),
     #[error("object has no metadata.uid")]
     NoUid,
 }
@@ -139,9 +141,12 @@ async fn apply(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> {
         )
         .await;
     }
-    for (reason, note) in &outcome.actions {
-        info!(clusterlink = %name, reason = %reason, "{note}");
-        publish(ctx, &reference, EventType::Normal, reason, note).await;
+    for a in &outcome.actions {
+        info!(clusterlink = %name, reason = a.kind.as_str(), "{}", a.note);
+        publish(ctx, &reference, EventType::Normal, a.kind.as_str(), &a.note).await;
+    }
+    for p in &outcome.gateway_problems {
+        warn_gateway(ctx, &name, p).await;
     }
     Ok(match outcome.retry {
         Retry::Resync => {
@@ -171,14 +176,64 @@ async fn publish(
     }
 }
 
+/// A gateway whose reverse route a link could not install hears about it itself: it may live
+/// in a namespace whose owners never look at ClusterLinks.
+async fn warn_gateway(ctx: &Context, link: &str, p: &GatewayProblem) {
+    let reference = k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some(format!("{}/v1alpha1", bnerd_api::names::GROUP)),
+        kind: Some(p.gateway.kind.clone()),
+        namespace: Some(p.gateway.namespace.clone()),
+        name: Some(p.gateway.name.clone()),
+        ..Default::default()
+    };
+    warn!(clusterlink = %link, gateway = %format!("{}/{}", p.gateway.namespace, p.gateway.name), "reverse route not installed: {}", p.message);
+    publish(
+        ctx,
+        &reference,
+        EventType::Warning,
+        "ReverseRouteNotInstalled",
+        &format!("ClusterLink {link}: {}", p.message),
+    )
+    .await;
+}
+
 async fn remove(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> {
+    let name = link.name_any();
     let status = link.status.clone().unwrap_or_default();
     let engine = Engine {
         net: ctx.net.as_ref(),
         fabric: &ctx.fabric,
     };
-    cleanup(&engine, &link_input(&link, &status, &[], &[])?).await?;
-    info!(clusterlink = %link.name_any(), "unwound gateway route, attachment and leg port");
+    // Routes matching a current reverse target go before the detach even when status lost
+    // them; a failed list only means relying on status.
+    let targets = reverse_targets(&ctx.client).await.unwrap_or_else(|e| {
+        warn!(clusterlink = %name, error = %e, "listing gateways for the unwind failed; removing the reverse routes status records");
+        vec![]
+    });
+    let input = link_input(&link, &status, &[], &targets)?;
+    if let Err(f) = unwind(&engine, &input, &targets).await {
+        let stuck = deleting_status(&status, &f, link.metadata.generation);
+        if stuck != status {
+            let api: Api<ClusterLink> = Api::all(ctx.client.clone());
+            let patch = json!({"apiVersion": "ipsec.bnerd.net/v1alpha1", "kind": "ClusterLink", "status": stuck});
+            api.patch_status(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&patch),
+            )
+            .await?;
+            publish(
+                ctx,
+                &link.object_ref(&()),
+                EventType::Warning,
+                f.reason.as_str(),
+                &f.message,
+            )
+            .await;
+        }
+        return Err(Error::Unwind(f.message));
+    }
+    info!(clusterlink = %name, "unwound gateway route, attachment and leg port");
     let reference = link.object_ref(&());
     publish(
         ctx,

@@ -109,12 +109,12 @@ async fn terminal_errors_wait_for_resync_and_cleanup_survives_faults() {
         fabric: &env.fabric,
     };
     assert!(
-        bnerd_vpn_operator::engine::cleanup(&engine, &input)
+        bnerd_vpn_operator::engine::unwind(&engine, &input, &[])
             .await
             .is_err(),
         "the timeout is reported"
     );
-    bnerd_vpn_operator::engine::cleanup(&engine, &input)
+    bnerd_vpn_operator::engine::unwind(&engine, &input, &[])
         .await
         .expect("second unwind finishes");
     assert_eq!(

@@ -141,7 +141,9 @@ async fn adopts_hand_made_leg(mut env: Env) {
     let out = env.reconcile("svc01-link").await;
     assert_ready(&env, "svc01-link");
     assert!(
-        out.actions.iter().any(|(r, _)| r == "LegPortAdopted"),
+        out.actions
+            .iter()
+            .any(|a| a.kind == bnerd_vpn_operator::engine::ActionKind::LegPortAdopted),
         "{:?}",
         out.actions
     );

@@ -1,26 +1,33 @@
 //! One reconcile of one ClusterLink against the cloud, and its unwind on delete.
 //!
 //! Steps run in the spec's order, each owning one condition: Validated → LegAttached →
-//! RouteInstalled → ReverseRoutesInstalled, then Ready. A failing step sets its own
-//! condition False and the later ones Unknown/Blocked; nothing after it touches the cloud.
+//! RouteInstalled → ReverseRoutesInstalled, then Ready. Each step observes (reads only), a
+//! pure function in `plan` decides (every condition reason is chosen there), the step acts on
+//! that decision, and `report` turns the results into conditions. A failing step sets its own
+//! condition False and the later ones Unknown; nothing after it touches the cloud.
 
-mod cleanup;
+mod gateway_route;
 mod leg;
+mod ops;
+pub mod plan;
 mod report;
-mod routes;
-mod validate;
+mod reverse_routes;
+mod unwind;
 
 use std::net::Ipv4Addr;
 
 use bnerd_api::gateway::ReverseTarget;
-use bnerd_api::{ClusterLinkSpec, ClusterLinkStatus, ConditionType, Reason};
-use bnerd_cloud::{CloudError, Neutron};
+use bnerd_api::{ClusterLinkSpec, ClusterLinkStatus, ConditionType};
+use bnerd_cloud::Neutron;
 use ipnet::Ipv4Net;
 
 use crate::fabric::Fabric;
 
-pub use cleanup::cleanup;
-pub use report::{Transition, transitions};
+pub use plan::StepFail;
+pub use plan::reverse_routes::GatewayProblem;
+pub use plan::unwind::UnwindPlan;
+pub use report::{Transition, deleting_status, transitions};
+pub use unwind::unwind;
 
 /// What another ClusterLink claims, as seen in the informer cache.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,39 +63,57 @@ pub enum Retry {
     Backoff,
 }
 
+/// Something the reconcile did to the cloud, worth an Event of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActionKind {
+    LegPortCreated,
+    LegPortAdopted,
+    LegAttached,
+    LegMoved,
+    DuplicateLegRemoved,
+    RouteInstalled,
+    RouteRemoved,
+}
+
+impl ActionKind {
+    /// The Event reason.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActionKind::LegPortCreated => "LegPortCreated",
+            ActionKind::LegPortAdopted => "LegPortAdopted",
+            ActionKind::LegAttached => "LegAttached",
+            ActionKind::LegMoved => "LegMoved",
+            ActionKind::DuplicateLegRemoved => "DuplicateLegRemoved",
+            ActionKind::RouteInstalled => "RouteInstalled",
+            ActionKind::RouteRemoved => "RouteRemoved",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Action {
+    pub kind: ActionKind,
+    pub note: String,
+}
+
+impl Action {
+    pub(crate) fn new(kind: ActionKind, note: impl Into<String>) -> Self {
+        Self {
+            kind,
+            note: note.into(),
+        }
+    }
+}
+
 /// The result of one reconcile: the full status to write and what to say about it.
 #[derive(Debug, Clone)]
 pub struct Outcome {
     pub status: ClusterLinkStatus,
     pub retry: Retry,
     /// Actions worth an Event beyond condition changes (adoption, creation, removal).
-    pub actions: Vec<(String, String)>,
-}
-
-/// A step that could not finish.
-#[derive(Debug, Clone)]
-pub(crate) struct StepFail {
-    pub reason: Reason,
-    pub message: String,
-    pub retryable: bool,
-}
-
-impl StepFail {
-    pub fn terminal(reason: Reason, message: impl Into<String>) -> Self {
-        Self {
-            reason,
-            message: message.into(),
-            retryable: false,
-        }
-    }
-
-    pub fn cloud(reason: Reason, context: &str, e: &CloudError) -> Self {
-        Self {
-            reason,
-            message: format!("{context}: {e}"),
-            retryable: e.is_retryable(),
-        }
-    }
+    pub actions: Vec<Action>,
+    /// Gateways whose reverse route could not be installed (a Warning Event on each).
+    pub gateway_problems: Vec<GatewayProblem>,
 }
 
 /// The cloud side of the operator: one Neutron credential and the fabric it serves.
@@ -103,71 +128,59 @@ impl Engine<'_> {
         let mut r = report::Report::new(input);
         let spec = input.spec;
 
-        let valid = match validate::validate(spec, self.fabric.transit_subnet) {
+        let valid = match plan::validated::plan(spec, self.fabric.transit_subnet) {
             Ok(v) => v,
-            Err(message) => {
-                r.fail(
-                    ConditionType::Validated,
-                    StepFail::terminal(Reason::InvalidSpec, message),
-                );
+            Err(f) => {
+                r.fail(ConditionType::Validated, f);
                 return r.finish();
             }
         };
-        r.pass(ConditionType::Validated, Reason::Valid, "spec is valid");
-
         if spec.credentials_secret_ref.is_some() {
-            // Cross-tenant links need the customer's credential for every leg-side call;
-            // until that path exists, touch nothing rather than build in the wrong project.
             r.fail(
-                ConditionType::LegAttached,
-                StepFail::terminal(
-                    Reason::Blocked,
-                    "cross-tenant ClusterLinks (spec.credentialsSecretRef) are not supported by this operator build; nothing was changed",
-                ),
+                ConditionType::Validated,
+                plan::validated::cross_tenant_unsupported(),
             );
             return r.finish();
         }
+        r.pass(ConditionType::Validated, plan::validated::valid_message());
 
-        let leg = match leg::ensure(self, input, &valid, &mut r).await {
+        let leg = match leg::ensure(self, input, &valid, &mut r.actions).await {
             Ok(leg) => leg,
             Err(f) => {
                 r.fail(ConditionType::LegAttached, f);
                 return r.finish();
             }
         };
+        r.status.leg_port_id = Some(leg.port_id.clone());
+        r.status.transit_ip = Some(leg.ip.to_string());
+        r.status.service_router_id = Some(leg.router_id.clone());
         r.pass(
             ConditionType::LegAttached,
-            Reason::Attached,
             format!(
                 "leg port {} at {} attached to router {}",
                 leg.port_id, leg.ip, leg.router_id
             ),
         );
 
-        match routes::ensure_gateway_route(self, input, &valid, &leg, &mut r).await {
-            Ok(msg) => r.pass(ConditionType::RouteInstalled, Reason::Installed, msg),
-            Err(f) => r.fail(ConditionType::RouteInstalled, f),
+        match gateway_route::ensure(self, input, &valid, &leg, &mut r.actions).await {
+            Ok((msg, route)) => {
+                r.status.gateway_route = Some(route);
+                r.pass(ConditionType::RouteInstalled, msg);
+            }
+            Err((f, route)) => {
+                r.status.gateway_route = route;
+                r.fail(ConditionType::RouteInstalled, f);
+            }
         }
         // Reverse routes do not depend on the forward route: a broken one never reads as the
         // forward path being down, and vice versa.
-        match routes::ensure_reverse_routes(self, input, &leg, &mut r).await {
-            Ok(msg) => r.pass(
-                ConditionType::ReverseRoutesInstalled,
-                Reason::Installed,
-                msg,
-            ),
+        let rev = reverse_routes::ensure(self, input, &leg).await;
+        r.status.reverse_routes = rev.installed;
+        r.gateway_problems = rev.problems;
+        match rev.verdict {
+            Ok(msg) => r.pass(ConditionType::ReverseRoutesInstalled, msg),
             Err(f) => r.fail(ConditionType::ReverseRoutesInstalled, f),
         }
         r.finish()
     }
-}
-
-/// The leg as it stands after LegAttached passed.
-#[derive(Debug, Clone)]
-pub(crate) struct Leg {
-    pub port_id: String,
-    pub ip: Ipv4Addr,
-    pub router_id: String,
-    /// Routers already read this reconcile (their routes are current).
-    pub seen: leg::Seen,
 }

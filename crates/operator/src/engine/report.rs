@@ -5,7 +5,21 @@ use bnerd_api::{ClusterLinkStatus, ConditionType, Reason};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 
-use super::{Input, Outcome, Retry, StepFail};
+use super::plan::StepFail;
+use super::{Action, GatewayProblem, Input, Outcome, Retry};
+
+/// The reason a step's condition carries when it passed.
+fn true_reason(t: ConditionType) -> Reason {
+    match t {
+        ConditionType::Validated => Reason::Valid,
+        ConditionType::TenantIsolationAttested => Reason::Attested,
+        ConditionType::CredentialsResolved => Reason::Resolved,
+        ConditionType::TransitNetworkShared => Reason::Shared,
+        ConditionType::LegAttached => Reason::Attached,
+        ConditionType::RouteInstalled | ConditionType::ReverseRoutesInstalled => Reason::Installed,
+        ConditionType::Ready => Reason::Ready,
+    }
+}
 
 pub(crate) struct Report {
     pub status: ClusterLinkStatus,
@@ -14,7 +28,8 @@ pub(crate) struct Report {
     done: Vec<ConditionType>,
     first_failure: Option<ConditionType>,
     retryable: bool,
-    pub actions: Vec<(String, String)>,
+    pub actions: Vec<Action>,
+    pub gateway_problems: Vec<GatewayProblem>,
 }
 
 impl Report {
@@ -27,6 +42,7 @@ impl Report {
             first_failure: None,
             retryable: false,
             actions: vec![],
+            gateway_problems: vec![],
         }
     }
 
@@ -43,18 +59,14 @@ impl Report {
         self.done.push(t);
     }
 
-    pub fn pass(&mut self, t: ConditionType, reason: Reason, message: impl Into<String>) {
-        self.set(t, Status::True, reason, message.into());
+    pub fn pass(&mut self, t: ConditionType, message: impl Into<String>) {
+        self.set(t, Status::True, true_reason(t), message.into());
     }
 
     pub fn fail(&mut self, t: ConditionType, f: StepFail) {
         self.retryable |= f.retryable;
         self.first_failure.get_or_insert(t);
         self.set(t, Status::False, f.reason, f.message);
-    }
-
-    pub fn action(&mut self, reason: &str, message: impl Into<String>) {
-        self.actions.push((reason.to_string(), message.into()));
     }
 
     /// Conditions not reached are Unknown, naming the step that stopped them; Ready sums up.
@@ -103,8 +115,29 @@ impl Report {
                 Retry::Resync
             },
             actions: self.actions,
+            gateway_problems: self.gateway_problems,
         }
     }
+}
+
+/// The status of a deleting link whose unwind is stuck: Ready=False/Deleting says what is in
+/// the way; the other conditions stay as the last reconcile left them.
+pub fn deleting_status(
+    status: &ClusterLinkStatus,
+    f: &StepFail,
+    generation: Option<i64>,
+) -> ClusterLinkStatus {
+    let mut s = status.clone();
+    set_condition(
+        &mut s.conditions,
+        ConditionType::Ready,
+        Status::False,
+        f.reason,
+        f.message.clone(),
+        generation,
+        Timestamp::now(),
+    );
+    s
 }
 
 /// A condition whose status or reason changed: worth one Event.

@@ -15,7 +15,7 @@ use bnerd_cloud::{
 };
 use bnerd_cloud_fake::FakeCloud;
 use bnerd_vpn_operator::controller::{link_input, peers_of};
-use bnerd_vpn_operator::engine::{Engine, Outcome, cleanup};
+use bnerd_vpn_operator::engine::{Engine, Outcome, unwind};
 use bnerd_vpn_operator::fabric::Fabric;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -275,8 +275,10 @@ impl Env {
             net: self.net.as_ref(),
             fabric: &self.fabric,
         };
-        let input = link_input(&l, &status, &[], &[]).expect("uid");
-        cleanup(&engine, &input).await.expect("cleanup");
+        let input = link_input(&l, &status, &[], &self.reverse).expect("uid");
+        unwind(&engine, &input, &self.reverse)
+            .await
+            .unwrap_or_else(|f| panic!("unwind of {name}: {f:?}"));
         self.links.remove(i);
     }
 

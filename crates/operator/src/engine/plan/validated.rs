@@ -2,9 +2,11 @@
 
 use std::net::Ipv4Addr;
 
-use bnerd_api::ClusterLinkSpec;
-use bnerd_api::cidr::{check_transit_ip, parse_service_cidr};
+use bnerd_api::cidr::{check_transit_ip, overlaps, parse_service_cidr};
+use bnerd_api::{ClusterLinkSpec, Reason};
 use ipnet::Ipv4Net;
+
+use super::StepFail;
 
 #[derive(Debug, Clone)]
 pub(crate) struct Valid {
@@ -12,7 +14,27 @@ pub(crate) struct Valid {
     pub pinned_ip: Option<Ipv4Addr>,
 }
 
-pub(crate) fn validate(spec: &ClusterLinkSpec, subnet: Ipv4Net) -> Result<Valid, String> {
+/// Validated=False/InvalidSpec with the field named, or what the later steps need.
+pub(crate) fn plan(spec: &ClusterLinkSpec, subnet: Ipv4Net) -> Result<Valid, StepFail> {
+    check(spec, subnet).map_err(|m| StepFail::terminal(Reason::InvalidSpec, m))
+}
+
+/// Validated=True's message.
+pub(crate) fn valid_message() -> &'static str {
+    "spec is valid"
+}
+
+/// Cross-tenant links are refused before any cloud call until their credential handling
+/// exists: building them with the operator's credential would put the leg in the wrong
+/// project.
+pub(crate) fn cross_tenant_unsupported() -> StepFail {
+    StepFail::terminal(
+        Reason::InvalidSpec,
+        "cross-tenant ClusterLinks (spec.credentialsSecretRef) are not supported by this operator build yet; nothing was changed",
+    )
+}
+
+fn check(spec: &ClusterLinkSpec, subnet: Ipv4Net) -> Result<Valid, String> {
     if spec.service_cluster_router.trim().is_empty() {
         return Err(
             "spec.serviceClusterRouter is empty; name the service cluster's router by name or ID"
@@ -20,7 +42,7 @@ pub(crate) fn validate(spec: &ClusterLinkSpec, subnet: Ipv4Net) -> Result<Valid,
         );
     }
     let cidr = parse_service_cidr(&spec.service_cluster_cidr)?;
-    if cidr.contains(&subnet.network()) || subnet.contains(&cidr.network()) {
+    if overlaps(cidr, subnet) {
         return Err(format!(
             "spec.serviceClusterCIDR {cidr} overlaps the transit subnet {subnet}"
         ));
@@ -58,19 +80,21 @@ mod tests {
 
     #[test]
     fn accepts_and_rejects_naming_the_field() {
-        assert!(validate(&spec("10.251.0.0/16", Some("10.254.0.3")), subnet()).is_ok());
+        assert!(check(&spec("10.251.0.0/16", Some("10.254.0.3")), subnet()).is_ok());
+        let f = plan(&spec("10.251.0.0/33", None), subnet()).unwrap_err();
+        assert_eq!((f.reason, f.retryable), (Reason::InvalidSpec, false));
         for (s, field) in [
             (spec("10.251.0.0/33", None), "spec.serviceClusterCIDR"),
             (spec("10.254.0.0/16", None), "spec.serviceClusterCIDR"),
             (spec("10.251.0.0/16", Some("10.254.0.2")), "spec.transitIP"),
             (spec("10.251.0.0/16", Some("10.254.9.9")), "spec.transitIP"),
         ] {
-            assert!(validate(&s, subnet()).unwrap_err().contains(field), "{s:?}");
+            assert!(check(&s, subnet()).unwrap_err().contains(field), "{s:?}");
         }
         let mut s = spec("10.251.0.0/16", None);
         s.service_cluster_router = " ".into();
         assert!(
-            validate(&s, subnet())
+            check(&s, subnet())
                 .unwrap_err()
                 .contains("spec.serviceClusterRouter")
         );
@@ -80,7 +104,7 @@ mod tests {
             namespace: "n".into(),
         });
         assert!(
-            validate(&s, subnet())
+            check(&s, subnet())
                 .unwrap_err()
                 .contains("spec.customerProjectID is required")
         );

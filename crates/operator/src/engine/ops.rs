@@ -1,0 +1,246 @@
+//! The cloud operations every step shares: reading the transit network and routers, adding
+//! and removing routes without touching anyone else's, and unwinding one leg port. A leaf:
+//! it decides nothing the spec rules on (the plans do), it only carries decisions out.
+
+use bnerd_api::ReverseRoute;
+use bnerd_api::gateway::ReverseTarget;
+use bnerd_api::names::{description_uid_marker, leg_port_name};
+use bnerd_cloud::{CloudError, CreatePort, NeutronErrorKind, Port, PortQuery, Route, Router};
+
+use super::Engine;
+use super::plan::unwind::{UnwindError, detach_blocked, gateway_routes_via, reverse_to_remove};
+
+/// Retries of a read-modify-write of a route table when another writer got in between.
+const IF_MATCH_RETRIES: usize = 3;
+
+/// Neutron's limit on a port's name and description.
+const MAX_PORT_TEXT: usize = 255;
+
+/// Every port on the transit network (the operator owns the network, so it sees them all).
+pub(crate) async fn transit_ports(e: &Engine<'_>) -> Result<Vec<Port>, CloudError> {
+    let q = PortQuery {
+        network_id: Some(e.fabric.transit_network_id.clone()),
+        ..Default::default()
+    };
+    e.net.list_ports(&q).await
+}
+
+/// The router as this reconcile already read it, else read now.
+pub(crate) async fn router(
+    e: &Engine<'_>,
+    seen: Option<&Router>,
+    id: &str,
+) -> Result<Router, CloudError> {
+    match seen {
+        Some(r) => Ok(r.clone()),
+        None => e.net.get_router(id).await,
+    }
+}
+
+/// Cut `s` to at most `max` bytes on a character boundary.
+fn bounded(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// The leg's description: the link's name for humans (cut to fit) and, always whole at the
+/// end, the UID marker that proves ownership when Neutron drops the tags.
+pub(crate) fn leg_description(name: &str, uid: &str) -> String {
+    let marker = description_uid_marker(uid);
+    let tail = format!(" leg, managed by bnerd-vpn-operator, {marker}");
+    let room = MAX_PORT_TEXT.saturating_sub(tail.len() + "ClusterLink ".len());
+    format!("ClusterLink {}{tail}", bounded(name, room))
+}
+
+/// Create the leg port at `ip`, tags in the body where Neutron keeps them.
+pub(crate) async fn create_leg(
+    e: &Engine<'_>,
+    name: &str,
+    uid: &str,
+    tags: &[String],
+    ip: std::net::Ipv4Addr,
+) -> Result<Port, CloudError> {
+    let req = CreatePort {
+        network_id: e.fabric.transit_network_id.clone(),
+        subnet_id: Some(e.fabric.transit_subnet_id.clone()),
+        ip_address: Some(ip.to_string()),
+        name: bounded(&leg_port_name(name), MAX_PORT_TEXT).to_string(),
+        description: leg_description(name, uid),
+        // Sent when listed; whether they stuck is checked after (plan::leg::settle).
+        tags: if e.fabric.tags_at_create {
+            tags.to_vec()
+        } else {
+            vec![]
+        },
+    };
+    e.net.create_port(&req).await
+}
+
+/// Add routes without touching anyone else's: extraroute-atomic when loaded, else a
+/// GET + PUT guarded by If-Match on the revision, retried on a lost race.
+pub(crate) async fn add_routes(
+    e: &Engine<'_>,
+    router: &Router,
+    add: &[Route],
+) -> Result<(), CloudError> {
+    if e.fabric.extraroute_atomic {
+        return e.net.add_extraroutes(&router.id, add).await.map(|_| ());
+    }
+    edit_table(e, router, |routes| {
+        for a in add {
+            if !routes.contains(a) {
+                routes.push(a.clone());
+            }
+        }
+    })
+    .await
+}
+
+/// Remove exactly these routes; a router that is gone has none left.
+pub(crate) async fn remove_routes(
+    e: &Engine<'_>,
+    router: &Router,
+    remove: &[Route],
+) -> Result<(), CloudError> {
+    if remove.is_empty() {
+        return Ok(());
+    }
+    let res = if e.fabric.extraroute_atomic {
+        e.net
+            .remove_extraroutes(&router.id, remove)
+            .await
+            .map(|_| ())
+    } else {
+        edit_table(e, router, |routes| routes.retain(|r| !remove.contains(r))).await
+    };
+    gone_is_done(res)
+}
+
+async fn edit_table(
+    e: &Engine<'_>,
+    router: &Router,
+    edit: impl Fn(&mut Vec<Route>),
+) -> Result<(), CloudError> {
+    let mut current = router.clone();
+    let mut attempt = 0;
+    loop {
+        let mut next = current.routes.clone();
+        edit(&mut next);
+        if next == current.routes {
+            return Ok(());
+        }
+        match e
+            .net
+            .set_routes(&current.id, &next, Some(current.revision_number))
+            .await
+        {
+            Ok(_) => return Ok(()),
+            Err(err) if err.status() == Some(412) && attempt < IF_MATCH_RETRIES => {
+                attempt += 1;
+                current = e.net.get_router(&current.id).await?;
+            }
+            Err(err) => return Err(err),
+        }
+    }
+}
+
+/// Gone already counts as done.
+pub(crate) fn gone_is_done(r: Result<(), CloudError>) -> Result<(), CloudError> {
+    match r {
+        Err(e) if e.is_not_found() => Ok(()),
+        other => other,
+    }
+}
+
+fn cloud(context: String) -> impl FnOnce(CloudError) -> UnwindError {
+    move |error| UnwindError::Cloud { context, error }
+}
+
+/// Unwind one leg port of this link, in the spec's order: the gateway-router routes via its
+/// address (when `gateway` is given; the delete removes them in one go before), the reverse
+/// routes on its router, the attachment (Neutron deletes the port with it), then the port.
+pub(crate) async fn unwind_port(
+    e: &Engine<'_>,
+    port: &Port,
+    gateway: Option<&Router>,
+    targets: &[ReverseTarget],
+    recorded_reverse: &[ReverseRoute],
+) -> Result<(), UnwindError> {
+    if let Some(gw) = gateway {
+        let via = gateway_routes_via(&gw.routes, port);
+        remove_routes(e, gw, &via).await.map_err(cloud(format!(
+            "removing routes via {} from gateway router {}",
+            port.first_ip().unwrap_or("?"),
+            gw.id
+        )))?;
+    }
+    if port.is_router_interface() {
+        let rid = &port.device_id;
+        let mut reverse = vec![];
+        // Without a gateway asking for one and none recorded, no reverse route can be ours.
+        let may_have_reverse = !targets.is_empty() || !recorded_reverse.is_empty();
+        if may_have_reverse {
+            match e.net.get_router(rid).await {
+                Ok(router) => {
+                    reverse = reverse_to_remove(&router.routes, recorded_reverse, targets);
+                    remove_routes(e, &router, &reverse)
+                        .await
+                        .map_err(cloud(format!("removing reverse routes from router {rid}")))?;
+                }
+                Err(err) if err.is_not_found() => {}
+                Err(err) => return Err(cloud(format!("reading router {rid}"))(err)),
+            }
+        }
+        match e.net.remove_router_interface(rid, &port.id).await {
+            // Neutron deletes an interface port with its detach.
+            Ok(()) => return Ok(()),
+            Err(err) if err.is_not_found() => {}
+            Err(err) if err.is(NeutronErrorKind::RouterInterfaceInUseByRoute) => {
+                let routes = match e.net.get_router(rid).await {
+                    Ok(r) => r.routes,
+                    Err(_) => vec![],
+                };
+                let left: Vec<Route> = routes
+                    .into_iter()
+                    .filter(|r| !reverse.contains(r))
+                    .collect();
+                return Err(detach_blocked(port, rid, &left, e.fabric.transit_subnet));
+            }
+            Err(err) => {
+                return Err(cloud(format!(
+                    "detaching leg port {} from router {rid}",
+                    port.id
+                ))(err));
+            }
+        }
+    }
+    gone_is_done(e.net.delete_port(&port.id).await)
+        .map_err(cloud(format!("deleting leg port {}", port.id)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bnerd_api::names::leg_owner_uid;
+
+    #[test]
+    fn a_long_name_never_pushes_the_description_past_neutrons_limit() {
+        // Finding 7: a link name over ~155 characters made the description exceed 255 and the
+        // create fail forever. The marker stays whole, so ownership is still provable.
+        let uid = "0b5a2f4e-1111-4222-8333-444455556666";
+        for len in [1, 100, 155, 200, 253] {
+            let name = "n".repeat(len);
+            let d = leg_description(&name, uid);
+            assert!(d.len() <= MAX_PORT_TEXT, "{len}: {}", d.len());
+            assert_eq!(leg_owner_uid(&[], &d), Some(uid), "{len}");
+        }
+        assert!(leg_description("svc01-link", uid).starts_with("ClusterLink svc01-link leg"));
+        assert_eq!(bounded("ééé", 3), "é");
+    }
+}

@@ -1,0 +1,696 @@
+//! LegAttached: which router the spec names, which port is this link's leg, and what it takes
+//! to make it right (the transit-IP walk, adoption, duplicates, a leg the spec moved).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+
+use bnerd_api::Reason;
+use bnerd_api::cidr::transit_candidates;
+use bnerd_api::names::{is_managed, leg_owner_uid};
+use bnerd_cloud::{CloudError, NeutronErrorKind, Port, Router};
+use ipnet::Ipv4Net;
+
+use super::StepFail;
+use crate::engine::Peer;
+
+/// What the router lookup found for spec.serviceClusterRouter.
+#[derive(Debug)]
+pub(crate) enum RouterSeen {
+    /// The router the leg is attached to, still carrying the ID or name the spec gives.
+    Current(Router),
+    /// Read by ID.
+    ById(Router),
+    /// Listed by name (zero, one or many).
+    ByName(Vec<Router>),
+    /// A read failed: what was being read, and why.
+    Failed(String, CloudError),
+}
+
+/// "spec.serviceClusterRouter (a router name or ID — resolved at reconcile time)": the
+/// router the leg sits on settles it while it still answers to the spec's value, so a second
+/// router taking the same name later does not unseat a working leg.
+pub(crate) fn current_router_settles(router: &Router, value: &str) -> bool {
+    router.id == value || router.name == value
+}
+
+/// Whether the spec's value may be a router ID (worth a GET before a name lookup).
+pub(crate) fn looks_like_id(value: &str) -> bool {
+    value.len() == 36 && value.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
+}
+
+/// The router this link's leg belongs on, or LegAttached=False/RouterResolveFailed.
+pub(crate) fn resolve_router(value: &str, seen: RouterSeen) -> Result<Router, StepFail> {
+    let fail = |m: String| StepFail::terminal(Reason::RouterResolveFailed, m);
+    match seen {
+        RouterSeen::Current(r) | RouterSeen::ById(r) => Ok(r),
+        RouterSeen::Failed(what, e) => Err(StepFail::cloud(Reason::RouterResolveFailed, &what, &e)),
+        RouterSeen::ByName(found) => match <[Router; 1]>::try_from(found) {
+            Ok([r]) => Ok(r),
+            Err(found) if found.is_empty() => Err(fail(format!(
+                "spec.serviceClusterRouter {value:?}: no router with that name or ID is visible to the operator credential"
+            ))),
+            Err(many) => {
+                let ids: Vec<&str> = many.iter().map(|r| r.id.as_str()).collect();
+                Err(fail(format!(
+                    "spec.serviceClusterRouter {value:?} is ambiguous: {} routers carry that name ({}); use the router ID",
+                    many.len(),
+                    ids.join(", ")
+                )))
+            }
+        },
+    }
+}
+
+/// Everything the leg decision reads.
+#[derive(Debug)]
+pub(crate) struct LegView<'a> {
+    pub uid: &'a str,
+    /// The router resolved from the spec.
+    pub router_id: &'a str,
+    /// spec.transitIP, validated.
+    pub pinned: Option<Ipv4Addr>,
+    pub subnet: Ipv4Net,
+    /// Every port on the transit network.
+    pub ports: &'a [Port],
+    pub peers: &'a [Peer],
+    /// Addresses a create found taken during this reconcile (someone got there first).
+    pub lost_races: &'a BTreeSet<Ipv4Addr>,
+}
+
+/// Why a port of ours has to go before the leg can be right.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum UnwindWhy {
+    /// Another port carries this link's UID too (two writers, or a crash at the wrong time).
+    Duplicate { kept: String },
+    /// spec.serviceClusterRouter now names another router.
+    RouterChanged { from: String },
+    /// spec.transitIP now pins another address.
+    PinnedIpChanged { to: Ipv4Addr },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum LegPlan {
+    /// Remove these ports of ours (their gateway and reverse routes first), then look again.
+    Unwind(Vec<(Port, UnwindWhy)>),
+    /// Our port is the leg; `settle` says what it still needs.
+    Keep(Port),
+    /// An untagged port attached to the target router at the candidate address: take it over.
+    Adopt(Port),
+    /// Create the leg at this address.
+    Create(Ipv4Addr),
+    Refuse(StepFail),
+}
+
+/// Whether this port is one of this link's legs (DESIGN 6.2: the UID tag, or the description
+/// marker of a port whose tags were dropped).
+pub(crate) fn is_own(p: &Port, uid: &str) -> bool {
+    leg_owner_uid(&p.tags, &p.description) == Some(uid)
+}
+
+pub(crate) fn port_ip(p: &Port) -> Option<Ipv4Addr> {
+    p.first_ip().and_then(|ip| ip.parse().ok())
+}
+
+/// The leg's transit address; a leg without one cannot carry a route.
+pub(crate) fn leg_ip(p: &Port) -> Result<Ipv4Addr, StepFail> {
+    port_ip(p).ok_or_else(|| {
+        StepFail::terminal(
+            Reason::EnsureLegPortFailed,
+            format!("leg port {} has no IPv4 address", p.id),
+        )
+    })
+}
+
+fn describe_holder(p: &Port) -> String {
+    let owner = if p.device_owner.is_empty() {
+        "no device owner".to_string()
+    } else {
+        format!("device_owner {}", p.device_owner)
+    };
+    let device = if p.device_id.is_empty() {
+        String::new()
+    } else {
+        format!(", device {}", p.device_id)
+    };
+    format!("port {} ({owner}{device}, project {})", p.id, p.project_id)
+}
+
+/// Of several ports carrying our UID, the one to keep: the one attached to the target router,
+/// then the one at the pinned address, then the lowest address. The choice ignores status,
+/// so two writers with different statuses keep the same port.
+fn keeper<'p>(own: &[&'p Port], v: &LegView<'_>) -> Option<&'p Port> {
+    own.iter()
+        .min_by_key(|p| {
+            (
+                !p.is_interface_of(v.router_id),
+                v.pinned.is_some_and(|ip| port_ip(p) != Some(ip)),
+                port_ip(p).map(u32::from).unwrap_or(u32::MAX),
+                p.id.clone(),
+            )
+        })
+        .copied()
+}
+
+/// The leg decision (DESIGN 6.1, 6.2, 6.6).
+pub(crate) fn plan(v: &LegView<'_>) -> LegPlan {
+    let own: Vec<&Port> = v.ports.iter().filter(|p| is_own(p, v.uid)).collect();
+    if let Some(keep) = keeper(&own, v) {
+        let extras: Vec<(Port, UnwindWhy)> = own
+            .iter()
+            .filter(|p| p.id != keep.id)
+            .map(|p| {
+                let why = UnwindWhy::Duplicate {
+                    kept: keep.id.clone(),
+                };
+                ((*p).clone(), why)
+            })
+            .collect();
+        if !extras.is_empty() {
+            return LegPlan::Unwind(extras);
+        }
+        // "a new router moves the leg; a new pinned transitIP rebuilds the leg. Nothing is
+        // left behind at the old place."
+        if keep.is_router_interface() && keep.device_id != v.router_id {
+            let why = UnwindWhy::RouterChanged {
+                from: keep.device_id.clone(),
+            };
+            return LegPlan::Unwind(vec![(keep.clone(), why)]);
+        }
+        if let Some(to) = v.pinned.filter(|ip| port_ip(keep) != Some(*ip)) {
+            return LegPlan::Unwind(vec![(keep.clone(), UnwindWhy::PinnedIpChanged { to })]);
+        }
+        if let Err(f) = leg_ip(keep) {
+            return LegPlan::Refuse(f);
+        }
+        return LegPlan::Keep(keep.clone());
+    }
+    allocate(v)
+}
+
+/// "starting at the transit subnet's .3 … any address already claimed by another ClusterLink
+/// or occupied on the network is skipped too, unless spec.transitIP pins one explicitly", and
+/// "an untagged port already attached to the target router, at the candidate transit IP, is
+/// re-tagged and taken over". Candidates are walked lazily: a /8 is 16 M of them.
+fn allocate(v: &LegView<'_>) -> LegPlan {
+    let unavailable =
+        |m: String| LegPlan::Refuse(StepFail::terminal(Reason::TransitIPUnavailable, m));
+    let claimed: BTreeMap<Ipv4Addr, &str> = v
+        .peers
+        .iter()
+        .flat_map(|p| p.transit_ips.iter().map(|ip| (*ip, p.name.as_str())))
+        .collect();
+    let held: BTreeMap<Ipv4Addr, &Port> = v
+        .ports
+        .iter()
+        .flat_map(|p| {
+            p.fixed_ips
+                .iter()
+                .filter_map(|f| f.ip_address.parse().ok())
+                .map(move |ip| (ip, p))
+        })
+        .collect();
+    let adoptable = |h: &Port| !is_managed(&h.tags) && h.is_interface_of(v.router_id);
+
+    if let Some(ip) = v.pinned {
+        if let Some(peer) = claimed.get(&ip) {
+            return unavailable(format!(
+                "spec.transitIP {ip} is already claimed by ClusterLink {peer}"
+            ));
+        }
+        return match held.get(&ip) {
+            Some(h) if adoptable(h) => LegPlan::Adopt((*h).clone()),
+            Some(h) => unavailable(format!(
+                "spec.transitIP {ip} is held by {}, which this link does not own",
+                describe_holder(h)
+            )),
+            None if v.lost_races.contains(&ip) => unavailable(format!(
+                "spec.transitIP {ip} is held by another port, which this link does not own"
+            )),
+            None => LegPlan::Create(ip),
+        };
+    }
+    for ip in transit_candidates(v.subnet) {
+        if claimed.contains_key(&ip) || v.lost_races.contains(&ip) {
+            continue;
+        }
+        match held.get(&ip) {
+            Some(h) if adoptable(h) => return LegPlan::Adopt((*h).clone()),
+            Some(_) => continue,
+            None => return LegPlan::Create(ip),
+        }
+    }
+    unavailable(format!("no free transit address left in {}", v.subnet))
+}
+
+/// What a chosen leg port still needs: its tags, and its attachment to the target router.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Settle {
+    /// The full tag list to set, when ours are missing (Neutron may drop create-body tags).
+    pub tags: Option<Vec<String>>,
+    pub attach: bool,
+}
+
+pub(crate) fn settle(port: &Port, want_tags: &[String], router_id: &str) -> Settle {
+    let tags = (!want_tags.iter().all(|t| port.has_tag(t))).then(|| {
+        let mut all = port.tags.clone();
+        all.extend(want_tags.iter().filter(|t| !port.has_tag(t)).cloned());
+        all
+    });
+    Settle {
+        tags,
+        attach: !port.is_interface_of(router_id),
+    }
+}
+
+/// A create lost the race for its address (someone took it between our list and create):
+/// look again rather than fail.
+pub(crate) fn create_lost_race(e: &CloudError) -> bool {
+    e.is(NeutronErrorKind::IpAddressAlreadyAllocated)
+}
+
+/// A re-attach after a lost answer finds the port already on the router: that is done.
+pub(crate) fn attach_already_done(
+    e: &CloudError,
+    port_now: Option<&Port>,
+    router_id: &str,
+) -> bool {
+    e.is(NeutronErrorKind::PortInUse) && port_now.is_some_and(|p| p.is_interface_of(router_id))
+}
+
+/// The cloud call of the leg step that failed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum LegCall<'a> {
+    ListPorts,
+    Unwind(&'a Port),
+    Create(Ipv4Addr),
+    Tag(&'a Port),
+    Attach(&'a Port, &'a str),
+}
+
+/// LegAttached=False for a failed call: EnsureRouterHasPortFailed for the attach, else
+/// EnsureLegPortFailed.
+pub(crate) fn call_failed(call: LegCall<'_>, e: &CloudError) -> StepFail {
+    let (reason, context) = match call {
+        LegCall::ListPorts => (
+            Reason::EnsureLegPortFailed,
+            "listing transit ports".to_string(),
+        ),
+        LegCall::Unwind(p) => (
+            Reason::EnsureLegPortFailed,
+            format!("removing leg port {} before rebuilding the leg", p.id),
+        ),
+        LegCall::Create(ip) => (
+            Reason::EnsureLegPortFailed,
+            format!("creating leg port at {ip}"),
+        ),
+        LegCall::Tag(p) => (
+            Reason::EnsureLegPortFailed,
+            format!("tagging leg port {}", p.id),
+        ),
+        LegCall::Attach(p, r) => (
+            Reason::EnsureRouterHasPortFailed,
+            format!("attaching leg port {} to router {r}", p.id),
+        ),
+    };
+    StepFail::cloud(reason, &context, e)
+}
+
+/// The leg step went round more often than any spec change needs: someone keeps changing
+/// the transit network under us.
+pub(crate) fn unsettled(rounds: usize) -> StepFail {
+    StepFail {
+        reason: Reason::EnsureLegPortFailed,
+        message: format!(
+            "the transit network kept changing during {rounds} rounds of looking; will look again"
+        ),
+        retryable: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::plan::fixtures::{attached, leg, port, tagged};
+    use bnerd_api::names::{TAG_MANAGED, tag_link_uid};
+    use bnerd_cloud::{OWNER_ROUTER_INTERFACE_DVR, OWNER_ROUTER_INTERFACE_HA};
+
+    const UID: &str = "uid-1";
+    const R: &str = "router-a";
+
+    fn ours(p: Port) -> Port {
+        tagged(p, &[TAG_MANAGED.into(), tag_link_uid(UID)])
+    }
+
+    fn peer(name: &str, ip: &str) -> Peer {
+        Peer {
+            name: name.into(),
+            transit_ips: vec![ip.parse().unwrap()],
+            cidr: None,
+            route_installed: false,
+            created: String::new(),
+        }
+    }
+
+    struct Case {
+        ports: Vec<Port>,
+        peers: Vec<Peer>,
+        pinned: Option<&'static str>,
+        raced: Vec<&'static str>,
+        subnet: &'static str,
+    }
+
+    impl Default for Case {
+        fn default() -> Self {
+            Case {
+                ports: vec![],
+                peers: vec![],
+                pinned: None,
+                raced: vec![],
+                subnet: "10.254.0.0/24",
+            }
+        }
+    }
+
+    fn run(c: Case) -> LegPlan {
+        let lost: BTreeSet<Ipv4Addr> = c.raced.iter().map(|s| s.parse().unwrap()).collect();
+        plan(&LegView {
+            uid: UID,
+            router_id: R,
+            pinned: c.pinned.map(|s| s.parse().unwrap()),
+            subnet: c.subnet.parse().unwrap(),
+            ports: &c.ports,
+            peers: &c.peers,
+            lost_races: &lost,
+        })
+    }
+
+    fn create(ip: &str) -> LegPlan {
+        LegPlan::Create(ip.parse().unwrap())
+    }
+
+    fn refused(p: &LegPlan) -> (Reason, String) {
+        match p {
+            LegPlan::Refuse(f) => (f.reason, f.message.clone()),
+            other => panic!("not a refusal: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn allocates_from_dot_3_skipping_the_network_and_claims() {
+        // "starting at the transit subnet's .3 (.1 … and .2 … are skipped by construction)"
+        assert_eq!(run(Case::default()), create("10.254.0.3"));
+        // "any address already claimed by another ClusterLink … is skipped too"
+        let c = Case {
+            peers: vec![peer("other", "10.254.0.3")],
+            ..Default::default()
+        };
+        assert_eq!(run(c), create("10.254.0.4"));
+        // "… or occupied on the network is skipped too"
+        let c = Case {
+            ports: vec![port("x", "10.254.0.3"), port("y", "10.254.0.4")],
+            ..Default::default()
+        };
+        assert_eq!(run(c), create("10.254.0.5"));
+        // An address lost to a concurrent create during this reconcile is skipped.
+        let c = Case {
+            raced: vec!["10.254.0.3"],
+            ..Default::default()
+        };
+        assert_eq!(run(c), create("10.254.0.4"));
+    }
+
+    #[test]
+    fn the_walk_is_lazy_on_a_huge_subnet() {
+        // A /8 has 16 M candidates; the first free one is found without collecting them.
+        let c = Case {
+            subnet: "10.0.0.0/8",
+            ports: vec![port("x", "10.0.0.3")],
+            ..Default::default()
+        };
+        assert_eq!(run(c), create("10.0.0.4"));
+    }
+
+    #[test]
+    fn pinned_address_rules() {
+        // "unless spec.transitIP pins one explicitly": free → create there.
+        let c = Case {
+            pinned: Some("10.254.0.77"),
+            ..Default::default()
+        };
+        assert_eq!(run(c), create("10.254.0.77"));
+        // Pinned and claimed by another link: refused naming it.
+        let c = Case {
+            pinned: Some("10.254.0.77"),
+            peers: vec![peer("pinned", "10.254.0.77")],
+            ..Default::default()
+        };
+        let (r, m) = refused(&run(c));
+        assert_eq!(r, Reason::TransitIPUnavailable);
+        assert!(m.contains("ClusterLink pinned"), "{m}");
+        // Pinned and held by a port we may not adopt: refused naming the holder.
+        let c = Case {
+            pinned: Some("10.254.0.3"),
+            ports: vec![port("stranger", "10.254.0.3")],
+            ..Default::default()
+        };
+        let (r, m) = refused(&run(c));
+        assert_eq!(r, Reason::TransitIPUnavailable);
+        assert!(
+            m.contains("stranger") && m.contains("no device owner"),
+            "{m}"
+        );
+        // Pinned, lost to a concurrent create, holder invisible: refused.
+        let c = Case {
+            pinned: Some("10.254.0.3"),
+            raced: vec!["10.254.0.3"],
+            ..Default::default()
+        };
+        assert_eq!(refused(&run(c)).0, Reason::TransitIPUnavailable);
+    }
+
+    #[test]
+    fn adoption_rule() {
+        // "an untagged port already attached to the target router, at the candidate transit
+        // IP, is re-tagged and taken over" — for every kind of router interface.
+        for owner in [
+            bnerd_cloud::OWNER_ROUTER_INTERFACE,
+            OWNER_ROUTER_INTERFACE_HA,
+            OWNER_ROUTER_INTERFACE_DVR,
+        ] {
+            let hand = attached(port("hand", "10.254.0.3"), R, owner);
+            let c = Case {
+                ports: vec![hand.clone()],
+                ..Default::default()
+            };
+            assert_eq!(run(c), LegPlan::Adopt(hand), "{owner}");
+        }
+        // Pinned to the hand-made leg's address (it "isn't already sitting at .3").
+        let hand = leg("hand", "10.254.0.9", R);
+        let c = Case {
+            pinned: Some("10.254.0.9"),
+            ports: vec![hand.clone()],
+            ..Default::default()
+        };
+        assert_eq!(run(c), LegPlan::Adopt(hand));
+        // Attached to another router, or tagged by any link, or an HA heartbeat port: never.
+        for p in [
+            leg("other-router", "10.254.0.3", "router-b"),
+            tagged(leg("tagged", "10.254.0.3", R), &[TAG_MANAGED.into()]),
+            attached(port("ha", "10.254.0.3"), R, "network:router_ha_interface"),
+        ] {
+            let c = Case {
+                ports: vec![p.clone()],
+                ..Default::default()
+            };
+            assert_eq!(run(c), create("10.254.0.4"), "{p:?}");
+        }
+    }
+
+    #[test]
+    fn our_port_is_kept_whatever_status_says() {
+        // Ownership is proven from the cloud: a port with our UID tag is ours.
+        let mine = ours(leg("mine", "10.254.0.7", R));
+        let c = Case {
+            ports: vec![port("x", "10.254.0.3"), mine.clone()],
+            ..Default::default()
+        };
+        assert_eq!(run(c), LegPlan::Keep(mine));
+        // Tags dropped at create: the description marker proves it.
+        let mut marked = port("marked", "10.254.0.3");
+        marked.description = format!("ClusterLink l leg, {}", tag_link_uid(UID));
+        let c = Case {
+            ports: vec![marked.clone()],
+            ..Default::default()
+        };
+        assert_eq!(run(c), LegPlan::Keep(marked));
+    }
+
+    #[test]
+    fn duplicates_keep_one_and_unwind_the_rest() {
+        // "Two legs tagged with the same link UID … reconcile keeps one and deletes the extras":
+        // the attached one wins, whatever the order or the status.
+        let loose = ours(port("loose", "10.254.0.3"));
+        let on_router = ours(leg("on-router", "10.254.0.4", R));
+        for ports in [
+            vec![loose.clone(), on_router.clone()],
+            vec![on_router.clone(), loose.clone()],
+        ] {
+            let c = Case {
+                ports,
+                ..Default::default()
+            };
+            let why = UnwindWhy::Duplicate {
+                kept: "on-router".into(),
+            };
+            assert_eq!(run(c), LegPlan::Unwind(vec![(loose.clone(), why)]));
+        }
+        // Neither attached: the lowest address stays.
+        let a = ours(port("a", "10.254.0.3"));
+        let b = ours(port("b", "10.254.0.4"));
+        let c = Case {
+            ports: vec![b.clone(), a],
+            ..Default::default()
+        };
+        assert!(matches!(run(c), LegPlan::Unwind(v) if v.len() == 1 && v[0].0.id == "b"));
+    }
+
+    #[test]
+    fn spec_changes_move_the_leg() {
+        // "a new router moves the leg"
+        let mine = ours(leg("mine", "10.254.0.3", "router-old"));
+        let c = Case {
+            ports: vec![mine.clone()],
+            ..Default::default()
+        };
+        let why = UnwindWhy::RouterChanged {
+            from: "router-old".into(),
+        };
+        assert_eq!(run(c), LegPlan::Unwind(vec![(mine, why)]));
+        // "a new pinned transitIP rebuilds the leg"
+        let mine = ours(leg("mine", "10.254.0.3", R));
+        let c = Case {
+            ports: vec![mine.clone()],
+            pinned: Some("10.254.0.50"),
+            ..Default::default()
+        };
+        let why = UnwindWhy::PinnedIpChanged {
+            to: "10.254.0.50".parse().unwrap(),
+        };
+        assert_eq!(run(c), LegPlan::Unwind(vec![(mine, why)]));
+        // Not attached anywhere: kept and attached where the spec says.
+        let loose = ours(port("loose", "10.254.0.3"));
+        let c = Case {
+            ports: vec![loose.clone()],
+            ..Default::default()
+        };
+        assert_eq!(run(c), LegPlan::Keep(loose));
+    }
+
+    #[test]
+    fn router_resolution() {
+        let r = |id: &str, name: &str| Router {
+            id: id.into(),
+            name: name.into(),
+            ..Default::default()
+        };
+        // "a router name or ID — resolved at reconcile time"
+        assert_eq!(
+            resolve_router("svc", RouterSeen::ByName(vec![r("1", "svc")]))
+                .unwrap()
+                .id,
+            "1"
+        );
+        let f = resolve_router("svc", RouterSeen::ByName(vec![])).unwrap_err();
+        assert_eq!(f.reason, Reason::RouterResolveFailed);
+        assert!(f.message.contains("no router with that name or ID"));
+        let f = resolve_router(
+            "svc",
+            RouterSeen::ByName(vec![r("1", "svc"), r("2", "svc")]),
+        )
+        .unwrap_err();
+        assert!(
+            f.message.contains("ambiguous") && f.message.contains("1, 2"),
+            "{}",
+            f.message
+        );
+        let e = CloudError::Timeout {
+            method: "GET".into(),
+            path: "/routers".into(),
+        };
+        let f = resolve_router("svc", RouterSeen::Failed("looking up".into(), e)).unwrap_err();
+        assert!(f.retryable && f.reason == Reason::RouterResolveFailed);
+        assert!(current_router_settles(&r("1", "svc"), "svc"));
+        assert!(current_router_settles(&r("1", "renamed"), "1"));
+        assert!(!current_router_settles(&r("1", "renamed"), "svc"));
+        assert!(looks_like_id("8d3f0e5e-0e5e-4e5e-8e5e-0e5e0e5e0e5e"));
+        assert!(!looks_like_id("shoot--services--svc01"));
+    }
+
+    #[test]
+    fn settling_a_leg() {
+        let want = vec![TAG_MANAGED.to_string(), tag_link_uid(UID)];
+        let p = port("p", "10.254.0.3");
+        assert_eq!(
+            settle(&p, &want, R),
+            Settle {
+                tags: Some(want.clone()),
+                attach: true
+            }
+        );
+        let p = tagged(
+            leg("p", "10.254.0.3", R),
+            &["keep-me".into(), TAG_MANAGED.into()],
+        );
+        let s = settle(&p, &want, R);
+        assert_eq!(
+            s.tags,
+            Some(vec![
+                "keep-me".into(),
+                TAG_MANAGED.into(),
+                tag_link_uid(UID)
+            ]),
+            "foreign tags are kept"
+        );
+        assert!(!s.attach);
+        let p = tagged(
+            attached(port("p", "10.254.0.3"), R, OWNER_ROUTER_INTERFACE_HA),
+            &want,
+        );
+        assert_eq!(
+            settle(&p, &want, R),
+            Settle {
+                tags: None,
+                attach: false
+            }
+        );
+    }
+
+    #[test]
+    fn failed_calls_pick_the_step_reason() {
+        let e = CloudError::Api {
+            method: "PUT".into(),
+            path: "/x".into(),
+            status: 400,
+            kind: "BadRequest".into(),
+            message: "Router already has a port on subnet s.".into(),
+        };
+        let p = port("p", "10.254.0.3");
+        let f = call_failed(LegCall::Attach(&p, R), &e);
+        assert_eq!(f.reason, Reason::EnsureRouterHasPortFailed);
+        assert!(f.message.contains("already has a port on subnet"));
+        assert!(!f.retryable);
+        let f = call_failed(LegCall::Create("10.254.0.3".parse().unwrap()), &e);
+        assert_eq!(f.reason, Reason::EnsureLegPortFailed);
+        let in_use = CloudError::Api {
+            method: "PUT".into(),
+            path: "/x".into(),
+            status: 409,
+            kind: "PortInUse".into(),
+            message: String::new(),
+        };
+        let on = leg("p", "10.254.0.3", R);
+        assert!(attach_already_done(&in_use, Some(&on), R));
+        assert!(!attach_already_done(&in_use, Some(&p), R));
+        assert!(!attach_already_done(&e, Some(&on), R));
+    }
+}

@@ -1,0 +1,99 @@
+//! The rules of the reconcile as pure functions: each takes what a step observed (plus the
+//! spec, the status and the other links) and returns what to do and which condition reason
+//! follows. No IO, no client, no `&mut` status: every rule of the spec is table-tested here,
+//! and every condition reason the engine sets is chosen in this module (or in `report`).
+
+pub mod gateway_route;
+pub mod leg;
+pub mod reverse_routes;
+pub mod unwind;
+pub mod validated;
+
+use bnerd_api::{Reason, ReverseRoute, RouteRecord};
+use bnerd_cloud::{CloudError, Route};
+
+/// The one conversion between a route as status records it and as Neutron spells it.
+pub(crate) fn route_of(r: &RouteRecord) -> Route {
+    Route::new(&r.destination, &r.nexthop)
+}
+
+pub(crate) fn record_of(r: &Route) -> RouteRecord {
+    RouteRecord {
+        destination: r.destination.clone(),
+        nexthop: r.nexthop.clone(),
+    }
+}
+
+/// The service-router route a reverse route stands for.
+pub(crate) fn reverse_route_of(r: &ReverseRoute) -> Route {
+    Route::new(&r.service_cidr, &r.next_hop)
+}
+
+/// A step that could not finish: the reason and message of its condition, and whether
+/// retrying soon can help.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepFail {
+    pub reason: Reason,
+    pub message: String,
+    pub retryable: bool,
+}
+
+impl StepFail {
+    pub(crate) fn terminal(reason: Reason, message: impl Into<String>) -> Self {
+        Self {
+            reason,
+            message: message.into(),
+            retryable: false,
+        }
+    }
+
+    /// A cloud call failed: the error's own classification says whether to back off.
+    pub(crate) fn cloud(reason: Reason, context: &str, e: &CloudError) -> Self {
+        Self {
+            reason,
+            message: format!("{context}: {e}"),
+            retryable: e.is_retryable(),
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod fixtures {
+    //! Builders shared by the plan tables.
+
+    use bnerd_cloud::{FixedIp, OWNER_ROUTER_INTERFACE, Port, Route};
+
+    pub const SUBNET_ID: &str = "subnet-transit";
+
+    pub fn port(id: &str, ip: &str) -> Port {
+        Port {
+            id: id.into(),
+            network_id: "transit".into(),
+            project_id: "operator".into(),
+            fixed_ips: vec![FixedIp {
+                subnet_id: SUBNET_ID.into(),
+                ip_address: ip.into(),
+            }],
+            ..Default::default()
+        }
+    }
+
+    pub fn attached(mut p: Port, router: &str, owner: &str) -> Port {
+        p.device_id = router.into();
+        p.device_owner = owner.into();
+        p
+    }
+
+    pub fn leg(id: &str, ip: &str, router: &str) -> Port {
+        attached(port(id, ip), router, OWNER_ROUTER_INTERFACE)
+    }
+
+    pub fn tagged(mut p: Port, tags: &[String]) -> Port {
+        p.tags = tags.to_vec();
+        p
+    }
+
+    pub fn route(d: &str, n: &str) -> Route {
+        Route::new(d, n)
+    }
+}

@@ -1,0 +1,292 @@
+//! Deleting a ClusterLink: "unwinds everything it owns, in reverse order: the gateway-router
+//! route, then the router attachment, then the leg port itself", plus "every reverse route it
+//! owns". Ownership comes from the cloud (ports carrying our UID, routes via their
+//! addresses), with status as a hint; nothing else is ever touched.
+
+use bnerd_api::gateway::ReverseTarget;
+use bnerd_api::{Reason, ReverseRoute, RouteRecord};
+use bnerd_cloud::{CloudError, Port, Route};
+use ipnet::Ipv4Net;
+
+use super::leg::is_own;
+use super::{StepFail, reverse_route_of, route_of};
+
+/// Everything the delete decision reads.
+#[derive(Debug)]
+pub(crate) struct UnwindView<'a> {
+    pub uid: &'a str,
+    /// Every port on the transit network.
+    pub ports: &'a [Port],
+    /// The gateway router's routes (empty when the router is gone).
+    pub gateway_routes: &'a [Route],
+    /// status.gatewayRoute and status.transitIP: hints.
+    pub recorded: Option<&'a RouteRecord>,
+    pub recorded_ip: Option<&'a str>,
+    pub spec_cidr: &'a str,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnwindPlan {
+    /// Gateway-router routes of ours, removed first: that cuts the data path.
+    pub gateway_remove: Vec<Route>,
+    /// Every port carrying our UID (duplicates included), to detach and delete.
+    pub legs: Vec<Port>,
+}
+
+pub(crate) fn plan(v: &UnwindView<'_>) -> UnwindPlan {
+    let legs: Vec<Port> = v
+        .ports
+        .iter()
+        .filter(|p| is_own(p, v.uid))
+        .cloned()
+        .collect();
+    let hint = v.recorded_ip.map(|ip| Route::new(v.spec_cidr, ip));
+    let gateway_remove = v
+        .gateway_routes
+        .iter()
+        .filter(|r| {
+            legs.iter().any(|p| p.has_ip(&r.nexthop))
+                || v.recorded.is_some_and(|rec| route_of(rec) == **r)
+                || hint.as_ref() == Some(*r)
+        })
+        .cloned()
+        .collect();
+    UnwindPlan {
+        gateway_remove,
+        legs,
+    }
+}
+
+/// Gateway-router routes via one port of ours (a duplicate, or a leg the spec moved).
+pub(crate) fn gateway_routes_via(routes: &[Route], port: &Port) -> Vec<Route> {
+    routes
+        .iter()
+        .filter(|r| port.has_ip(&r.nexthop))
+        .cloned()
+        .collect()
+}
+
+/// Reverse routes to take off a leg's router before detaching it: the ones status recorded
+/// and the ones matching a current reverse target (status may have been lost) — never any
+/// other route.
+pub(crate) fn reverse_to_remove(
+    router_routes: &[Route],
+    recorded: &[ReverseRoute],
+    targets: &[ReverseTarget],
+) -> Vec<Route> {
+    let ours: Vec<Route> = recorded
+        .iter()
+        .map(reverse_route_of)
+        .chain(
+            targets
+                .iter()
+                .map(|t| Route::new(&t.service_cidr, &t.port_fixed_ip)),
+        )
+        .collect();
+    router_routes
+        .iter()
+        .filter(|r| ours.contains(r))
+        .cloned()
+        .collect()
+}
+
+/// Why a leg could not be unwound.
+#[derive(Debug, Clone, PartialEq)]
+pub enum UnwindError {
+    Cloud {
+        context: String,
+        error: CloudError,
+    },
+    /// The router refuses the detach for routes this link does not own.
+    Blocked {
+        message: String,
+    },
+}
+
+impl std::fmt::Display for UnwindError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UnwindError::Cloud { context, error } => write!(f, "{context}: {error}"),
+            UnwindError::Blocked { message } => f.write_str(message),
+        }
+    }
+}
+
+impl UnwindError {
+    fn retryable(&self) -> bool {
+        match self {
+            UnwindError::Cloud { error, .. } => error.is_retryable(),
+            // A human has to remove the route; looking again soon shows when they did.
+            UnwindError::Blocked { .. } => true,
+        }
+    }
+}
+
+/// The message for a detach the router refused (RouterInterfaceInUseByRoute): the routes via
+/// the transit network still on the router, each with the command that removes it.
+pub(crate) fn detach_blocked(
+    port: &Port,
+    router_id: &str,
+    router_routes: &[Route],
+    transit: Ipv4Net,
+) -> UnwindError {
+    let blocking: Vec<String> = router_routes
+        .iter()
+        .filter(|r| {
+            r.nexthop
+                .parse()
+                .is_ok_and(|h: std::net::Ipv4Addr| transit.contains(&h))
+        })
+        .map(|r| {
+            format!(
+                "{} via {} (openstack router unset --route destination={},gateway={} {router_id})",
+                r.destination, r.nexthop, r.destination, r.nexthop
+            )
+        })
+        .collect();
+    UnwindError::Blocked {
+        message: format!(
+            "router {router_id} refuses to detach leg port {}: routes via the transit network that this link does not own still need it: {}",
+            port.id,
+            if blocking.is_empty() {
+                "(none visible to the operator)".to_string()
+            } else {
+                blocking.join("; ")
+            }
+        ),
+    }
+}
+
+/// Ready=False/Deleting while the unwind cannot finish.
+pub(crate) fn deleting(e: &UnwindError) -> StepFail {
+    StepFail {
+        reason: Reason::Deleting,
+        message: format!("unwinding: {e}"),
+        retryable: e.retryable(),
+    }
+}
+
+/// A leg the reconcile had to remove (duplicate, moved) could not be: LegAttached says so.
+pub(crate) fn leg_unwind_failed(e: &UnwindError) -> StepFail {
+    StepFail {
+        reason: Reason::EnsureLegPortFailed,
+        message: format!("removing a leg port of this link: {e}"),
+        retryable: e.retryable(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::plan::fixtures::{leg, port, route, tagged};
+    use bnerd_api::GatewayRef;
+    use bnerd_api::names::tag_link_uid;
+
+    #[test]
+    fn unwinds_every_port_and_route_the_cloud_proves_ours() {
+        let uid = "u1";
+        let a = tagged(leg("a", "10.254.0.3", "r1"), &[tag_link_uid(uid)]);
+        let b = tagged(port("b", "10.254.0.4"), &[tag_link_uid(uid)]);
+        let other = tagged(leg("c", "10.254.0.5", "r2"), &[tag_link_uid("u2")]);
+        let routes = vec![
+            route("10.251.0.0/16", "10.254.0.3"),
+            route("10.250.0.0/16", "10.254.0.4"),
+            route("10.252.0.0/16", "10.254.0.5"),
+            route("10.253.0.0/16", "10.254.0.6"),
+        ];
+        let p = plan(&UnwindView {
+            uid,
+            ports: &[a.clone(), b.clone(), other],
+            gateway_routes: &routes,
+            recorded: None,
+            recorded_ip: None,
+            spec_cidr: "10.251.0.0/16",
+        });
+        // Finding 3: both ports tagged with our UID go; finding 2: routes via them go without
+        // status; another link's route and an unknown one stay.
+        assert_eq!(p.legs, vec![a, b]);
+        assert_eq!(p.gateway_remove, routes[..2].to_vec());
+    }
+
+    #[test]
+    fn status_hints_still_count_when_the_port_is_gone() {
+        // The leg vanished; a route via the address status recorded points at nobody we hold.
+        let routes = vec![
+            route("10.251.0.0/16", "10.254.0.3"),
+            route("10.240.0.0/16", "10.254.0.9"),
+            route("10.241.0.0/16", "10.254.0.3"),
+        ];
+        let rec = RouteRecord {
+            destination: "10.240.0.0/16".into(),
+            nexthop: "10.254.0.9".into(),
+        };
+        let p = plan(&UnwindView {
+            uid: "u1",
+            ports: &[],
+            gateway_routes: &routes,
+            recorded: Some(&rec),
+            recorded_ip: Some("10.254.0.3"),
+            spec_cidr: "10.251.0.0/16",
+        });
+        assert_eq!(
+            p.gateway_remove,
+            routes[..2].to_vec(),
+            "never 10.241.0.0/16"
+        );
+    }
+
+    #[test]
+    fn reverse_routes_before_the_detach_are_only_ours() {
+        // Finding 4: status.reverseRoutes lost; routes matching a current target still go.
+        let g = GatewayRef {
+            kind: "IPsecGateway".into(),
+            namespace: "n".into(),
+            name: "g".into(),
+        };
+        let t = ReverseTarget {
+            gateway: g.clone(),
+            service_cidr: "100.64.1.0/24".into(),
+            port_fixed_ip: "10.254.0.10".into(),
+        };
+        let rec = ReverseRoute {
+            service_cidr: "100.64.2.0/24".into(),
+            next_hop: "10.254.0.11".into(),
+            gateway_ref: g,
+        };
+        let on_router = vec![
+            route("100.64.1.0/24", "10.254.0.10"),
+            route("100.64.2.0/24", "10.254.0.11"),
+            route("100.64.9.0/24", "10.254.0.12"),
+        ];
+        assert_eq!(
+            reverse_to_remove(&on_router, &[rec], &[t]),
+            on_router[..2].to_vec()
+        );
+    }
+
+    #[test]
+    fn a_refused_detach_names_the_blocking_routes() {
+        let p = port("leg", "10.254.0.3");
+        let e = detach_blocked(
+            &p,
+            "r1",
+            &[
+                route("100.64.9.0/24", "10.254.0.12"),
+                route("0.0.0.0/0", "192.168.0.1"),
+            ],
+            "10.254.0.0/24".parse().unwrap(),
+        );
+        let f = deleting(&e);
+        assert_eq!(f.reason, Reason::Deleting);
+        assert!(
+            f.message.contains("100.64.9.0/24 via 10.254.0.12"),
+            "{}",
+            f.message
+        );
+        assert!(f.message.contains(
+            "openstack router unset --route destination=100.64.9.0/24,gateway=10.254.0.12 r1"
+        ));
+        assert!(!f.message.contains("192.168.0.1"));
+        assert_eq!(leg_unwind_failed(&e).reason, Reason::EnsureLegPortFailed);
+    }
+}

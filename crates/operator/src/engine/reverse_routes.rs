@@ -1,0 +1,93 @@
+//! ReverseRoutesInstalled, observe and act: screen the estate's gateways, read the service
+//! router (or take the leg step's read), let `plan::reverse_routes` decide, then remove the
+//! stale routes and add the missing ones — in one call, split per gateway when refused.
+
+use bnerd_api::ReverseRoute;
+use bnerd_cloud::Route;
+
+use super::leg::Leg;
+use super::plan::StepFail;
+use super::plan::reverse_route_of;
+use super::plan::reverse_routes::{
+    GatewayProblem, ReverseCall, ReverseView, add_failed, call_failed, plan, screen, split_after,
+    verdict,
+};
+use super::{Engine, Input, ops};
+
+/// What the step leaves behind: the routes to record, the condition, and the gateways that
+/// deserve a Warning Event of their own.
+pub(crate) struct ReverseOutcome {
+    pub installed: Vec<ReverseRoute>,
+    pub verdict: Result<String, StepFail>,
+    pub problems: Vec<GatewayProblem>,
+}
+
+pub(crate) async fn ensure(e: &Engine<'_>, input: &Input<'_>, leg: &Leg) -> ReverseOutcome {
+    let mut link_cidrs = vec![];
+    if let Ok(c) = input.spec.service_cluster_cidr.parse() {
+        link_cidrs.push(c);
+    }
+    link_cidrs.extend(input.peers.iter().filter_map(|p| p.cidr));
+    let (desired, mut problems) =
+        screen(input.reverse_targets, e.fabric.transit_subnet, &link_cidrs);
+    let recorded = &input.status.reverse_routes;
+    if desired.is_empty() && recorded.is_empty() {
+        return ReverseOutcome {
+            installed: vec![],
+            verdict: verdict(&leg.router_id, 0, &problems),
+            problems,
+        };
+    }
+    let fail = |f: StepFail, installed: Vec<ReverseRoute>| ReverseOutcome {
+        installed,
+        verdict: Err(f),
+        problems: vec![],
+    };
+    let rid = &leg.router_id;
+    let router = match ops::router(e, leg.seen.service.as_ref(), rid).await {
+        Ok(r) => r,
+        Err(err) => return fail(call_failed(ReverseCall::Read, rid, &err), recorded.clone()),
+    };
+    let p = plan(&ReverseView {
+        router_id: rid,
+        routes: &router.routes,
+        desired: &desired,
+        recorded,
+    });
+    if let Err(err) = ops::remove_routes(e, &router, &p.remove).await {
+        return fail(
+            call_failed(ReverseCall::Remove, rid, &err),
+            recorded.clone(),
+        );
+    }
+    let mut installed = p.keep.clone();
+    problems.extend(p.conflicts);
+    if !p.add.is_empty() {
+        let mut batch: Vec<Route> = p.add.iter().map(reverse_route_of).collect();
+        batch.sort();
+        batch.dedup();
+        match ops::add_routes(e, &router, &batch).await {
+            Ok(()) => installed.extend(p.add.iter().cloned()),
+            Err(err) if split_after(&err) => {
+                // One gateway's route can make Neutron refuse the whole batch: give each its
+                // own call so the others still go in, and the refusal names its gateway.
+                for d in &p.add {
+                    match ops::add_routes(e, &router, &[reverse_route_of(d)]).await {
+                        Ok(()) => installed.push(d.clone()),
+                        Err(err) => problems.push(add_failed(d, rid, &err)),
+                    }
+                }
+            }
+            Err(err) => {
+                installed.sort();
+                return fail(call_failed(ReverseCall::Add, rid, &err), installed);
+            }
+        }
+    }
+    installed.sort();
+    ReverseOutcome {
+        verdict: verdict(rid, installed.len(), &problems),
+        installed,
+        problems,
+    }
+}

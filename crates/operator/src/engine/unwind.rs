@@ -1,0 +1,55 @@
+//! Deleting a ClusterLink, observe and act: list the transit network and the gateway router,
+//! let `plan::unwind` say what is ours, then remove it in the spec's order.
+
+use bnerd_api::gateway::ReverseTarget;
+
+use super::plan::StepFail;
+use super::plan::unwind::{UnwindError, UnwindPlan, UnwindView, deleting, plan};
+use super::{Engine, Input, ops};
+
+fn cloud(context: &str) -> impl FnOnce(bnerd_cloud::CloudError) -> StepFail + '_ {
+    move |error| {
+        deleting(&UnwindError::Cloud {
+            context: context.to_string(),
+            error,
+        })
+    }
+}
+
+/// The whole unwind for a deleted link. `Ok` carries what was removed (for the Event); `Err`
+/// is Ready=False/Deleting naming what is in the way.
+pub async fn unwind(
+    e: &Engine<'_>,
+    input: &Input<'_>,
+    targets: &[ReverseTarget],
+) -> Result<UnwindPlan, StepFail> {
+    let ports = ops::transit_ports(e)
+        .await
+        .map_err(cloud("listing transit ports"))?;
+    let gw_id = &e.fabric.gateway_router_id;
+    let gateway = match e.net.get_router(gw_id).await {
+        Ok(r) => Some(r),
+        Err(err) if err.is_not_found() => None,
+        Err(err) => return Err(cloud("reading the gateway router")(err)),
+    };
+    let p = plan(&UnwindView {
+        uid: input.uid,
+        ports: &ports,
+        gateway_routes: gateway.as_ref().map(|g| g.routes.as_slice()).unwrap_or(&[]),
+        recorded: input.status.gateway_route.as_ref(),
+        recorded_ip: input.status.transit_ip.as_deref(),
+        spec_cidr: &input.spec.service_cluster_cidr,
+    });
+    // The gateway route goes first: it cuts the data path.
+    if let Some(g) = &gateway {
+        ops::remove_routes(e, g, &p.gateway_remove)
+            .await
+            .map_err(cloud("removing this link's routes from the gateway router"))?;
+    }
+    for leg in &p.legs {
+        ops::unwind_port(e, leg, None, targets, &input.status.reverse_routes)
+            .await
+            .map_err(|u| deleting(&u))?;
+    }
+    Ok(p)
+}
