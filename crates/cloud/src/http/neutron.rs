@@ -28,7 +28,7 @@ struct Alias {
 #[async_trait]
 impl Neutron for OpenStack {
     async fn extensions(&self) -> Result<Vec<String>> {
-        let v: Vec<Alias> = self.get("/extensions", "extensions").await?;
+        let v: Vec<Alias> = self.list("/extensions", "extensions").await?;
         Ok(v.into_iter().map(|a| a.alias).collect())
     }
 
@@ -60,7 +60,7 @@ impl Neutron for OpenStack {
                 p.push((key, tags.join(",")));
             }
         }
-        self.get(&format!("/ports{}", query(&p)), "ports").await
+        self.list(&format!("/ports{}", query(&p)), "ports").await
     }
 
     async fn get_port(&self, id: &str) -> Result<Port> {
@@ -121,7 +121,8 @@ impl Neutron for OpenStack {
             p.push(("name", n.clone()));
         }
         p.extend(q.ids.iter().map(|i| ("id", i.clone())));
-        self.get(&format!("/routers{}", query(&p)), "routers").await
+        self.list(&format!("/routers{}", query(&p)), "routers")
+            .await
     }
 
     async fn add_router_interface(&self, router_id: &str, port_id: &str) -> Result<()> {
@@ -179,7 +180,7 @@ impl Neutron for OpenStack {
 
     async fn list_rbac_policies(&self, object_id: &str) -> Result<Vec<RbacPolicy>> {
         let p = [("object_id", object_id.to_string())];
-        self.get(&format!("/rbac-policies{}", query(&p)), "rbac_policies")
+        self.list(&format!("/rbac-policies{}", query(&p)), "rbac_policies")
             .await
     }
 

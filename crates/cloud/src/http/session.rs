@@ -4,10 +4,10 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::OpenStack;
-use super::transport::{error_body, transport};
+use super::transport::{BodyError, MAX_BODY_BYTES, read_capped, transport};
 use crate::Identity;
 use crate::auth::{AuthConfig, AuthMethod};
 use crate::error::{CloudError, Result};
@@ -87,20 +87,24 @@ impl OpenStack {
             .get("x-subject-token")
             .and_then(|v| v.to_str().ok())
             .map(SecretString::new);
-        let bytes = resp
-            .bytes()
-            .await
-            .map_err(|e| transport("POST", "/v3/auth/tokens", e))?;
+        let body = read_capped(resp).await;
         if !status.is_success() {
-            let (_, message) = error_body(&bytes);
+            let title = body.as_deref().ok().and_then(keystone_title);
             return Err(CloudError::Auth {
                 status: Some(status.as_u16()),
                 message: format!(
-                    "Keystone answered HTTP {} to the token request: {message}",
-                    status.as_u16()
+                    "Keystone answered HTTP {} to the token request{}",
+                    status.as_u16(),
+                    title.map(|t| format!(": {t}")).unwrap_or_default()
                 ),
             });
         }
+        let bytes = body.map_err(|e| match e {
+            BodyError::Transport(e) => transport("POST", "/v3/auth/tokens", e),
+            BodyError::TooLarge => CloudError::auth(format!(
+                "Keystone's answer to the token request exceeds {MAX_BODY_BYTES} bytes"
+            )),
+        })?;
         let token =
             token.ok_or_else(|| CloudError::auth("Keystone returned no X-Subject-Token"))?;
         let parsed: TokenEnvelope = serde_json::from_slice(&bytes)
@@ -117,6 +121,18 @@ impl OpenStack {
             neutron_url: neutron_base(&neutron_url),
         })
     }
+}
+
+/// Keystone's error `title`, when it is one of the HTTP reason phrases Keystone puts there
+/// ("Unauthorized", "Not Found"). Its `message` is never used: it can echo what was sent
+/// (an ID, a name), and anything else in the title is dropped for the same reason.
+fn keystone_title(body: &[u8]) -> Option<String> {
+    let v: Value = serde_json::from_slice(body).ok()?;
+    let title = v.get("error")?.get("title")?.as_str()?;
+    let phrase = !title.is_empty()
+        && title.len() <= 40
+        && title.chars().all(|c| c.is_ascii_alphabetic() || c == ' ');
+    phrase.then(|| title.to_string())
 }
 
 /// Catalogs list Neutron both with and without its version; calls are made under `/v2.0`.
@@ -234,5 +250,70 @@ impl TokenBody {
 impl Identity for OpenStack {
     async fn token_info(&self) -> Result<TokenInfo> {
         Ok(self.session(false).await?.info)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_reason_phrase_title_is_kept() {
+        let body = |title: &str| {
+            format!(r#"{{"error": {{"code": 401, "title": "{title}", "message": "echo"}}}}"#)
+        };
+        assert_eq!(
+            keystone_title(body("Unauthorized").as_bytes()).as_deref(),
+            Some("Unauthorized")
+        );
+        assert_eq!(
+            keystone_title(body("Not Found").as_bytes()).as_deref(),
+            Some("Not Found")
+        );
+        for bad in ["", "app-cred 1234", "s3cr3t-echo", &"A".repeat(41)] {
+            assert_eq!(keystone_title(body(bad).as_bytes()), None, "{bad:?}");
+        }
+        assert_eq!(keystone_title(b"<html>Unauthorized</html>"), None);
+    }
+
+    #[test]
+    fn neutron_is_called_under_v2_0() {
+        assert_eq!(neutron_base("http://n:9696"), "http://n:9696/v2.0");
+        assert_eq!(neutron_base("http://n:9696/"), "http://n:9696/v2.0");
+        assert_eq!(neutron_base("http://n:9696/v2.0/"), "http://n:9696/v2.0");
+    }
+
+    #[test]
+    fn the_catalog_endpoint_matches_interface_and_region() {
+        let body: TokenEnvelope = serde_json::from_str(
+            r#"{"token": {"catalog": [{"type": "network", "endpoints": [
+                {"interface": "internal", "region_id": "R1", "url": "http://internal"},
+                {"interface": "public", "region_id": "R2", "url": "http://r2"},
+                {"interface": "public", "region_id": "R1", "url": "http://r1"}]}],
+                "roles": [{"id": "x", "name": "member"}],
+                "application_credential": {"id": "ac", "restricted": true}}}"#,
+        )
+        .unwrap();
+        let mut auth = AuthConfig {
+            auth_url: "http://k/v3".into(),
+            region: Some("R1".into()),
+            interface: "public".into(),
+            method: AuthMethod::ApplicationCredential {
+                id: "ac".into(),
+                secret: SecretString::new("s".to_string()),
+            },
+        };
+        assert_eq!(body.token.neutron_endpoint(&auth).unwrap(), "http://r1");
+        auth.region = Some("R3".into());
+        let err = body.token.neutron_endpoint(&auth).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("public network endpoint in region R3"),
+            "{err}"
+        );
+        let info = body.token.info();
+        assert_eq!(info.roles, vec!["member"]);
+        assert_eq!(info.application_credential_id.as_deref(), Some("ac"));
+        assert_eq!(info.application_credential_restricted, Some(true));
     }
 }
