@@ -1,9 +1,10 @@
 //! The OpenStack side of the operator: the port (traits the reconciler talks to), typed
-//! errors that keep Neutron's error type, and a thin HTTP implementation for the few
-//! Keystone and Neutron calls the operator makes.
+//! errors that keep Neutron's error type, a thin HTTP implementation for the few
+//! Keystone and Neutron calls the operator makes, and the startup check of the fabric.
 
 pub mod auth;
 pub mod error;
+pub mod fabric;
 pub mod http;
 pub mod secret;
 pub mod types;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::names::{FIELD_MANAGER, FINALIZER};
 use bnerd_api::{ClusterLink, ClusterLinkStatus};
+use bnerd_cloud::fabric::Fabric;
 use bnerd_cloud::{CloudError, Neutron};
 use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams};
@@ -23,7 +24,6 @@ use tracing::{info, warn};
 use crate::backoff::Backoff;
 use crate::config::Config;
 use crate::engine::{Engine, Input, Peer, Retry, cleanup, transitions};
-use crate::fabric::Fabric;
 use crate::gateways::{fan_out, reverse_targets};
 
 #[derive(Debug, Error)]

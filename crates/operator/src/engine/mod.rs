@@ -14,10 +14,9 @@ use std::net::Ipv4Addr;
 
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::{ClusterLinkSpec, ClusterLinkStatus, ConditionType, Reason};
+use bnerd_cloud::fabric::Fabric;
 use bnerd_cloud::{CloudError, Neutron};
 use ipnet::Ipv4Net;
-
-use crate::fabric::Fabric;
 
 pub use cleanup::cleanup;
 pub use report::{Transition, transitions};
