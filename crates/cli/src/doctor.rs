@@ -7,8 +7,8 @@ use bnerd_api::ClusterLink;
 use bnerd_api::ConditionType;
 use bnerd_api::conditions::{find, is_true};
 use bnerd_api::names::{leg_owner_uid, link_name_in_tags};
+use bnerd_cloud::fabric::Fabric;
 use bnerd_cloud::{CloudError, Neutron, Port, PortQuery, Route};
-use bnerd_vpn_operator::fabric::Fabric;
 
 /// One line of the report.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,19 +13,13 @@ pub(crate) struct AppCred {
 
 /// Keystone's answer to `POST /v3/auth/tokens` with this credential.
 pub(crate) fn check_app_cred(w: &World, id: &str, secret: &str) -> Result<()> {
-    let refused = |status: u16, message: String| CloudError::Auth {
+    let refused = |status: u16, title: &str| CloudError::Auth {
         status: Some(status),
-        message: format!("Keystone answered HTTP {status} to the token request: {message}"),
+        message: format!("Keystone answered HTTP {status} to the token request: {title}"),
     };
     match w.app_creds.get(id) {
-        None => Err(refused(
-            404,
-            format!("Could not find Application Credential: {id}."),
-        )),
-        Some(ac) if ac.secret != secret => Err(refused(
-            401,
-            "The request you have made requires authentication.".into(),
-        )),
+        None => Err(refused(404, "Not Found")),
+        Some(ac) if ac.secret != secret => Err(refused(401, "Unauthorized")),
         Some(_) => Ok(()),
     }
 }

@@ -1,23 +1,25 @@
 //! The OpenStack side of the operator: the port (traits the reconciler talks to), typed
-//! errors that keep Neutron's error type, and a thin HTTP implementation for the few
-//! Keystone and Neutron calls the operator makes.
+//! errors that keep Neutron's error type, a thin HTTP implementation for the few
+//! Keystone and Neutron calls the operator makes, and the startup check of the fabric.
 
 pub mod auth;
 pub mod error;
+pub mod fabric;
 pub mod http;
 pub mod secret;
 pub mod types;
 
 pub use auth::{AuthConfig, AuthMethod, ConfigError};
 pub use error::{CloudError, NeutronErrorKind, Result, error_chain};
-pub use http::{OpenStack, POOL_IDLE};
+pub use http::{MAX_BODY_BYTES, MAX_PAGES, OpenStack, POOL_IDLE};
 pub use secret::SecretString;
 pub use types::*;
 
 use async_trait::async_trait;
 
-/// Neutron as the operator uses it. Every method is one HTTP call on the real cloud, so call
-/// counts measured on any implementation are the cloud's call counts.
+/// Neutron as the operator uses it. Every method is one HTTP call on the real cloud, except a
+/// list the cloud answers in pages (one call per page), so call counts measured on any
+/// implementation are the cloud's call counts for lists that fit one page.
 #[async_trait]
 pub trait Neutron: Send + Sync {
     /// Aliases of the loaded API extensions.

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::{ClusterLink, ClusterLinkSpec, GatewayRef};
 use bnerd_cloud::NeutronAdmin;
+use bnerd_cloud::fabric::Fabric;
 use bnerd_cloud_fake::{FakeCloud, FakeNeutron};
 use bnerd_vpn_operator::controller::link_input;
 use bnerd_vpn_operator::engine::{Engine, Outcome};
-use bnerd_vpn_operator::fabric::Fabric;
 
 async fn fabric(net: &dyn NeutronAdmin) -> Fabric {
     let n = net.create_network("vpn-transit").await.unwrap();

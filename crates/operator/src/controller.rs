@@ -8,6 +8,7 @@ use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::names::{FIELD_MANAGER, FINALIZER};
 use bnerd_api::{ClusterLink, ClusterLinkStatus};
 use bnerd_cloud::Neutron;
+use bnerd_cloud::fabric::Fabric;
 use futures::StreamExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -25,7 +26,6 @@ use crate::config::Config;
 use crate::engine::{
     Engine, GatewayProblem, Input, Peer, Retry, deleting_status, transitions, unwind,
 };
-use crate::fabric::Fabric;
 use crate::gateways::{fan_out, reverse_targets};
 
 #[derive(Debug, Error)]

@@ -8,5 +8,4 @@ pub mod backoff;
 pub mod config;
 pub mod controller;
 pub mod engine;
-pub mod fabric;
 pub mod gateways;

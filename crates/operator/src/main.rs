@@ -1,9 +1,9 @@
 use std::sync::Arc;
 
+use bnerd_cloud::fabric::Fabric;
 use bnerd_cloud::{AuthConfig, OpenStack};
 use bnerd_vpn_operator::config::{Args, Config};
 use bnerd_vpn_operator::controller;
-use bnerd_vpn_operator::fabric::Fabric;
 use clap::Parser;
 use tracing::{error, info};
 
@@ -43,6 +43,7 @@ async fn run() -> Result<(), String> {
         subnet = %fabric.transit_subnet,
         gateway_router = %fabric.gateway_router_id,
         extraroute_atomic = fabric.extraroute_atomic,
+        revision_if_match = fabric.revision_if_match,
         tags_at_create = fabric.tags_at_create,
         "fabric checked"
     );

@@ -19,9 +19,8 @@ use std::net::Ipv4Addr;
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::{ClusterLinkSpec, ClusterLinkStatus, ConditionType};
 use bnerd_cloud::Neutron;
+use bnerd_cloud::fabric::Fabric;
 use ipnet::Ipv4Net;
-
-use crate::fabric::Fabric;
 
 pub use plan::StepFail;
 pub use plan::reverse_routes::GatewayProblem;

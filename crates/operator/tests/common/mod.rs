@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::{ClusterLink, ClusterLinkSpec};
+use bnerd_cloud::fabric::Fabric;
 use bnerd_cloud::{
     AuthConfig, AuthMethod, CreatePort, NeutronAdmin, OpenStack, Port, PortQuery, Router,
     SecretString,
@@ -16,7 +17,6 @@ use bnerd_cloud::{
 use bnerd_cloud_fake::FakeCloud;
 use bnerd_vpn_operator::controller::{link_input, peers_of};
 use bnerd_vpn_operator::engine::{Engine, Outcome, unwind};
-use bnerd_vpn_operator::fabric::Fabric;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 

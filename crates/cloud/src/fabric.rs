@@ -1,0 +1,281 @@
+//! Facts about the operator's own fabric, checked once at startup: the transit network and
+//! its one subnet, the gateway cluster's router, and which Neutron extensions are loaded.
+//! The operator and `kubectl clusterlink doctor` both check it, so it lives with the client.
+
+use ipnet::Ipv4Net;
+use thiserror::Error;
+
+use crate::error::CloudError;
+use crate::{Neutron, PortQuery};
+
+/// The extension alias of ML2's `tag_ports_during_bulk_creation` driver.
+pub const TAGS_AT_CREATE: &str = "tag-ports-during-bulk-creation";
+/// `PUT /routers/{id}/add_extraroutes|remove_extraroutes`: one route at a time.
+pub const EXTRAROUTE_ATOMIC: &str = "extraroute-atomic";
+/// `If-Match: revision_number=N` is honoured (without it Neutron ignores the header).
+pub const REVISION_IF_MATCH: &str = "revision-if-match";
+
+#[derive(Debug, Clone)]
+pub struct Fabric {
+    pub transit_network_id: String,
+    pub transit_subnet_id: String,
+    pub transit_subnet: Ipv4Net,
+    pub gateway_router_id: String,
+    /// `extraroute-atomic`: routes are added/removed one by one, never by rewriting the table.
+    pub extraroute_atomic: bool,
+    /// `revision-if-match`: a rewrite of the route table is refused (412) when someone else
+    /// changed the router since we read it. The fallback when `extraroute_atomic` is false.
+    pub revision_if_match: bool,
+    /// `tag-ports-during-bulk-creation` (an ML2 extension driver): tags in a port's create
+    /// body are kept. (`tag-creation` only means `POST /{resource}/{id}/tags` exists.)
+    pub tags_at_create: bool,
+}
+
+#[derive(Debug, Error)]
+pub enum FabricError {
+    #[error("transit network {id} (IPSEC_TRANSIT_NETWORK_ID): {source}")]
+    Network { id: String, source: CloudError },
+    #[error(
+        "transit network {0} (IPSEC_TRANSIT_NETWORK_ID) is shared with every project (shared=true); the spec forbids --share, share per customer project instead"
+    )]
+    SharedNetwork(String),
+    #[error(
+        "transit network {id} (IPSEC_TRANSIT_NETWORK_ID) must have exactly one subnet, it has {count}"
+    )]
+    SubnetCount { id: String, count: usize },
+    #[error("transit subnet {id}: {message}")]
+    Subnet { id: String, message: String },
+    #[error("gateway router {id} (IPSEC_GATEWAY_ROUTER_ID): {source}")]
+    Router { id: String, source: CloudError },
+    #[error(
+        "gateway router {router} (IPSEC_GATEWAY_ROUTER_ID) has no interface on the transit network {network}; run `openstack router add subnet <router> <transit subnet>` once"
+    )]
+    RouterNotOnTransit { router: String, network: String },
+    #[error("listing Neutron extensions: {0}")]
+    Extensions(CloudError),
+    #[error(
+        "Neutron has neither the `{EXTRAROUTE_ATOMIC}` nor the `{REVISION_IF_MATCH}` extension loaded: a route change would have to rewrite the gateway router's whole route table unguarded, which can drop a route someone else adds meanwhile; load one of them (`{EXTRAROUTE_ATOMIC}` comes with the L3 router plugin's extraroute support)"
+    )]
+    NoSafeRouteUpdate,
+}
+
+/// What the loaded extensions let the operator do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Extensions {
+    extraroute_atomic: bool,
+    revision_if_match: bool,
+    tags_at_create: bool,
+}
+
+impl Extensions {
+    /// None when neither route update leaves foreign routes alone: the operator must not start.
+    fn from_aliases(aliases: &[String]) -> Option<Self> {
+        let has = |alias: &str| aliases.iter().any(|a| a == alias);
+        let ext = Extensions {
+            extraroute_atomic: has(EXTRAROUTE_ATOMIC),
+            revision_if_match: has(REVISION_IF_MATCH),
+            tags_at_create: has(TAGS_AT_CREATE),
+        };
+        (ext.extraroute_atomic || ext.revision_if_match).then_some(ext)
+    }
+}
+
+impl Fabric {
+    /// Read and check the fabric (DESIGN 6.7): fail fast, naming the setting.
+    pub async fn discover(
+        net: &dyn Neutron,
+        transit_network_id: &str,
+        gateway_router_id: &str,
+    ) -> Result<Self, FabricError> {
+        let nerr = |source| FabricError::Network {
+            id: transit_network_id.into(),
+            source,
+        };
+        let network = net.get_network(transit_network_id).await.map_err(nerr)?;
+        if network.shared {
+            return Err(FabricError::SharedNetwork(network.id));
+        }
+        if network.subnets.len() != 1 {
+            return Err(FabricError::SubnetCount {
+                id: network.id,
+                count: network.subnets.len(),
+            });
+        }
+        let subnet_id = network.subnets[0].clone();
+        let subnet = net
+            .get_subnet(&subnet_id)
+            .await
+            .map_err(|e| FabricError::Subnet {
+                id: subnet_id.clone(),
+                message: e.to_string(),
+            })?;
+        let cidr: Ipv4Net = subnet.cidr.parse().map_err(|_| FabricError::Subnet {
+            id: subnet_id.clone(),
+            message: format!("{} is not an IPv4 CIDR", subnet.cidr),
+        })?;
+        let rerr = |source| FabricError::Router {
+            id: gateway_router_id.into(),
+            source,
+        };
+        net.get_router(gateway_router_id).await.map_err(rerr)?;
+        let q = PortQuery {
+            network_id: Some(network.id.clone()),
+            device_id: Some(gateway_router_id.into()),
+            ..Default::default()
+        };
+        let legs = net.list_ports(&q).await.map_err(rerr)?;
+        if legs.is_empty() {
+            return Err(FabricError::RouterNotOnTransit {
+                router: gateway_router_id.into(),
+                network: network.id,
+            });
+        }
+        let ext = net.extensions().await.map_err(FabricError::Extensions)?;
+        let ext = Extensions::from_aliases(&ext).ok_or(FabricError::NoSafeRouteUpdate)?;
+        Ok(Fabric {
+            transit_network_id: network.id,
+            transit_subnet_id: subnet_id,
+            transit_subnet: cidr,
+            gateway_router_id: gateway_router_id.into(),
+            extraroute_atomic: ext.extraroute_atomic,
+            revision_if_match: ext.revision_if_match,
+            tags_at_create: ext.tags_at_create,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::error::Result;
+    use crate::types::*;
+
+    fn aliases(list: &[&str]) -> Vec<String> {
+        list.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn one_safe_way_to_change_routes_is_enough() {
+        let e = Extensions::from_aliases(&aliases(&["router", EXTRAROUTE_ATOMIC])).unwrap();
+        assert!(e.extraroute_atomic && !e.revision_if_match && !e.tags_at_create);
+        let e = Extensions::from_aliases(&aliases(&[REVISION_IF_MATCH, TAGS_AT_CREATE])).unwrap();
+        assert!(!e.extraroute_atomic && e.revision_if_match && e.tags_at_create);
+    }
+
+    #[test]
+    fn no_safe_way_to_change_routes_refuses() {
+        let ext = Extensions::from_aliases(&aliases(&["router", "extraroute", "tag-creation"]));
+        assert_eq!(ext, None);
+        let text = FabricError::NoSafeRouteUpdate.to_string();
+        assert!(
+            text.contains("`extraroute-atomic`") && text.contains("`revision-if-match`"),
+            "{text}"
+        );
+    }
+
+    /// A healthy fabric on a Neutron loading only `extensions`.
+    struct Stub {
+        extensions: Vec<String>,
+    }
+
+    fn unused<T>() -> Result<T> {
+        Err(CloudError::auth("not used by Fabric::discover"))
+    }
+
+    #[async_trait]
+    impl Neutron for Stub {
+        async fn extensions(&self) -> Result<Vec<String>> {
+            Ok(self.extensions.clone())
+        }
+        async fn get_network(&self, id: &str) -> Result<Network> {
+            Ok(Network {
+                id: id.into(),
+                subnets: vec!["s".into()],
+                ..Default::default()
+            })
+        }
+        async fn get_subnet(&self, id: &str) -> Result<Subnet> {
+            Ok(Subnet {
+                id: id.into(),
+                network_id: "n".into(),
+                cidr: "10.254.0.0/24".into(),
+                ..Default::default()
+            })
+        }
+        async fn list_ports(&self, _: &PortQuery) -> Result<Vec<Port>> {
+            Ok(vec![Port {
+                id: "leg".into(),
+                network_id: "n".into(),
+                device_id: "gw".into(),
+                device_owner: OWNER_ROUTER_INTERFACE.into(),
+                ..Default::default()
+            }])
+        }
+        async fn get_port(&self, _: &str) -> Result<Port> {
+            unused()
+        }
+        async fn create_port(&self, _: &CreatePort) -> Result<Port> {
+            unused()
+        }
+        async fn add_port_tag(&self, _: &str, _: &str) -> Result<()> {
+            unused()
+        }
+        async fn set_port_tags(&self, _: &str, _: &[String]) -> Result<()> {
+            unused()
+        }
+        async fn delete_port(&self, _: &str) -> Result<()> {
+            unused()
+        }
+        async fn get_router(&self, id: &str) -> Result<Router> {
+            Ok(Router {
+                id: id.into(),
+                ..Default::default()
+            })
+        }
+        async fn list_routers(&self, _: &RouterQuery) -> Result<Vec<Router>> {
+            unused()
+        }
+        async fn add_router_interface(&self, _: &str, _: &str) -> Result<()> {
+            unused()
+        }
+        async fn remove_router_interface(&self, _: &str, _: &str) -> Result<()> {
+            unused()
+        }
+        async fn add_extraroutes(&self, _: &str, _: &[Route]) -> Result<Router> {
+            unused()
+        }
+        async fn remove_extraroutes(&self, _: &str, _: &[Route]) -> Result<Router> {
+            unused()
+        }
+        async fn set_routes(&self, _: &str, _: &[Route], _: Option<u64>) -> Result<Router> {
+            unused()
+        }
+        async fn create_rbac_policy(&self, _: &ShareNetwork) -> Result<RbacPolicy> {
+            unused()
+        }
+        async fn list_rbac_policies(&self, _: &str) -> Result<Vec<RbacPolicy>> {
+            unused()
+        }
+        async fn delete_rbac_policy(&self, _: &str) -> Result<()> {
+            unused()
+        }
+    }
+
+    #[tokio::test]
+    async fn discover_refuses_a_neutron_without_safe_route_updates() {
+        let bare = Stub {
+            extensions: aliases(&["router", "extraroute", "standard-attr-tag"]),
+        };
+        let err = Fabric::discover(&bare, "n", "gw").await.unwrap_err();
+        assert!(matches!(err, FabricError::NoSafeRouteUpdate), "{err}");
+
+        let guarded = Stub {
+            extensions: aliases(&["router", "extraroute", REVISION_IF_MATCH]),
+        };
+        let f = Fabric::discover(&guarded, "n", "gw").await.unwrap();
+        assert!(!f.extraroute_atomic && f.revision_if_match);
+        assert_eq!(f.transit_subnet.to_string(), "10.254.0.0/24");
+    }
+}

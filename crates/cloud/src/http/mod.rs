@@ -1,0 +1,73 @@
+//! The real cloud: Keystone v3 token auth and Neutron v2.0 over HTTP.
+//!
+//! `session` gets and renews the token, `transport` sends one Neutron call (re-auth, retry,
+//! error bodies, body cap, pages), `neutron` maps the port's methods onto Neutron's endpoints.
+
+mod neutron;
+mod session;
+mod transport;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use tokio::sync::Mutex;
+
+use crate::auth::AuthConfig;
+use crate::error::Result;
+
+use session::Session;
+pub use transport::{MAX_BODY_BYTES, MAX_PAGES, POOL_IDLE};
+
+/// One OpenStack credential: a Keystone session and the Neutron endpoint from its catalog.
+pub struct OpenStack {
+    http: reqwest::Client,
+    auth: AuthConfig,
+    neutron_override: Option<String>,
+    session: Mutex<Option<Session>>,
+    /// `limit` sent on list calls; None leaves the page size to the cloud.
+    page_size: Option<u32>,
+    /// Neutron requests sent: GETs, and everything else.
+    reads: AtomicU64,
+    writes: AtomicU64,
+}
+
+impl OpenStack {
+    /// Build a client; nothing is sent until the first call.
+    pub fn new(auth: AuthConfig) -> Result<Self> {
+        Ok(Self {
+            http: transport::client()?,
+            auth,
+            neutron_override: None,
+            session: Mutex::new(None),
+            page_size: None,
+            reads: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+        })
+    }
+
+    /// Neutron requests sent so far as (reads, writes); a retry after a 401 counts twice,
+    /// as it costs the cloud twice. Keystone's token requests are not included.
+    pub fn call_counts(&self) -> (u64, u64) {
+        (
+            self.reads.load(Ordering::Relaxed),
+            self.writes.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Use this Neutron URL instead of the catalog's.
+    pub fn with_neutron_url(mut self, url: impl Into<String>) -> Self {
+        self.neutron_override = Some(url.into());
+        self
+    }
+
+    /// Ask for at most `n` items per page of a list (`limit=n`). Lists still return every
+    /// item, a page at a time; this bounds each answer on a huge cloud. 0 leaves the page size
+    /// to the cloud (`pagination_max_limit`).
+    pub fn with_page_size(mut self, n: u32) -> Self {
+        self.page_size = (n > 0).then_some(n);
+        self
+    }
+
+    pub fn auth_config(&self) -> &AuthConfig {
+        &self.auth
+    }
+}

@@ -1,0 +1,457 @@
+//! One Neutron call: the shared reqwest client, the token on every request, one re-auth on
+//! a 401, one retry of a GET on a broken connection, error bodies kept as `CloudError`,
+//! bodies read up to a cap, decoding of the answer, and lists followed page by page.
+
+use std::collections::HashSet;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode, Url};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use thiserror::Error;
+
+use super::OpenStack;
+use crate::error::{CloudError, Result};
+
+/// Servers close idle keep-alive connections (gunicorn after 2 s, Apache after 5 s). A request
+/// written into a connection the server is closing at that moment fails with "connection
+/// closed before message completed" or a reset, and for a write nobody can tell whether it
+/// ran. Never reusing a connection idle longer than this keeps us clear of that race; calls
+/// of one reconcile follow each other closely and still share a connection.
+pub const POOL_IDLE: Duration = Duration::from_secs(1);
+
+/// No answer (Neutron's or Keystone's) is read past this: the largest list the operator reads
+/// is a few thousand ports, well under it, and a server sending without end (broken, or
+/// hostile) must not take the operator's memory with it.
+pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+
+/// A list gives up after this many pages: a server whose `next` links never end must not keep
+/// a reconcile busy forever. At Neutron's usual page sizes this is far more than any cloud.
+pub const MAX_PAGES: usize = 1000;
+
+pub(super) fn client() -> Result<reqwest::Client> {
+    // reqwest is built without a TLS provider of its own so it shares kube's ring provider;
+    // installing it twice is harmless, installing a second kind would make kube panic.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(5))
+        .timeout(Duration::from_secs(30))
+        .pool_idle_timeout(POOL_IDLE)
+        // A redirect would carry X-Auth-Token (or the credential in a token request) to
+        // wherever the server points; OpenStack APIs do not redirect, so a 3xx is an error.
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .map_err(|e| CloudError::Transport {
+            method: "-".into(),
+            path: "-".into(),
+            message: e.to_string(),
+        })
+}
+
+/// Where a Neutron request goes: a path under the endpoint, or the `next` link of a page,
+/// which the server wrote and is checked before the token goes with it.
+enum Target<'a> {
+    Path(&'a str),
+    Next { href: &'a str, list: &'a str },
+}
+
+impl OpenStack {
+    /// One Neutron call. A 401 (token revoked or expired early) re-authenticates once.
+    pub(super) async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        if_match: Option<String>,
+    ) -> Result<Vec<u8>> {
+        let (bytes, _) = self
+            .request(method, Target::Path(path), body, if_match)
+            .await?;
+        Ok(bytes)
+    }
+
+    /// `call` for any target; also returns the path (relative to the endpoint) it was sent to.
+    async fn request(
+        &self,
+        method: Method,
+        target: Target<'_>,
+        body: Option<&Value>,
+        if_match: Option<String>,
+    ) -> Result<(Vec<u8>, String)> {
+        let mut forced = false;
+        let mut retried_transport = false;
+        let m = method.as_str();
+        loop {
+            let s = self.session(forced).await?;
+            let (url, path) = match target {
+                Target::Path(p) => (format!("{}{p}", s.neutron_url), p.to_string()),
+                Target::Next { href, list } => {
+                    next_under(href, &s.neutron_url).map_err(|message| CloudError::Decode {
+                        method: m.into(),
+                        path: list.into(),
+                        message,
+                    })?
+                }
+            };
+            let path = path.as_str();
+            let mut req = self
+                .http
+                .request(method.clone(), url)
+                .header("X-Auth-Token", s.token.expose())
+                .header("Accept", "application/json");
+            if let Some(b) = body {
+                req = req.json(b);
+            }
+            if let Some(m) = &if_match {
+                req = req.header("If-Match", m);
+            }
+            let counter = if method == Method::GET {
+                &self.reads
+            } else {
+                &self.writes
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+            let resp = match req.send().await {
+                Ok(resp) => resp,
+                // A read changes nothing, so a broken connection is worth one more try on a
+                // fresh one; a write's outcome is unknown and is left to the reconcile,
+                // which looks before it writes again.
+                Err(e) if method == Method::GET && !e.is_timeout() && !retried_transport => {
+                    tracing::debug!(path, error = %crate::error::error_chain(&e), "GET failed on the connection; retrying once");
+                    retried_transport = true;
+                    continue;
+                }
+                Err(e) => return Err(transport(m, path, e)),
+            };
+            let status = resp.status();
+            let bytes = read_capped(resp).await.map_err(|e| match e {
+                BodyError::Transport(e) => transport(m, path, e),
+                too_large @ BodyError::TooLarge => CloudError::Decode {
+                    method: m.into(),
+                    path: path.into(),
+                    message: too_large.to_string(),
+                },
+            })?;
+            if status == StatusCode::UNAUTHORIZED && !forced {
+                forced = true;
+                continue;
+            }
+            if !status.is_success() {
+                let (kind, message) = error_body(&bytes);
+                return Err(CloudError::Api {
+                    method: m.into(),
+                    path: path.into(),
+                    status: status.as_u16(),
+                    kind,
+                    message,
+                });
+            }
+            return Ok((bytes, path.to_string()));
+        }
+    }
+
+    /// A list, every page of it: `limit` when a page size is set, then each `next` link
+    /// until a page has none. Each page is one read.
+    pub(super) async fn list<T: DeserializeOwned>(&self, path: &str, key: &str) -> Result<Vec<T>> {
+        let first = match self.page_size {
+            Some(n) if path.contains('?') => format!("{path}&limit={n}"),
+            Some(n) => format!("{path}?limit={n}"),
+            None => path.to_string(),
+        };
+        let mut items = Vec::new();
+        let mut followed = HashSet::new();
+        let mut next: Option<String> = None;
+        for _ in 0..MAX_PAGES {
+            let target = match &next {
+                None => Target::Path(&first),
+                Some(href) => Target::Next { href, list: &first },
+            };
+            let (bytes, page_path) = self.request(Method::GET, target, None, None).await?;
+            let (page, link) = decode_page::<T>(&bytes, key, &page_path)?;
+            items.extend(page);
+            match link {
+                None => return Ok(items),
+                // Neutron's markers only move forward; a link seen before is a loop.
+                Some(href) if !followed.insert(href.clone()) => {
+                    return Err(CloudError::Decode {
+                        method: "GET".into(),
+                        path: page_path,
+                        message: format!(
+                            "the next link {} points back to a page already read",
+                            shown(&href)
+                        ),
+                    });
+                }
+                Some(href) => next = Some(href),
+            }
+        }
+        Err(CloudError::Decode {
+            method: "GET".into(),
+            path: first,
+            message: format!("the list did not end within {MAX_PAGES} pages"),
+        })
+    }
+
+    pub(super) async fn get<T: DeserializeOwned>(&self, path: &str, key: &str) -> Result<T> {
+        let bytes = self.call(Method::GET, path, None, None).await?;
+        decode(&bytes, key, "GET", path)
+    }
+
+    pub(super) async fn send<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: &Value,
+        key: &str,
+    ) -> Result<T> {
+        let m = method.as_str().to_string();
+        let bytes = self.call(method, path, Some(body), None).await?;
+        decode(&bytes, key, &m, path)
+    }
+}
+
+pub(super) fn transport(method: &str, path: &str, e: reqwest::Error) -> CloudError {
+    if e.is_timeout() {
+        CloudError::Timeout {
+            method: method.into(),
+            path: path.into(),
+        }
+    } else {
+        CloudError::Transport {
+            method: method.into(),
+            path: path.into(),
+            message: crate::error::error_chain(&e),
+        }
+    }
+}
+
+#[derive(Debug, Error)]
+pub(super) enum BodyError {
+    #[error("response body exceeds {MAX_BODY_BYTES} bytes")]
+    TooLarge,
+    #[error(transparent)]
+    Transport(#[from] reqwest::Error),
+}
+
+/// The whole body, refused as soon as it is known to pass `MAX_BODY_BYTES`: from
+/// Content-Length before reading, or while reading (chunked or close-delimited bodies).
+pub(super) async fn read_capped(mut resp: reqwest::Response) -> Result<Vec<u8>, BodyError> {
+    let announced = resp.content_length().unwrap_or(0);
+    if announced > MAX_BODY_BYTES as u64 {
+        return Err(BodyError::TooLarge);
+    }
+    let mut out = Vec::with_capacity(announced as usize);
+    while let Some(chunk) = resp.chunk().await? {
+        if out.len() + chunk.len() > MAX_BODY_BYTES {
+            return Err(BodyError::TooLarge);
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
+
+/// A link, as the server wrote it, shortened for a message.
+fn shown(href: &str) -> String {
+    const MAX: usize = 200;
+    if href.chars().count() <= MAX {
+        return href.to_string();
+    }
+    let mut s: String = href.chars().take(MAX).collect();
+    s.push_str("...");
+    s
+}
+
+/// The URL to send a page's `next` link to and its path relative to `endpoint`, or why it is
+/// refused. It must be on the endpoint's scheme, host and port and under its path: the
+/// request carries the token, and the link is whatever the server (or a proxy) wrote.
+pub(super) fn next_under(href: &str, endpoint: &str) -> Result<(String, String), String> {
+    let refused = || {
+        format!(
+            "the next link {} is not under the Neutron endpoint {endpoint}; not following it",
+            shown(href)
+        )
+    };
+    let base = Url::parse(endpoint)
+        .map_err(|e| format!("the Neutron endpoint {endpoint} is not a URL: {e}"))?;
+    // Parsing also resolves `..` and `%2e%2e` segments, so the prefix test sees the real path.
+    let mut url = base.join(href).map_err(|_| refused())?;
+    let same_origin = url.scheme() == base.scheme()
+        && url.host_str() == base.host_str()
+        && url.port_or_known_default() == base.port_or_known_default()
+        && url.username() == base.username()
+        && url.password() == base.password();
+    let prefix = base.path().trim_end_matches('/');
+    let rest = url
+        .path()
+        .strip_prefix(prefix)
+        .filter(|r| r.is_empty() || r.starts_with('/'))
+        .map(str::to_string);
+    let Some(mut path) = rest.filter(|_| same_origin) else {
+        return Err(refused());
+    };
+    if let Some(q) = url.query() {
+        path.push('?');
+        path.push_str(q);
+    }
+    url.set_fragment(None);
+    Ok((url.to_string(), path))
+}
+
+#[derive(Deserialize)]
+struct Link {
+    rel: String,
+    href: String,
+}
+
+/// A list page: its items under `key`, and the `next` link of `<key>_links` if any.
+fn decode_page<T: DeserializeOwned>(
+    bytes: &[u8],
+    key: &str,
+    path: &str,
+) -> Result<(Vec<T>, Option<String>)> {
+    let err = |message: String| CloudError::Decode {
+        method: "GET".into(),
+        path: path.into(),
+        message,
+    };
+    let mut v: Value = serde_json::from_slice(bytes).map_err(|e| err(e.to_string()))?;
+    let links_key = format!("{key}_links");
+    let links: Vec<Link> = match v.get_mut(&links_key).map(Value::take) {
+        None | Some(Value::Null) => vec![],
+        Some(l) => serde_json::from_value(l).map_err(|e| err(format!("{links_key}: {e}")))?,
+    };
+    let items = take(&mut v, key).map_err(err)?;
+    let next = links.into_iter().find(|l| l.rel == "next").map(|l| l.href);
+    Ok((items, next))
+}
+
+/// Neutron: `{"NeutronError": {"type", "message"}}`; Keystone: `{"error": {"message", "title"}}`.
+pub(super) fn error_body(bytes: &[u8]) -> (String, String) {
+    let v: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+    if let Some(e) = v.get("NeutronError") {
+        let s = |k: &str| {
+            e.get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        return (s("type"), s("message"));
+    }
+    if let Some(e) = v.get("error") {
+        let s = |k: &str| {
+            e.get(k)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        return (s("title"), s("message"));
+    }
+    (
+        String::new(),
+        String::from_utf8_lossy(bytes).chars().take(200).collect(),
+    )
+}
+
+pub(super) fn decode<T: DeserializeOwned>(
+    bytes: &[u8],
+    key: &str,
+    method: &str,
+    path: &str,
+) -> Result<T> {
+    let err = |message: String| CloudError::Decode {
+        method: method.into(),
+        path: path.into(),
+        message,
+    };
+    let mut v: Value = serde_json::from_slice(bytes).map_err(|e| err(e.to_string()))?;
+    take(&mut v, key).map_err(err)
+}
+
+/// The value under `key` (the whole body when `key` is empty), typed.
+fn take<T: DeserializeOwned>(v: &mut Value, key: &str) -> Result<T, String> {
+    let inner = if key.is_empty() {
+        v.take()
+    } else {
+        v.get_mut(key)
+            .map(Value::take)
+            .ok_or_else(|| format!("no {key:?} in body"))?
+    };
+    serde_json::from_value(inner).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_bodies() {
+        let (k, m) = error_body(
+            br#"{"NeutronError": {"type": "PortInUse", "message": "busy", "detail": ""}}"#,
+        );
+        assert_eq!((k.as_str(), m.as_str()), ("PortInUse", "busy"));
+        let (k, m) =
+            error_body(br#"{"error": {"code": 401, "title": "Unauthorized", "message": "nope"}}"#);
+        assert_eq!((k.as_str(), m.as_str()), ("Unauthorized", "nope"));
+    }
+
+    const EP: &str = "http://127.0.0.1:9696/v2.0";
+
+    #[test]
+    fn next_links_on_the_endpoint_are_followed() {
+        let (url, path) =
+            next_under("http://127.0.0.1:9696/v2.0/ports?limit=2&marker=abc", EP).unwrap();
+        assert_eq!(url, "http://127.0.0.1:9696/v2.0/ports?limit=2&marker=abc");
+        assert_eq!(path, "/ports?limit=2&marker=abc");
+        // The default port written out, and a relative link, are the same place.
+        let (url, path) = next_under(
+            "https://n.example:443/net/v2.0/routers#x",
+            "https://n.example/net/v2.0",
+        )
+        .unwrap();
+        assert_eq!(url, "https://n.example/net/v2.0/routers");
+        assert_eq!(path, "/routers");
+        let (_, path) = next_under("/v2.0/ports?marker=m", EP).unwrap();
+        assert_eq!(path, "/ports?marker=m");
+    }
+
+    #[test]
+    fn next_links_elsewhere_are_refused() {
+        for href in [
+            "http://127.0.0.1:9697/v2.0/ports?marker=a",
+            "https://127.0.0.1:9696/v2.0/ports?marker=a",
+            "http://localhost:9696/v2.0/ports?marker=a",
+            "http://evil.example/v2.0/ports",
+            "http://127.0.0.1:9696/v2.1/ports",
+            "http://127.0.0.1:9696/v2.0evil/ports",
+            "http://127.0.0.1:9696/v2.0/../identity/v3",
+            "http://127.0.0.1:9696/v2.0/%2e%2e/x",
+            "http://user:pw@127.0.0.1:9696/v2.0/ports",
+            "//evil.example/v2.0/ports",
+            "ports?marker=a",
+        ] {
+            let err = next_under(href, EP).expect_err(href);
+            assert!(
+                err.contains("not under the Neutron endpoint"),
+                "{href}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_page_yields_its_items_and_next_link() {
+        let body = br#"{"ports": [{"id": "a", "network_id": "n"}], "ports_links": [
+            {"rel": "previous", "href": "http://h/v2.0/ports?marker=z&page_reverse=True"},
+            {"rel": "next", "href": "http://h/v2.0/ports?marker=a"}]}"#;
+        let (items, next) = decode_page::<crate::Port>(body, "ports", "/ports").unwrap();
+        assert_eq!(items.len(), 1);
+        assert_eq!(next.as_deref(), Some("http://h/v2.0/ports?marker=a"));
+        let last = br#"{"ports": [], "ports_links": [{"rel": "previous", "href": "x"}]}"#;
+        let (items, next) = decode_page::<crate::Port>(last, "ports", "/ports").unwrap();
+        assert!(items.is_empty() && next.is_none());
+        let bad = br#"{"ports": [], "ports_links": {"next": "x"}}"#;
+        let err = decode_page::<crate::Port>(bad, "ports", "/ports").unwrap_err();
+        assert!(err.to_string().contains("ports_links"), "{err}");
+    }
+}
