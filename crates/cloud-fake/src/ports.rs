@@ -25,6 +25,14 @@ fn too_many_tags(path: &str) -> CloudError {
     )
 }
 
+/// Whether a port passes the tag filters, as Neutron applies them: `tags` needs all,
+/// `tags-any` one, and `not-tags` drops only a port carrying all of its tags.
+fn tags_match(q: &PortQuery, p: &Port) -> bool {
+    q.tags.iter().all(|t| p.has_tag(t))
+        && (q.tags_any.is_empty() || q.tags_any.iter().any(|t| p.has_tag(t)))
+        && (q.not_tags.is_empty() || !q.not_tags.iter().all(|t| p.has_tag(t)))
+}
+
 impl FakeNeutron {
     pub(crate) async fn port_list(&self, q: &PortQuery) -> Result<Vec<Port>> {
         self.run(Op::ListPorts, "GET", "/ports", |w| {
@@ -34,7 +42,7 @@ impl FakeNeutron {
                 .filter(|p| q.network_id.as_ref().is_none_or(|n| &p.network_id == n))
                 .filter(|p| q.device_id.as_ref().is_none_or(|d| &p.device_id == d))
                 .filter(|p| q.ip_address.as_ref().is_none_or(|ip| p.has_ip(ip)))
-                .filter(|p| q.tags_match(p))
+                .filter(|p| tags_match(q, p))
                 .cloned()
                 .collect())
         })
