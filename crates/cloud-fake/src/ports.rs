@@ -11,7 +11,7 @@ use bnerd_cloud::{
 use crate::faults::Op;
 use crate::networks::subnet_net;
 use crate::policy::port_not_found;
-use crate::world::{FakeNeutron, World, api, new_id};
+use crate::world::{FakeNeutron, TAGS_AT_CREATE, World, api, new_id};
 
 fn too_many_tags(path: &str) -> CloudError {
     api(
@@ -151,7 +151,7 @@ impl FakeNeutron {
                 device_owner: String::new(),
                 fixed_ips: vec![FixedIp { subnet_id: subnet.id.clone(), ip_address: ip }],
                 description: req.description.clone(),
-                tags: if w.honour_create_tags { req.tags.clone() } else { vec![] },
+                tags: if w.has_extension(TAGS_AT_CREATE) { req.tags.clone() } else { vec![] },
                 revision_number: 1,
             };
             w.ports.insert(port.id.clone(), port.clone());

@@ -10,7 +10,9 @@ use bnerd_cloud::{
 use crate::faults::Op;
 use crate::networks::subnet_net;
 use crate::policy::port_not_found;
-use crate::world::{FakeNeutron, MAX_ROUTES, World, api, new_id};
+use crate::world::{
+    EXTRAROUTE_ATOMIC, FakeNeutron, REVISION_IF_MATCH, World, api, new_id, unknown_url,
+};
 
 /// Subnets a router has an interface on, with the interface IPs.
 fn router_interfaces(w: &World, router_id: &str) -> Vec<(Subnet, String)> {
@@ -108,8 +110,10 @@ fn validate_routes(
     Ok(())
 }
 
-fn check_route_quota(_router: &Router, count: usize, method: &str, path: &str) -> Result<()> {
-    if count > MAX_ROUTES {
+/// Neutron 29 counts a router's routes against the `router_route` quota (the per-router
+/// limit the deprecated `max_routes` option used to set), also for a whole-table PUT.
+fn check_route_quota(w: &World, count: usize, method: &str, path: &str) -> Result<()> {
+    if count > w.max_routes() {
         return Err(api(
             method,
             path,
@@ -243,6 +247,9 @@ impl FakeNeutron {
     ) -> Result<Router> {
         let path = format!("/routers/{router_id}/add_extraroutes");
         self.run(Op::AddExtraroutes, "PUT", &path, |w| {
+            if !w.has_extension(EXTRAROUTE_ATOMIC) {
+                return Err(unknown_url("PUT", &path));
+            }
             let router = self.router_of(w, router_id, "PUT", &path)?.clone();
             validate_routes(w, router_id, routes, "PUT", &path)?;
             let mut next = router.routes.clone();
@@ -251,7 +258,7 @@ impl FakeNeutron {
                     next.push(r.clone());
                 }
             }
-            check_route_quota(&router, next.len(), "PUT", &path)?;
+            check_route_quota(w, next.len(), "PUT", &path)?;
             let r = w
                 .routers
                 .get_mut(router_id)
@@ -272,6 +279,9 @@ impl FakeNeutron {
     ) -> Result<Router> {
         let path = format!("/routers/{router_id}/remove_extraroutes");
         self.run(Op::RemoveExtraroutes, "PUT", &path, |w| {
+            if !w.has_extension(EXTRAROUTE_ATOMIC) {
+                return Err(unknown_url("PUT", &path));
+            }
             self.router_of(w, router_id, "PUT", &path)?;
             let r = w
                 .routers
@@ -295,6 +305,18 @@ impl FakeNeutron {
     ) -> Result<Router> {
         let path = format!("/routers/{router_id}");
         self.run(Op::SetRoutes, "PUT", &path, |w| {
+            // Neutron reads If-Match in a hook that runs before policy and the router lookup,
+            // and refuses a revision constraint it cannot enforce rather than ignore it
+            // (neutron.api.api_common.ensure_if_match_supported).
+            if if_revision.is_some() && !w.has_extension(REVISION_IF_MATCH) {
+                return Err(api(
+                    "PUT",
+                    &path,
+                    400,
+                    "BadRequest",
+                    "Bad if-match request: This server does not support constraining operations based on revision numbers.".into(),
+                ));
+            }
             let router = self.router_of(w, router_id, "PUT", &path)?.clone();
             if let Some(rev) = if_revision
                 && rev != router.revision_number
@@ -311,7 +333,7 @@ impl FakeNeutron {
                 ));
             }
             validate_routes(w, router_id, routes, "PUT", &path)?;
-            check_route_quota(&router, routes.len(), "PUT", &path)?;
+            check_route_quota(w, routes.len(), "PUT", &path)?;
             let r = w
                 .routers
                 .get_mut(router_id)

@@ -2,15 +2,30 @@
 //! other module builds on. Calls enter here (counted, authenticated, faulted) before the
 //! module that owns the resource answers them.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bnerd_cloud::{CloudError, Network, Port, RbacPolicy, Result, Router, Subnet};
 
 use crate::faults::{Fault, Op, PlannedFault};
 
-/// Neutron's default `router_route` quota per router.
-pub const MAX_ROUTES: usize = 30;
+/// Neutron's default `max_routes` (the `router_route` quota per router).
+pub(crate) const MAX_ROUTES: usize = 30;
+
+pub(crate) const EXTRAROUTE_ATOMIC: &str = "extraroute-atomic";
+pub(crate) const REVISION_IF_MATCH: &str = "revision-if-match";
+pub(crate) const TAGS_AT_CREATE: &str = "tag-ports-during-bulk-creation";
+
+/// What the lab's Neutron lists among the extensions the operator looks at.
+const LOADED: [&str; 7] = [
+    "extraroute",
+    EXTRAROUTE_ATOMIC,
+    "rbac-policies",
+    REVISION_IF_MATCH,
+    "standard-attr-revisions",
+    "tag-creation",
+    "standard-attr-tag",
+];
 
 #[derive(Default)]
 pub(crate) struct World {
@@ -22,7 +37,46 @@ pub(crate) struct World {
     pub(crate) app_creds: BTreeMap<String, AppCred>,
     faults: Vec<PlannedFault>,
     calls: BTreeMap<Op, u64>,
-    pub(crate) honour_create_tags: bool,
+    settings: Settings,
+}
+
+/// How this cloud is configured, where clouds differ: the builder methods of [`FakeCloud`].
+struct Settings {
+    honour_create_tags: bool,
+    hidden: BTreeSet<String>,
+    max_routes: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            honour_create_tags: false,
+            hidden: BTreeSet::new(),
+            max_routes: MAX_ROUTES,
+        }
+    }
+}
+
+impl World {
+    /// The aliases `GET /extensions` lists.
+    pub(crate) fn extensions(&self) -> Vec<String> {
+        let tags_at_create = self.settings.honour_create_tags.then_some(TAGS_AT_CREATE);
+        LOADED
+            .into_iter()
+            .chain(tags_at_create)
+            .filter(|e| !self.settings.hidden.contains(*e))
+            .map(String::from)
+            .collect()
+    }
+
+    /// Whether the extension is loaded: the calls it adds exist only then.
+    pub(crate) fn has_extension(&self, alias: &str) -> bool {
+        self.extensions().iter().any(|e| e == alias)
+    }
+
+    pub(crate) fn max_routes(&self) -> usize {
+        self.settings.max_routes
+    }
 }
 
 /// A Keystone application credential. It lives here rather than in `keystone` because every
@@ -67,6 +121,22 @@ pub(crate) fn api(
         kind: kind.into(),
         message,
     }
+}
+
+/// What Neutron answers for a URL no loaded extension serves, e.g. `PUT
+/// /routers/{id}/add_extraroutes` without `extraroute-atomic`: the API router (pecan) finds
+/// no controller, so it answers before authorisation or any lookup, whatever the router ID.
+/// Measured on the lab with an action that does not exist (`PUT
+/// /routers/{id}/add_extraroutes_nope`): 404 `{"NeutronError": {"type": "HTTPNotFound",
+/// "message": "The resource could not be found.", "detail": ""}}`.
+pub(crate) fn unknown_url(method: &str, path: &str) -> CloudError {
+    api(
+        method,
+        path,
+        404,
+        "HTTPNotFound",
+        "The resource could not be found.".into(),
+    )
 }
 
 pub(crate) fn new_id() -> String {
@@ -126,7 +196,23 @@ impl FakeCloud {
     /// the lab: without the driver the tags are dropped (`tag-creation`, listed either way,
     /// is only `POST /{resource}/{id}/tags`).
     pub fn honour_create_tags(self, on: bool) -> Self {
-        self.lock().honour_create_tags = on;
+        self.lock().settings.honour_create_tags = on;
+        self
+    }
+
+    /// Leave the extension `alias` out of `GET /extensions`, as a cloud that does not load
+    /// it. The calls it adds then answer as Neutron answers for them: without
+    /// `extraroute-atomic`, `add_extraroutes`/`remove_extraroutes` are unknown URLs (404);
+    /// without `revision-if-match`, a `set_routes` guarded by `If-Match` is refused (400).
+    pub fn without_extension(self, alias: &str) -> Self {
+        self.lock().settings.hidden.insert(alias.into());
+        self
+    }
+
+    /// The `router_route` quota per router (Neutron's `max_routes`, 30 unless a cloud
+    /// raises it).
+    pub fn max_routes(self, n: usize) -> Self {
+        self.lock().settings.max_routes = n;
         self
     }
 
@@ -236,23 +322,7 @@ impl FakeNeutron {
 
     /// `GET /extensions`: the aliases this fake cloud loads.
     pub(crate) async fn extension_list(&self) -> Result<Vec<String>> {
-        self.run(Op::Extensions, "GET", "/extensions", |w| {
-            let mut ext = [
-                "extraroute",
-                "extraroute-atomic",
-                "rbac-policies",
-                "revision-if-match",
-                "standard-attr-revisions",
-                "tag-creation",
-                "standard-attr-tag",
-            ]
-            .map(String::from)
-            .to_vec();
-            if w.honour_create_tags {
-                ext.push("tag-ports-during-bulk-creation".into());
-            }
-            Ok(ext)
-        })
-        .await
+        self.run(Op::Extensions, "GET", "/extensions", |w| Ok(w.extensions()))
+            .await
     }
 }
