@@ -4,8 +4,8 @@
 use std::net::Ipv4Addr;
 
 use bnerd_cloud::{
-    CloudError, CreatePort, FixedIp, MAX_TAGS, OWNER_ROUTER_INTERFACE, Port, PortQuery, Result,
-    Subnet,
+    CloudError, CreatePort, FixedIp, MAX_TAGS, Port, PortQuery, Result, Subnet,
+    is_router_interface_owner,
 };
 
 use crate::faults::Op;
@@ -202,7 +202,9 @@ impl FakeNeutron {
         let path = format!("/ports/{id}");
         self.run(Op::DeletePort, "DELETE", &path, |w| {
             let p = w.ports.get(id).filter(|p| self.port_visible(w, p)).ok_or_else(|| port_not_found("DELETE", &path, id))?;
-            if p.device_owner.starts_with(OWNER_ROUTER_INTERFACE) {
+            // Neutron's L3 plugin guards every router interface owner (legacy, HA, DVR), as
+            // long as the router still exists.
+            if is_router_interface_owner(&p.device_owner) && w.routers.contains_key(&p.device_id) {
                 return Err(api(
                     "DELETE",
                     &path,

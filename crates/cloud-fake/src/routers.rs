@@ -4,15 +4,30 @@
 use std::net::Ipv4Addr;
 
 use bnerd_cloud::{
-    CreateRouter, FixedIp, OWNER_ROUTER_INTERFACE, Port, Result, Route, Router, RouterQuery, Subnet,
+    CreateRouter, FixedIp, OWNER_ROUTER_INTERFACE, OWNER_ROUTER_INTERFACE_DVR,
+    OWNER_ROUTER_INTERFACE_HA, Port, Result, Route, Router, RouterQuery, Subnet,
 };
 
 use crate::faults::Op;
 use crate::networks::subnet_net;
 use crate::policy::port_not_found;
 use crate::world::{
-    EXTRAROUTE_ATOMIC, FakeNeutron, REVISION_IF_MATCH, World, api, new_id, unknown_url,
+    EXTRAROUTE_ATOMIC, FakeNeutron, REVISION_IF_MATCH, RouterKind, World, api, new_id, unknown_url,
 };
+
+/// The device_owner Neutron gives this router's interface ports (measured on the lab: an HA
+/// router's is `network:ha_router_replicated_interface`, a DVR router's
+/// `network:router_interface_distributed`). DVR wins over HA, as in Neutron's
+/// `_get_device_owner` (l3_hamode_db defers to l3_dvr_db for a distributed router).
+fn interface_owner(w: &World, router_id: &str) -> &'static str {
+    match w.router_kinds.get(router_id).copied().unwrap_or_default() {
+        RouterKind {
+            distributed: true, ..
+        } => OWNER_ROUTER_INTERFACE_DVR,
+        RouterKind { ha: true, .. } => OWNER_ROUTER_INTERFACE_HA,
+        _ => OWNER_ROUTER_INTERFACE,
+    }
+}
 
 /// Subnets a router has an interface on, with the interface IPs.
 fn router_interfaces(w: &World, router_id: &str) -> Vec<(Subnet, String)> {
@@ -189,9 +204,10 @@ impl FakeNeutron {
                     format!("Bad router request: Router already has a port on subnet {}.", f.subnet_id),
                 ));
             }
+            let owner = interface_owner(w, router_id);
             if let Some(p) = w.ports.get_mut(port_id) {
                 p.device_id = router_id.to_string();
-                p.device_owner = OWNER_ROUTER_INTERFACE.to_string();
+                p.device_owner = owner.to_string();
                 p.revision_number += 1;
             }
             if let Some(r) = w.routers.get_mut(router_id) {
@@ -395,7 +411,7 @@ impl FakeNeutron {
                 network_id: subnet.network_id.clone(),
                 project_id: router.project_id.clone(),
                 device_id: router_id.to_string(),
-                device_owner: OWNER_ROUTER_INTERFACE.to_string(),
+                device_owner: interface_owner(w, router_id).to_string(),
                 fixed_ips: vec![FixedIp {
                     subnet_id: subnet_id.to_string(),
                     ip_address: gw,
@@ -414,7 +430,36 @@ impl FakeNeutron {
     }
 
     pub(crate) async fn router_create(&self, req: &CreateRouter) -> Result<Router> {
-        self.run(Op::CreateRouter, "POST", "/routers", |w| {
+        let (m, path) = ("POST", "/routers");
+        self.run(Op::CreateRouter, m, path, |w| {
+            // Neutron's API layer checks the owner before policy looks at any attribute
+            // (measured: a member asking for `ha` in another project gets this 400, not 403).
+            if !self.admin && req.project_id.as_ref().is_some_and(|p| *p != self.project_id) {
+                return Err(api(
+                    m,
+                    path,
+                    400,
+                    "HTTPBadRequest",
+                    "Specifying 'project_id' other than the authenticated project in request is not allowed for the current user.".into(),
+                ));
+            }
+            // `ha` and `distributed` are admin-only attributes: naming one at all is refused,
+            // `false` included (measured).
+            if !self.admin && (req.ha.is_some() || req.distributed.is_some()) {
+                let mut rule = "rule:create_router".to_string();
+                for (attr, set) in [("ha", req.ha), ("distributed", req.distributed)] {
+                    if set.is_some() {
+                        rule = format!("({rule} and rule:create_router:{attr})");
+                    }
+                }
+                return Err(api(
+                    m,
+                    path,
+                    403,
+                    "PolicyNotAuthorized",
+                    format!("{rule} is disallowed by policy"),
+                ));
+            }
             let r = Router {
                 id: new_id(),
                 name: req.name.clone(),
@@ -426,6 +471,11 @@ impl FakeNeutron {
                 revision_number: 1,
             };
             w.routers.insert(r.id.clone(), r.clone());
+            let kind = RouterKind {
+                ha: req.ha.unwrap_or(false),
+                distributed: req.distributed.unwrap_or(false),
+            };
+            w.router_kinds.insert(r.id.clone(), kind);
             Ok(r)
         })
         .await
@@ -454,6 +504,7 @@ impl FakeNeutron {
                 ));
             }
             w.routers.remove(id);
+            w.router_kinds.remove(id);
             Ok(())
         })
         .await

@@ -33,6 +33,9 @@ pub(crate) struct World {
     pub(crate) subnets: BTreeMap<String, Subnet>,
     pub(crate) ports: BTreeMap<String, Port>,
     pub(crate) routers: BTreeMap<String, Router>,
+    /// What kind each router is; `Router` carries only what the operator reads, and a member
+    /// never sees `ha`/`distributed` (measured: absent from its GET).
+    pub(crate) router_kinds: BTreeMap<String, RouterKind>,
     pub(crate) rbac: BTreeMap<String, RbacPolicy>,
     pub(crate) app_creds: BTreeMap<String, AppCred>,
     faults: Vec<PlannedFault>,
@@ -77,6 +80,13 @@ impl World {
     pub(crate) fn max_routes(&self) -> usize {
         self.settings.max_routes
     }
+}
+
+/// An admin-only router attribute set at creation (`--ha`, `--distributed`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct RouterKind {
+    pub(crate) ha: bool,
+    pub(crate) distributed: bool,
 }
 
 /// A Keystone application credential. It lives here rather than in `keystone` because every

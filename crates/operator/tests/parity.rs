@@ -6,8 +6,8 @@ mod common;
 use std::sync::Arc;
 
 use bnerd_cloud::{
-    ACCESS_AS_SHARED, CreatePort, Identity, NeutronAdmin, OpenStack, PortQuery, Result, Route,
-    RouterQuery, ShareNetwork,
+    ACCESS_AS_SHARED, CreatePort, CreateRouter, Identity, NeutronAdmin, OpenStack, PortQuery,
+    Result, Route, Router, RouterQuery, ShareNetwork,
 };
 use bnerd_cloud_fake::FakeCloud;
 use common::unique;
@@ -32,10 +32,148 @@ struct Clouds {
     op: Arc<dyn NeutronAdmin>,
     cust: Arc<dyn NeutronAdmin>,
     cust_identity: Arc<dyn Identity>,
-    /// A cloud admin (for the rule an admin made by hand).
+    /// A cloud admin (for the rule an admin made by hand, and HA/DVR routers).
     admin: Arc<dyn NeutronAdmin>,
+    /// The project `op` works in.
+    op_project: String,
     /// An application credential that was deleted after it worked once.
     revoked: Arc<dyn Identity>,
+}
+
+/// Which admin-only router attribute a block of rows exercises.
+#[derive(Clone, Copy)]
+enum RouterKind {
+    Ha,
+    Dvr,
+}
+
+impl RouterKind {
+    fn request(self, name: String, project_id: Option<String>) -> CreateRouter {
+        CreateRouter {
+            name,
+            project_id,
+            ha: matches!(self, RouterKind::Ha).then_some(true),
+            distributed: matches!(self, RouterKind::Dvr).then_some(true),
+        }
+    }
+
+    /// Row names, in the order [`router_kind_rows`] pushes them.
+    fn rows(self) -> [&'static str; 12] {
+        match self {
+            RouterKind::Ha => [
+                "member asks for an HA router",
+                "admin creates an HA router for the operator's project",
+                "member attaches a port to the HA router",
+                "HA router interface device_owner",
+                "re-attach the same port to the HA router",
+                "delete the HA interface port directly",
+                "route via the HA interface",
+                "nexthop is the HA router's own interface",
+                "remove the HA interface needed by a route",
+                "remove the HA interface by port",
+                "HA interface port gone with the detach",
+                "member deletes the HA router",
+            ],
+            RouterKind::Dvr => [
+                "member asks for a DVR router",
+                "admin creates a DVR router for the operator's project",
+                "member attaches a port to the DVR router",
+                "DVR router interface device_owner",
+                "re-attach the same port to the DVR router",
+                "delete the DVR interface port directly",
+                "route via the DVR interface",
+                "nexthop is the DVR router's own interface",
+                "remove the DVR interface needed by a route",
+                "remove the DVR interface by port",
+                "DVR interface port gone with the detach",
+                "member deletes the DVR router",
+            ],
+        }
+    }
+}
+
+/// What a refused router creation answered; one that wrongly succeeded is removed again so
+/// the shared lab keeps no leftovers.
+async fn refused(c: &Clouds, r: Result<Router>) -> String {
+    if let Ok(router) = &r {
+        let _ = c.admin.delete_router(&router.id).await;
+    }
+    obs(r)
+}
+
+/// An admin makes an L3-HA or DVR router for the operator's project; the operator (member)
+/// then uses it as any other: its interfaces get their own device_owner, and every rule on
+/// interfaces (in use, not deletable directly, needed by a route, deleted with the detach)
+/// must hold for that owner too.
+async fn router_kind_rows(
+    c: &Clouds,
+    kind: RouterKind,
+    network_id: &str,
+    ip: &str,
+) -> Vec<(&'static str, String)> {
+    let op = c.op.as_ref();
+    let names = kind.rows();
+    let mut out = vec![];
+    let by_member = op
+        .create_router_with(&kind.request(unique("pkind"), None))
+        .await;
+    out.push((names[0], refused(c, by_member).await));
+    let router = c
+        .admin
+        .create_router_with(&kind.request(unique("pkind"), Some(c.op_project.clone())))
+        .await;
+    let router = match router {
+        Ok(r) => r,
+        Err(e) => {
+            out.push((names[1], obs::<()>(Err(e))));
+            return out;
+        }
+    };
+    out.push((names[1], "ok".into()));
+    let port = op
+        .create_port(&CreatePort {
+            network_id: network_id.into(),
+            ip_address: Some(ip.into()),
+            name: unique("pkind"),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    out.push((
+        names[2],
+        obs(op.add_router_interface(&router.id, &port.id).await),
+    ));
+    out.push((names[3], op.get_port(&port.id).await.unwrap().device_owner));
+    out.push((
+        names[4],
+        obs(op.add_router_interface(&router.id, &port.id).await),
+    ));
+    out.push((names[5], obs(op.delete_port(&port.id).await)));
+    let via = Route::new("192.168.111.0/24", "10.254.0.21");
+    out.push((
+        names[6],
+        obs(op
+            .add_extraroutes(&router.id, std::slice::from_ref(&via))
+            .await),
+    ));
+    out.push((
+        names[7],
+        obs(op
+            .add_extraroutes(&router.id, &[Route::new("192.168.112.0/24", ip)])
+            .await),
+    ));
+    out.push((
+        names[8],
+        obs(op.remove_router_interface(&router.id, &port.id).await),
+    ));
+    op.remove_extraroutes(&router.id, &[via]).await.unwrap();
+    out.push((
+        names[9],
+        obs(op.remove_router_interface(&router.id, &port.id).await),
+    ));
+    out.push((names[10], obs(op.get_port(&port.id).await)));
+    out.push((names[11], obs(op.delete_router(&router.id).await)));
+    out
 }
 
 fn share(network_id: &str, target: &str) -> ShareNetwork {
@@ -465,6 +603,22 @@ async fn table(c: &Clouds) -> Vec<(&'static str, String)> {
         obs(c.admin.delete_rbac_policy(&everyone_id).await),
     ));
 
+    out.push((
+        "member creates a router for another project",
+        refused(
+            c,
+            op.create_router_with(&CreateRouter {
+                name: unique("pother"),
+                project_id: Some(cust_project.clone()),
+                ..Default::default()
+            })
+            .await,
+        )
+        .await,
+    ));
+    out.extend(router_kind_rows(c, RouterKind::Ha, &net.id, "10.254.0.6").await);
+    out.extend(router_kind_rows(c, RouterKind::Dvr, &net.id, "10.254.0.7").await);
+
     // Tidy up (matters on the shared lab).
     cust.delete_port(&cport.id).await.unwrap();
     cust.delete_router(&crouter.id).await.unwrap();
@@ -587,6 +741,71 @@ const EXPECTED: &[(&str, &str)] = &[
         "true",
     ),
     ("admin withdraws the share with every project", "ok"),
+    // Measured: "Specifying 'project_id' other than the authenticated project in request is
+    // not allowed for the current user." (checked before the ha/distributed policy).
+    (
+        "member creates a router for another project",
+        "400 HTTPBadRequest",
+    ),
+    // "(rule:create_router and rule:create_router:ha) is disallowed by policy", also for
+    // ha=false. The lab (no L3 agents) creates HA and DVR routers for an admin all the same.
+    ("member asks for an HA router", "403 PolicyNotAuthorized"),
+    (
+        "admin creates an HA router for the operator's project",
+        "ok",
+    ),
+    ("member attaches a port to the HA router", "ok"),
+    (
+        "HA router interface device_owner",
+        "network:ha_router_replicated_interface",
+    ),
+    ("re-attach the same port to the HA router", "409 PortInUse"),
+    (
+        "delete the HA interface port directly",
+        "409 ServicePortInUse",
+    ),
+    ("route via the HA interface", "ok"),
+    (
+        "nexthop is the HA router's own interface",
+        "400 InvalidRoutes",
+    ),
+    (
+        "remove the HA interface needed by a route",
+        "409 RouterInterfaceInUseByRoute",
+    ),
+    ("remove the HA interface by port", "ok"),
+    ("HA interface port gone with the detach", "404 PortNotFound"),
+    ("member deletes the HA router", "ok"),
+    ("member asks for a DVR router", "403 PolicyNotAuthorized"),
+    (
+        "admin creates a DVR router for the operator's project",
+        "ok",
+    ),
+    ("member attaches a port to the DVR router", "ok"),
+    (
+        "DVR router interface device_owner",
+        "network:router_interface_distributed",
+    ),
+    ("re-attach the same port to the DVR router", "409 PortInUse"),
+    (
+        "delete the DVR interface port directly",
+        "409 ServicePortInUse",
+    ),
+    ("route via the DVR interface", "ok"),
+    (
+        "nexthop is the DVR router's own interface",
+        "400 InvalidRoutes",
+    ),
+    (
+        "remove the DVR interface needed by a route",
+        "409 RouterInterfaceInUseByRoute",
+    ),
+    ("remove the DVR interface by port", "ok"),
+    (
+        "DVR interface port gone with the detach",
+        "404 PortNotFound",
+    ),
+    ("member deletes the DVR router", "ok"),
 ];
 
 /// A project-ID-shaped value no project has.
@@ -614,6 +833,14 @@ fn check(backend: &str, got: Vec<(&'static str, String)>, tags_at_create: bool) 
         .map(|((row, w), (_, have))| format!("{row}: want {}, {backend} gave {have}", want(row, w)))
         .collect();
     assert_eq!(got.len(), EXPECTED.len(), "{backend}: {got:?}");
+    // Rows are compared by position: a table whose names drift from EXPECTED's would
+    // compare one row's answer with another's expectation.
+    let names: Vec<&str> = got.iter().map(|(row, _)| *row).collect();
+    let want_names: Vec<&str> = EXPECTED.iter().map(|(row, _)| *row).collect();
+    assert_eq!(
+        names, want_names,
+        "{backend}: row names differ from EXPECTED"
+    );
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
 }
 
@@ -632,6 +859,7 @@ async fn fake_clouds(cloud: &FakeCloud) -> Clouds {
         cust: Arc::new(cust.clone()),
         cust_identity: Arc::new(cust),
         admin: Arc::new(cloud.admin("admin")),
+        op_project: "operator".into(),
         revoked: Arc::new(revoked),
     }
 }
@@ -643,6 +871,10 @@ fn lab_clouds(env: &std::collections::BTreeMap<String, String>, op: OpenStack) -
         cust: cust.clone(),
         cust_identity: cust,
         admin: Arc::new(common::lab_client(env, "ADMIN")),
+        op_project: env
+            .get("LAB_OPERATOR_PROJECT_ID")
+            .cloned()
+            .expect("lab.env lacks LAB_OPERATOR_PROJECT_ID"),
         revoked: Arc::new(common::lab_app_cred_client(env, "CUSTOMER_REVOKED")),
     }
 }
