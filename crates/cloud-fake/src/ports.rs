@@ -25,6 +25,52 @@ fn too_many_tags(path: &str) -> CloudError {
     )
 }
 
+/// Neutron's limit on a port's name and description and on one tag (neutron-lib's
+/// NAME_MAX_LEN and DESCRIPTION_MAX_LEN, tagging's MAX_TAG_LEN), in characters, not bytes
+/// (measured: 255 two-byte characters pass, 256 do not).
+const MAX_LEN: usize = 255;
+
+/// neutron-lib's `validate_string` with a length cap, as its message says it.
+fn too_long(value: &str) -> Option<String> {
+    (value.chars().count() > MAX_LEN)
+        .then(|| format!("'{value}' exceeds maximum length of {MAX_LEN}"))
+}
+
+/// neutron-lib's `list_of_unique_strings` check: duplicates first (each named once, in the
+/// order they recur), then the first string that is too long.
+fn tag_list_problem(tags: &[String]) -> Option<String> {
+    let mut seen: Vec<&String> = vec![];
+    let mut dups: Vec<&str> = vec![];
+    for t in tags {
+        if seen.contains(&t) {
+            if !dups.contains(&t.as_str()) {
+                dups.push(t);
+            }
+        } else {
+            seen.push(t);
+        }
+    }
+    if !dups.is_empty() {
+        return Some(format!(
+            "Duplicate items in the list: '{}'",
+            dups.join(", ")
+        ));
+    }
+    tags.iter().find_map(|t| too_long(t))
+}
+
+/// A tag call's body or URL failed validation: the tagging extension checks it before it
+/// looks for the port (measured: a 256-character tag on a port that does not exist is 400).
+fn invalid_tags(path: &str, reason: String) -> CloudError {
+    api(
+        "PUT",
+        path,
+        400,
+        "InvalidInput",
+        format!("Invalid input for operation: {reason}."),
+    )
+}
+
 /// Whether a port passes the tag filters, as Neutron applies them: `tags` needs all,
 /// `tags-any` one, and `not-tags` drops only a port carrying all of its tags.
 fn tags_match(q: &PortQuery, p: &Port) -> bool {
@@ -63,6 +109,25 @@ impl FakeNeutron {
 
     pub(crate) async fn port_create(&self, req: &CreatePort) -> Result<Port> {
         self.run(Op::CreatePort, "POST", "/ports", |w| {
+            // The API layer validates attributes before anything is looked up, in the order
+            // measured on the lab: name, tags (validated even where they are then dropped),
+            // description.
+            let invalid = [
+                ("name", too_long(&req.name)),
+                ("tags", tag_list_problem(&req.tags)),
+                ("description", too_long(&req.description)),
+            ]
+            .into_iter()
+            .find_map(|(attr, problem)| problem.map(|p| (attr, p)));
+            if let Some((attr, reason)) = invalid {
+                return Err(api(
+                    "POST",
+                    "/ports",
+                    400,
+                    "HTTPBadRequest",
+                    format!("Invalid input for {attr}. Reason: {reason}."),
+                ));
+            }
             let net = w
                 .networks
                 .get(&req.network_id)
@@ -163,6 +228,9 @@ impl FakeNeutron {
     pub(crate) async fn port_add_tag(&self, port_id: &str, tag: &str) -> Result<()> {
         let path = format!("/ports/{port_id}/tags/{tag}");
         self.run(Op::AddPortTag, "PUT", &path, |w| {
+            if let Some(reason) = too_long(tag) {
+                return Err(invalid_tags(&path, reason));
+            }
             self.port_for_tags(w, port_id, &path)?;
             if w.ports
                 .get(port_id)
@@ -184,9 +252,11 @@ impl FakeNeutron {
     pub(crate) async fn port_set_tags(&self, port_id: &str, tags: &[String]) -> Result<()> {
         let path = format!("/ports/{port_id}/tags");
         self.run(Op::SetPortTags, "PUT", &path, |w| {
+            if let Some(reason) = tag_list_problem(tags) {
+                return Err(invalid_tags(&path, reason));
+            }
             self.port_for_tags(w, port_id, &path)?;
-            let distinct: std::collections::BTreeSet<&String> = tags.iter().collect();
-            if distinct.len() > MAX_TAGS {
+            if tags.len() > MAX_TAGS {
                 return Err(too_many_tags(&path));
             }
             if let Some(p) = w.ports.get_mut(port_id) {

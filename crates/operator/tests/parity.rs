@@ -321,7 +321,71 @@ async fn table(c: &Clouds) -> Vec<(&'static str, String)> {
         "set 51 tags",
         obs(op.set_port_tags(&p5.id, &fifty_one).await),
     ));
+    let long = |n: usize| "x".repeat(n);
+    out.push((
+        "set duplicate tags",
+        obs(op
+            .set_port_tags(&p5.id, &["a".into(), "b".into(), "a".into()])
+            .await),
+    ));
+    out.push((
+        "set a tag of 256 characters",
+        obs(op.set_port_tags(&p5.id, &[long(256)]).await),
+    ));
+    out.push((
+        "set a tag of 255 characters",
+        obs(op.set_port_tags(&p5.id, &[long(255)]).await),
+    ));
+    out.push((
+        "add a tag of 256 characters",
+        obs(op.add_port_tag(&p5.id, &format!("y{}", long(255))).await),
+    ));
+    out.push((
+        "add a tag of 255 characters",
+        obs(op.add_port_tag(&p5.id, &format!("y{}", long(254))).await),
+    ));
     op.delete_port(&p5.id).await.unwrap();
+    out.push((
+        "port name of 256 characters",
+        obs(op
+            .create_port(&CreatePort {
+                name: long(256),
+                ..port("10.254.0.8")
+            })
+            .await),
+    ));
+    out.push((
+        "port description of 256 characters",
+        obs(op
+            .create_port(&CreatePort {
+                description: long(256),
+                ..port("10.254.0.8")
+            })
+            .await),
+    ));
+    out.push((
+        "create-body tag of 256 characters",
+        obs(op
+            .create_port(&CreatePort {
+                tags: vec![long(256)],
+                ..port("10.254.0.8")
+            })
+            .await),
+    ));
+    let at_limit = op
+        .create_port(&CreatePort {
+            name: "ä".repeat(255),
+            description: long(255),
+            ..port("10.254.0.8")
+        })
+        .await;
+    if let Ok(p) = &at_limit {
+        op.delete_port(&p.id).await.unwrap();
+    }
+    out.push((
+        "port name (two-byte characters) and description of 255 characters",
+        obs(at_limit),
+    ));
     out.push((
         "attach port",
         obs(op.add_router_interface(&svc.id, &p3.id).await),
@@ -652,6 +716,24 @@ const EXPECTED: &[(&str, &str)] = &[
     ("set 50 tags", "ok"),
     ("add a 51st tag", "400 BadRequest"),
     ("set 51 tags", "400 BadRequest"),
+    // "Invalid input for operation: Duplicate items in the list: 'a'."
+    ("set duplicate tags", "400 InvalidInput"),
+    // "Invalid input for operation: '<tag>' exceeds maximum length of 255.", checked before
+    // the port is looked up.
+    ("set a tag of 256 characters", "400 InvalidInput"),
+    ("set a tag of 255 characters", "ok"),
+    ("add a tag of 256 characters", "400 InvalidInput"),
+    ("add a tag of 255 characters", "ok"),
+    // "Invalid input for name. Reason: '<name>' exceeds maximum length of 255.", checked
+    // before the network is looked up; characters are counted, not bytes.
+    ("port name of 256 characters", "400 HTTPBadRequest"),
+    ("port description of 256 characters", "400 HTTPBadRequest"),
+    // Validated even by a Neutron that then drops create-body tags.
+    ("create-body tag of 256 characters", "400 HTTPBadRequest"),
+    (
+        "port name (two-byte characters) and description of 255 characters",
+        "ok",
+    ),
     ("attach port", "ok"),
     ("re-attach same port", "409 PortInUse"),
     ("second interface on the subnet", "400 BadRequest"),
