@@ -521,6 +521,14 @@ async fn table(c: &Clouds) -> Vec<(&'static str, String)> {
         "customer port on operator router, as customer",
         obs(cust.add_router_interface(&gw.id, &cport.id).await),
     ));
+    out.push((
+        "customer tags an operator port it cannot see",
+        obs(cust.add_port_tag(&p4.id, "cust-tag").await),
+    ));
+    out.push((
+        "customer replaces the tags of an operator port it cannot see",
+        obs(cust.set_port_tags(&p4.id, &["cust-tag".into()]).await),
+    ));
     let tok = c.cust_identity.token_info().await.unwrap();
     let mut roles = tok.roles.clone();
     roles.sort();
@@ -771,6 +779,15 @@ const EXPECTED: &[(&str, &str)] = &[
     (
         "customer port on operator router, as customer",
         "404 RouterNotFound",
+    ),
+    // Refused, not hidden: the tagging controller reads the port before policy.
+    (
+        "customer tags an operator port it cannot see",
+        "403 PolicyNotAuthorized",
+    ),
+    (
+        "customer replaces the tags of an operator port it cannot see",
+        "403 PolicyNotAuthorized",
     ),
     ("customer token roles", "[\"member\", \"reader\"]"),
     (
