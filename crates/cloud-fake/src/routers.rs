@@ -1,5 +1,10 @@
 //! Routers: interfaces (attach, detach, the subnet rule), extra routes (atomic add/remove and
 //! the whole-table PUT with its revision guard), validation and quota, creation and deletion.
+//!
+//! One module although it passes 500 lines: interfaces and routes constrain each other (a
+//! nexthop must lie on a subnet an interface connects, and an interface cannot go while a
+//! route needs it), so both sides read the same `router_interfaces` and the router kind that
+//! decides an interface's device_owner; split, each half would reach into the other.
 
 use std::net::Ipv4Addr;
 

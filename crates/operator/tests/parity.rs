@@ -1,5 +1,9 @@
 //! DESIGN.md section 4, row by row: the fake and the real lab must answer every call with
 //! the same status code and NeutronError type. One table, run against both.
+//!
+//! One file although it is long: the table is one sequence in which every row runs on what
+//! the rows before it left (ports attached, routes added, networks shared), and EXPECTED is
+//! read side by side with it; split up, the rows would lose the state they are about.
 
 mod common;
 
