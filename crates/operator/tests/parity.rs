@@ -226,10 +226,9 @@ async fn table(c: &Clouds) -> Vec<(&'static str, String)> {
                 .any(|e| e == "tag-ports-during-bulk-creation")
         ),
     ));
-    out.push((
-        "gateway leg by subnet",
-        obs(op.add_router_subnet(&gw.id, &sub.id).await),
-    ));
+    let gw_leg = op.add_router_subnet(&gw.id, &sub.id).await;
+    let gw_leg_id = gw_leg.as_ref().cloned().unwrap_or_default();
+    out.push(("gateway leg by subnet", obs(gw_leg)));
     let p3 = op
         .create_port(&CreatePort {
             tags: vec!["t1".into(), "t2".into()],
@@ -701,6 +700,11 @@ async fn table(c: &Clouds) -> Vec<(&'static str, String)> {
     cust.delete_network(&cnet.id).await.unwrap();
     op.delete_port(&p4.id).await.unwrap();
     op.delete_router(&svc.id).await.unwrap();
+    op.remove_router_interface(&gw.id, &gw_leg_id)
+        .await
+        .unwrap();
+    op.delete_router(&gw.id).await.unwrap();
+    op.delete_network(&net.id).await.unwrap();
     out
 }
 
