@@ -272,13 +272,15 @@ impl FakeNeutron {
                 return Err(unknown_url("PUT", &path));
             }
             let router = self.router_of(w, router_id, "PUT", &path)?.clone();
-            validate_routes(w, router_id, routes, "PUT", &path)?;
             let mut next = router.routes.clone();
             for r in routes {
                 if !next.contains(r) {
                     next.push(r.clone());
                 }
             }
+            // Neutron validates the merged table, so its InvalidRoutes message lists every
+            // route the router would have (measured), not only the ones added.
+            validate_routes(w, router_id, &next, "PUT", &path)?;
             check_route_quota(w, next.len(), "PUT", &path)?;
             let r = w
                 .routers

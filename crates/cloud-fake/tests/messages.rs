@@ -97,3 +97,26 @@ async fn router_attributes_a_member_may_not_set() {
     };
     assert!(op.create_router_with(&own).await.is_ok());
 }
+
+#[tokio::test]
+async fn invalid_routes_name_the_whole_merged_table() {
+    let cloud = FakeCloud::new();
+    let op = cloud.client("operator");
+    let net = op.create_network("n").await.unwrap();
+    let sub = op
+        .create_subnet(&net.id, "10.254.0.0/24", "10.254.0.1")
+        .await
+        .unwrap();
+    let router = op.create_router("r").await.unwrap();
+    op.add_router_subnet(&router.id, &sub.id).await.unwrap();
+    let kept = bnerd_cloud::Route::new("192.168.101.0/24", "10.254.0.11");
+    op.add_extraroutes(&router.id, std::slice::from_ref(&kept))
+        .await
+        .unwrap();
+    let own = bnerd_cloud::Route::new("192.168.102.0/24", "10.254.0.1");
+    let e = op.add_extraroutes(&router.id, &[own]).await.unwrap_err();
+    assert_eq!(
+        message(e),
+        "Invalid format for routes: [{'destination': '192.168.101.0/24', 'nexthop': '10.254.0.11'}, {'destination': '192.168.102.0/24', 'nexthop': '10.254.0.1'}], the nexthop is used by router"
+    );
+}
