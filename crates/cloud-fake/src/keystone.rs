@@ -1,28 +1,10 @@
 //! Keystone's application credentials: a handle made from one authenticates on every call,
 //! so deleting the credential cuts it off at once, as Keystone's token revocation does.
 
-use bnerd_cloud::{CloudError, Result};
+use bnerd_cloud::{Result, TokenInfo};
 
-use crate::state::{FakeCloud, FakeNeutron, World, new_id};
-
-pub(crate) struct AppCred {
-    secret: String,
-    project_id: String,
-    roles: Vec<String>,
-}
-
-/// Keystone's answer to `POST /v3/auth/tokens` with this credential.
-pub(crate) fn check_app_cred(w: &World, id: &str, secret: &str) -> Result<()> {
-    let refused = |status: u16, title: &str| CloudError::Auth {
-        status: Some(status),
-        message: format!("Keystone answered HTTP {status} to the token request: {title}"),
-    };
-    match w.app_creds.get(id) {
-        None => Err(refused(404, "Not Found")),
-        Some(ac) if ac.secret != secret => Err(refused(401, "Unauthorized")),
-        Some(_) => Ok(()),
-    }
-}
+use crate::faults::Op;
+use crate::world::{AppCred, FakeCloud, FakeNeutron, new_id};
 
 impl FakeCloud {
     /// Create an application credential in `project_id` delegating `roles` (a member role
@@ -64,5 +46,22 @@ impl FakeCloud {
             app_cred: Some((id.into(), secret.into())),
             ..self.client(&project)
         }
+    }
+}
+
+impl FakeNeutron {
+    pub(crate) async fn token(&self) -> Result<TokenInfo> {
+        self.run(Op::TokenInfo, "POST", "/v3/auth/tokens", |_| {
+            Ok(TokenInfo {
+                project_id: self.project_id.clone(),
+                project_name: self.project_id.clone(),
+                user_id: format!("user-of-{}", self.project_id),
+                roles: self.roles.clone(),
+                application_credential_id: self.app_cred.as_ref().map(|(id, _)| id.clone()),
+                // Keystone creates application credentials restricted unless told otherwise.
+                application_credential_restricted: self.app_cred.as_ref().map(|_| true),
+            })
+        })
+        .await
     }
 }

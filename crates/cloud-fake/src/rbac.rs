@@ -2,33 +2,11 @@
 //! may share it, only with a named project, only its own policies are listed, and a share
 //! cannot be withdrawn while the target project still has ports on the network.
 
-use bnerd_cloud::{ACCESS_AS_SHARED, Network, RbacPolicy, Result, ShareNetwork};
+use bnerd_cloud::{ACCESS_AS_SHARED, RbacPolicy, Result, ShareNetwork};
 
 use crate::faults::Op;
-use crate::state::{FakeNeutron, World, api, new_id};
-
-/// The network is shared with `project` (globally, or by an `access_as_shared` policy).
-pub(crate) fn shared_with(w: &World, net: &Network, project: &str) -> bool {
-    net.shared || grants(w, &net.id, project, None)
-}
-
-/// An admin shared the network with every project (`target_tenant="*"`): Neutron then calls
-/// it shared in every view, the owner's included.
-pub(crate) fn shared_with_all(w: &World, network_id: &str) -> bool {
-    w.rbac.values().any(|r| {
-        r.object_id == network_id && r.action == ACCESS_AS_SHARED && r.target_tenant == "*"
-    })
-}
-
-/// Some policy other than `except` lets `project` use the network.
-fn grants(w: &World, network_id: &str, project: &str, except: Option<&str>) -> bool {
-    w.rbac.values().any(|r| {
-        r.object_id == network_id
-            && r.action == ACCESS_AS_SHARED
-            && (r.target_tenant == project || r.target_tenant == "*")
-            && except != Some(r.id.as_str())
-    })
-}
+use crate::policy::grants;
+use crate::world::{FakeNeutron, api, new_id};
 
 impl FakeNeutron {
     pub(crate) async fn rbac_create(&self, req: &ShareNetwork) -> Result<RbacPolicy> {

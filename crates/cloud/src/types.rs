@@ -143,15 +143,6 @@ pub struct PortQuery {
 /// Neutron's per-resource tag limit.
 pub const MAX_TAGS: usize = 50;
 
-impl PortQuery {
-    /// Whether a port passes the tag filters, as Neutron applies them.
-    pub fn tags_match(&self, p: &Port) -> bool {
-        self.tags.iter().all(|t| p.has_tag(t))
-            && (self.tags_any.is_empty() || self.tags_any.iter().any(|t| p.has_tag(t)))
-            && (self.not_tags.is_empty() || !self.not_tags.iter().all(|t| p.has_tag(t)))
-    }
-}
-
 /// Filters for `GET /routers`. Several IDs match any of them (`?id=a&id=b`), so one call
 /// can read the gateway router and a service router together.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -1,13 +1,17 @@
 //! DESIGN.md section 4, row by row: the fake and the real lab must answer every call with
 //! the same status code and NeutronError type. One table, run against both.
+//!
+//! One file although it is long: the table is one sequence in which every row runs on what
+//! the rows before it left (ports attached, routes added, networks shared), and EXPECTED is
+//! read side by side with it; split up, the rows would lose the state they are about.
 
 mod common;
 
 use std::sync::Arc;
 
 use bnerd_cloud::{
-    ACCESS_AS_SHARED, CreatePort, Identity, NeutronAdmin, OpenStack, PortQuery, Result, Route,
-    RouterQuery, ShareNetwork,
+    ACCESS_AS_SHARED, CreatePort, CreateRouter, Identity, NeutronAdmin, OpenStack, PortQuery,
+    Result, Route, Router, RouterQuery, ShareNetwork,
 };
 use bnerd_cloud_fake::FakeCloud;
 use common::unique;
@@ -32,10 +36,148 @@ struct Clouds {
     op: Arc<dyn NeutronAdmin>,
     cust: Arc<dyn NeutronAdmin>,
     cust_identity: Arc<dyn Identity>,
-    /// A cloud admin (for the rule an admin made by hand).
+    /// A cloud admin (for the rule an admin made by hand, and HA/DVR routers).
     admin: Arc<dyn NeutronAdmin>,
+    /// The project `op` works in.
+    op_project: String,
     /// An application credential that was deleted after it worked once.
     revoked: Arc<dyn Identity>,
+}
+
+/// Which admin-only router attribute a block of rows exercises.
+#[derive(Clone, Copy)]
+enum RouterKind {
+    Ha,
+    Dvr,
+}
+
+impl RouterKind {
+    fn request(self, name: String, project_id: Option<String>) -> CreateRouter {
+        CreateRouter {
+            name,
+            project_id,
+            ha: matches!(self, RouterKind::Ha).then_some(true),
+            distributed: matches!(self, RouterKind::Dvr).then_some(true),
+        }
+    }
+
+    /// Row names, in the order [`router_kind_rows`] pushes them.
+    fn rows(self) -> [&'static str; 12] {
+        match self {
+            RouterKind::Ha => [
+                "member asks for an HA router",
+                "admin creates an HA router for the operator's project",
+                "member attaches a port to the HA router",
+                "HA router interface device_owner",
+                "re-attach the same port to the HA router",
+                "delete the HA interface port directly",
+                "route via the HA interface",
+                "nexthop is the HA router's own interface",
+                "remove the HA interface needed by a route",
+                "remove the HA interface by port",
+                "HA interface port gone with the detach",
+                "member deletes the HA router",
+            ],
+            RouterKind::Dvr => [
+                "member asks for a DVR router",
+                "admin creates a DVR router for the operator's project",
+                "member attaches a port to the DVR router",
+                "DVR router interface device_owner",
+                "re-attach the same port to the DVR router",
+                "delete the DVR interface port directly",
+                "route via the DVR interface",
+                "nexthop is the DVR router's own interface",
+                "remove the DVR interface needed by a route",
+                "remove the DVR interface by port",
+                "DVR interface port gone with the detach",
+                "member deletes the DVR router",
+            ],
+        }
+    }
+}
+
+/// What a refused router creation answered; one that wrongly succeeded is removed again so
+/// the shared lab keeps no leftovers.
+async fn refused(c: &Clouds, r: Result<Router>) -> String {
+    if let Ok(router) = &r {
+        let _ = c.admin.delete_router(&router.id).await;
+    }
+    obs(r)
+}
+
+/// An admin makes an L3-HA or DVR router for the operator's project; the operator (member)
+/// then uses it as any other: its interfaces get their own device_owner, and every rule on
+/// interfaces (in use, not deletable directly, needed by a route, deleted with the detach)
+/// must hold for that owner too.
+async fn router_kind_rows(
+    c: &Clouds,
+    kind: RouterKind,
+    network_id: &str,
+    ip: &str,
+) -> Vec<(&'static str, String)> {
+    let op = c.op.as_ref();
+    let names = kind.rows();
+    let mut out = vec![];
+    let by_member = op
+        .create_router_with(&kind.request(unique("pkind"), None))
+        .await;
+    out.push((names[0], refused(c, by_member).await));
+    let router = c
+        .admin
+        .create_router_with(&kind.request(unique("pkind"), Some(c.op_project.clone())))
+        .await;
+    let router = match router {
+        Ok(r) => r,
+        Err(e) => {
+            out.push((names[1], obs::<()>(Err(e))));
+            return out;
+        }
+    };
+    out.push((names[1], "ok".into()));
+    let port = op
+        .create_port(&CreatePort {
+            network_id: network_id.into(),
+            ip_address: Some(ip.into()),
+            name: unique("pkind"),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    out.push((
+        names[2],
+        obs(op.add_router_interface(&router.id, &port.id).await),
+    ));
+    out.push((names[3], op.get_port(&port.id).await.unwrap().device_owner));
+    out.push((
+        names[4],
+        obs(op.add_router_interface(&router.id, &port.id).await),
+    ));
+    out.push((names[5], obs(op.delete_port(&port.id).await)));
+    let via = Route::new("192.168.111.0/24", "10.254.0.21");
+    out.push((
+        names[6],
+        obs(op
+            .add_extraroutes(&router.id, std::slice::from_ref(&via))
+            .await),
+    ));
+    out.push((
+        names[7],
+        obs(op
+            .add_extraroutes(&router.id, &[Route::new("192.168.112.0/24", ip)])
+            .await),
+    ));
+    out.push((
+        names[8],
+        obs(op.remove_router_interface(&router.id, &port.id).await),
+    ));
+    op.remove_extraroutes(&router.id, &[via]).await.unwrap();
+    out.push((
+        names[9],
+        obs(op.remove_router_interface(&router.id, &port.id).await),
+    ));
+    out.push((names[10], obs(op.get_port(&port.id).await)));
+    out.push((names[11], obs(op.delete_router(&router.id).await)));
+    out
 }
 
 fn share(network_id: &str, target: &str) -> ShareNetwork {
@@ -84,10 +226,9 @@ async fn table(c: &Clouds) -> Vec<(&'static str, String)> {
                 .any(|e| e == "tag-ports-during-bulk-creation")
         ),
     ));
-    out.push((
-        "gateway leg by subnet",
-        obs(op.add_router_subnet(&gw.id, &sub.id).await),
-    ));
+    let gw_leg = op.add_router_subnet(&gw.id, &sub.id).await;
+    let gw_leg_id = gw_leg.as_ref().cloned().unwrap_or_default();
+    out.push(("gateway leg by subnet", obs(gw_leg)));
     let p3 = op
         .create_port(&CreatePort {
             tags: vec!["t1".into(), "t2".into()],
@@ -183,7 +324,71 @@ async fn table(c: &Clouds) -> Vec<(&'static str, String)> {
         "set 51 tags",
         obs(op.set_port_tags(&p5.id, &fifty_one).await),
     ));
+    let long = |n: usize| "x".repeat(n);
+    out.push((
+        "set duplicate tags",
+        obs(op
+            .set_port_tags(&p5.id, &["a".into(), "b".into(), "a".into()])
+            .await),
+    ));
+    out.push((
+        "set a tag of 256 characters",
+        obs(op.set_port_tags(&p5.id, &[long(256)]).await),
+    ));
+    out.push((
+        "set a tag of 255 characters",
+        obs(op.set_port_tags(&p5.id, &[long(255)]).await),
+    ));
+    out.push((
+        "add a tag of 256 characters",
+        obs(op.add_port_tag(&p5.id, &format!("y{}", long(255))).await),
+    ));
+    out.push((
+        "add a tag of 255 characters",
+        obs(op.add_port_tag(&p5.id, &format!("y{}", long(254))).await),
+    ));
     op.delete_port(&p5.id).await.unwrap();
+    out.push((
+        "port name of 256 characters",
+        obs(op
+            .create_port(&CreatePort {
+                name: long(256),
+                ..port("10.254.0.8")
+            })
+            .await),
+    ));
+    out.push((
+        "port description of 256 characters",
+        obs(op
+            .create_port(&CreatePort {
+                description: long(256),
+                ..port("10.254.0.8")
+            })
+            .await),
+    ));
+    out.push((
+        "create-body tag of 256 characters",
+        obs(op
+            .create_port(&CreatePort {
+                tags: vec![long(256)],
+                ..port("10.254.0.8")
+            })
+            .await),
+    ));
+    let at_limit = op
+        .create_port(&CreatePort {
+            name: "ä".repeat(255),
+            description: long(255),
+            ..port("10.254.0.8")
+        })
+        .await;
+    if let Ok(p) = &at_limit {
+        op.delete_port(&p.id).await.unwrap();
+    }
+    out.push((
+        "port name (two-byte characters) and description of 255 characters",
+        obs(at_limit),
+    ));
     out.push((
         "attach port",
         obs(op.add_router_interface(&svc.id, &p3.id).await),
@@ -318,6 +523,14 @@ async fn table(c: &Clouds) -> Vec<(&'static str, String)> {
     out.push((
         "customer port on operator router, as customer",
         obs(cust.add_router_interface(&gw.id, &cport.id).await),
+    ));
+    out.push((
+        "customer tags an operator port it cannot see",
+        obs(cust.add_port_tag(&p4.id, "cust-tag").await),
+    ));
+    out.push((
+        "customer replaces the tags of an operator port it cannot see",
+        obs(cust.set_port_tags(&p4.id, &["cust-tag".into()]).await),
     ));
     let tok = c.cust_identity.token_info().await.unwrap();
     let mut roles = tok.roles.clone();
@@ -465,12 +678,33 @@ async fn table(c: &Clouds) -> Vec<(&'static str, String)> {
         obs(c.admin.delete_rbac_policy(&everyone_id).await),
     ));
 
+    out.push((
+        "member creates a router for another project",
+        refused(
+            c,
+            op.create_router_with(&CreateRouter {
+                name: unique("pother"),
+                project_id: Some(cust_project.clone()),
+                ..Default::default()
+            })
+            .await,
+        )
+        .await,
+    ));
+    out.extend(router_kind_rows(c, RouterKind::Ha, &net.id, "10.254.0.6").await);
+    out.extend(router_kind_rows(c, RouterKind::Dvr, &net.id, "10.254.0.7").await);
+
     // Tidy up (matters on the shared lab).
     cust.delete_port(&cport.id).await.unwrap();
     cust.delete_router(&crouter.id).await.unwrap();
     cust.delete_network(&cnet.id).await.unwrap();
     op.delete_port(&p4.id).await.unwrap();
     op.delete_router(&svc.id).await.unwrap();
+    op.remove_router_interface(&gw.id, &gw_leg_id)
+        .await
+        .unwrap();
+    op.delete_router(&gw.id).await.unwrap();
+    op.delete_network(&net.id).await.unwrap();
     out
 }
 
@@ -498,6 +732,24 @@ const EXPECTED: &[(&str, &str)] = &[
     ("set 50 tags", "ok"),
     ("add a 51st tag", "400 BadRequest"),
     ("set 51 tags", "400 BadRequest"),
+    // "Invalid input for operation: Duplicate items in the list: 'a'."
+    ("set duplicate tags", "400 InvalidInput"),
+    // "Invalid input for operation: '<tag>' exceeds maximum length of 255.", checked before
+    // the port is looked up.
+    ("set a tag of 256 characters", "400 InvalidInput"),
+    ("set a tag of 255 characters", "ok"),
+    ("add a tag of 256 characters", "400 InvalidInput"),
+    ("add a tag of 255 characters", "ok"),
+    // "Invalid input for name. Reason: '<name>' exceeds maximum length of 255.", checked
+    // before the network is looked up; characters are counted, not bytes.
+    ("port name of 256 characters", "400 HTTPBadRequest"),
+    ("port description of 256 characters", "400 HTTPBadRequest"),
+    // Validated even by a Neutron that then drops create-body tags.
+    ("create-body tag of 256 characters", "400 HTTPBadRequest"),
+    (
+        "port name (two-byte characters) and description of 255 characters",
+        "ok",
+    ),
     ("attach port", "ok"),
     ("re-attach same port", "409 PortInUse"),
     ("second interface on the subnet", "400 BadRequest"),
@@ -535,6 +787,15 @@ const EXPECTED: &[(&str, &str)] = &[
     (
         "customer port on operator router, as customer",
         "404 RouterNotFound",
+    ),
+    // Refused, not hidden: the tagging controller reads the port before policy.
+    (
+        "customer tags an operator port it cannot see",
+        "403 PolicyNotAuthorized",
+    ),
+    (
+        "customer replaces the tags of an operator port it cannot see",
+        "403 PolicyNotAuthorized",
     ),
     ("customer token roles", "[\"member\", \"reader\"]"),
     (
@@ -587,6 +848,71 @@ const EXPECTED: &[(&str, &str)] = &[
         "true",
     ),
     ("admin withdraws the share with every project", "ok"),
+    // Measured: "Specifying 'project_id' other than the authenticated project in request is
+    // not allowed for the current user." (checked before the ha/distributed policy).
+    (
+        "member creates a router for another project",
+        "400 HTTPBadRequest",
+    ),
+    // "(rule:create_router and rule:create_router:ha) is disallowed by policy", also for
+    // ha=false. The lab (no L3 agents) creates HA and DVR routers for an admin all the same.
+    ("member asks for an HA router", "403 PolicyNotAuthorized"),
+    (
+        "admin creates an HA router for the operator's project",
+        "ok",
+    ),
+    ("member attaches a port to the HA router", "ok"),
+    (
+        "HA router interface device_owner",
+        "network:ha_router_replicated_interface",
+    ),
+    ("re-attach the same port to the HA router", "409 PortInUse"),
+    (
+        "delete the HA interface port directly",
+        "409 ServicePortInUse",
+    ),
+    ("route via the HA interface", "ok"),
+    (
+        "nexthop is the HA router's own interface",
+        "400 InvalidRoutes",
+    ),
+    (
+        "remove the HA interface needed by a route",
+        "409 RouterInterfaceInUseByRoute",
+    ),
+    ("remove the HA interface by port", "ok"),
+    ("HA interface port gone with the detach", "404 PortNotFound"),
+    ("member deletes the HA router", "ok"),
+    ("member asks for a DVR router", "403 PolicyNotAuthorized"),
+    (
+        "admin creates a DVR router for the operator's project",
+        "ok",
+    ),
+    ("member attaches a port to the DVR router", "ok"),
+    (
+        "DVR router interface device_owner",
+        "network:router_interface_distributed",
+    ),
+    ("re-attach the same port to the DVR router", "409 PortInUse"),
+    (
+        "delete the DVR interface port directly",
+        "409 ServicePortInUse",
+    ),
+    ("route via the DVR interface", "ok"),
+    (
+        "nexthop is the DVR router's own interface",
+        "400 InvalidRoutes",
+    ),
+    (
+        "remove the DVR interface needed by a route",
+        "409 RouterInterfaceInUseByRoute",
+    ),
+    ("remove the DVR interface by port", "ok"),
+    (
+        "DVR interface port gone with the detach",
+        "404 PortNotFound",
+    ),
+    ("member deletes the DVR router", "ok"),
 ];
 
 /// A project-ID-shaped value no project has.
@@ -614,6 +940,14 @@ fn check(backend: &str, got: Vec<(&'static str, String)>, tags_at_create: bool) 
         .map(|((row, w), (_, have))| format!("{row}: want {}, {backend} gave {have}", want(row, w)))
         .collect();
     assert_eq!(got.len(), EXPECTED.len(), "{backend}: {got:?}");
+    // Rows are compared by position: a table whose names drift from EXPECTED's would
+    // compare one row's answer with another's expectation.
+    let names: Vec<&str> = got.iter().map(|(row, _)| *row).collect();
+    let want_names: Vec<&str> = EXPECTED.iter().map(|(row, _)| *row).collect();
+    assert_eq!(
+        names, want_names,
+        "{backend}: row names differ from EXPECTED"
+    );
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
 }
 
@@ -632,6 +966,7 @@ async fn fake_clouds(cloud: &FakeCloud) -> Clouds {
         cust: Arc::new(cust.clone()),
         cust_identity: Arc::new(cust),
         admin: Arc::new(cloud.admin("admin")),
+        op_project: "operator".into(),
         revoked: Arc::new(revoked),
     }
 }
@@ -643,6 +978,10 @@ fn lab_clouds(env: &std::collections::BTreeMap<String, String>, op: OpenStack) -
         cust: cust.clone(),
         cust_identity: cust,
         admin: Arc::new(common::lab_client(env, "ADMIN")),
+        op_project: env
+            .get("LAB_OPERATOR_PROJECT_ID")
+            .cloned()
+            .expect("lab.env lacks LAB_OPERATOR_PROJECT_ID"),
         revoked: Arc::new(common::lab_app_cred_client(env, "CUSTOMER_REVOKED")),
     }
 }

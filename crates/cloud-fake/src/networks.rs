@@ -1,0 +1,138 @@
+//! Networks and subnets: read as the operator reads the transit network, built and torn down
+//! as tests and the lab build their fabrics.
+
+use bnerd_cloud::{Network, Result, Subnet};
+use ipnet::Ipv4Net;
+
+use crate::faults::Op;
+use crate::world::{FakeNeutron, api, new_id};
+
+/// A subnet's CIDR; one that does not parse contains nothing, so it never matches.
+pub(crate) fn subnet_net(s: &Subnet) -> Option<Ipv4Net> {
+    s.cidr.parse().ok()
+}
+
+impl FakeNeutron {
+    pub(crate) async fn network_get(&self, id: &str) -> Result<Network> {
+        let path = format!("/networks/{id}");
+        self.run(Op::GetNetwork, "GET", &path, |w| {
+            w.networks
+                .get(id)
+                .filter(|n| self.can_use(w, n))
+                .map(|n| self.network_view(w, n))
+                .ok_or_else(|| {
+                    api(
+                        "GET",
+                        &path,
+                        404,
+                        "NetworkNotFound",
+                        format!("Network {id} could not be found."),
+                    )
+                })
+        })
+        .await
+    }
+
+    pub(crate) async fn subnet_get(&self, id: &str) -> Result<Subnet> {
+        let path = format!("/subnets/{id}");
+        self.run(Op::GetSubnet, "GET", &path, |w| {
+            w.subnets
+                .get(id)
+                .filter(|s| {
+                    self.owns(&s.project_id)
+                        || w.networks
+                            .get(&s.network_id)
+                            .is_some_and(|n| self.can_use(w, n))
+                })
+                .cloned()
+                .ok_or_else(|| {
+                    api(
+                        "GET",
+                        &path,
+                        404,
+                        "SubnetNotFound",
+                        format!("Subnet {id} could not be found."),
+                    )
+                })
+        })
+        .await
+    }
+
+    pub(crate) async fn network_create(&self, name: &str) -> Result<Network> {
+        self.run(Op::CreateNetwork, "POST", "/networks", |w| {
+            let n = Network {
+                id: new_id(),
+                name: name.into(),
+                project_id: self.project_id.clone(),
+                shared: false,
+                subnets: vec![],
+            };
+            w.networks.insert(n.id.clone(), n.clone());
+            Ok(n)
+        })
+        .await
+    }
+
+    pub(crate) async fn network_delete(&self, id: &str) -> Result<()> {
+        let path = format!("/networks/{id}");
+        self.run(Op::DeleteNetwork, "DELETE", &path, |w| {
+            if !w.networks.get(id).is_some_and(|n| self.owns(&n.project_id)) {
+                return Err(api("DELETE", &path, 404, "NetworkNotFound", format!("Network {id} could not be found.")));
+            }
+            let in_use: Vec<String> = w.ports.values().filter(|p| p.network_id == id).map(|p| p.id.clone()).collect();
+            if !in_use.is_empty() {
+                return Err(api(
+                    "DELETE",
+                    &path,
+                    409,
+                    "NetworkInUse",
+                    format!(
+                        "Unable to complete operation on network {id}. There are one or more ports still in use on the network, id for these ports is: {}.",
+                        in_use.join(",")
+                    ),
+                ));
+            }
+            w.subnets.retain(|_, s| s.network_id != id);
+            w.rbac.retain(|_, r| r.object_id != id);
+            w.networks.remove(id);
+            Ok(())
+        })
+        .await
+    }
+
+    pub(crate) async fn subnet_create(
+        &self,
+        network_id: &str,
+        cidr: &str,
+        gateway_ip: &str,
+    ) -> Result<Subnet> {
+        self.run(Op::CreateSubnet, "POST", "/subnets", |w| {
+            if !w
+                .networks
+                .get(network_id)
+                .is_some_and(|n| self.owns(&n.project_id))
+            {
+                return Err(api(
+                    "POST",
+                    "/subnets",
+                    404,
+                    "NetworkNotFound",
+                    format!("Network {network_id} could not be found."),
+                ));
+            }
+            let s = Subnet {
+                id: new_id(),
+                network_id: network_id.into(),
+                cidr: cidr.into(),
+                gateway_ip: Some(gateway_ip.into()),
+                project_id: self.project_id.clone(),
+            };
+            w.subnets.insert(s.id.clone(), s.clone());
+            if let Some(n) = w.networks.get_mut(network_id) {
+                n.subnets.push(s.id.clone());
+            }
+            Ok(s)
+        })
+        .await
+    }
+}

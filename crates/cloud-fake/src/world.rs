@@ -1,0 +1,333 @@
+//! The fake's world (every project's objects) and per-credential handles on it: the leaf every
+//! other module builds on. Calls enter here (counted, authenticated, faulted) before the
+//! module that owns the resource answers them.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use bnerd_cloud::{CloudError, Network, Port, RbacPolicy, Result, Router, Subnet};
+
+use crate::faults::{Fault, Op, PlannedFault};
+
+/// Neutron's default `max_routes` (the `router_route` quota per router).
+pub(crate) const MAX_ROUTES: usize = 30;
+
+pub(crate) const EXTRAROUTE_ATOMIC: &str = "extraroute-atomic";
+pub(crate) const REVISION_IF_MATCH: &str = "revision-if-match";
+pub(crate) const TAGS_AT_CREATE: &str = "tag-ports-during-bulk-creation";
+
+/// What the lab's Neutron lists among the extensions the operator looks at.
+const LOADED: [&str; 7] = [
+    "extraroute",
+    EXTRAROUTE_ATOMIC,
+    "rbac-policies",
+    REVISION_IF_MATCH,
+    "standard-attr-revisions",
+    "tag-creation",
+    "standard-attr-tag",
+];
+
+#[derive(Default)]
+pub(crate) struct World {
+    pub(crate) networks: BTreeMap<String, Network>,
+    pub(crate) subnets: BTreeMap<String, Subnet>,
+    pub(crate) ports: BTreeMap<String, Port>,
+    pub(crate) routers: BTreeMap<String, Router>,
+    /// What kind each router is; `Router` carries only what the operator reads, and a member
+    /// never sees `ha`/`distributed` (measured: absent from its GET).
+    pub(crate) router_kinds: BTreeMap<String, RouterKind>,
+    pub(crate) rbac: BTreeMap<String, RbacPolicy>,
+    pub(crate) app_creds: BTreeMap<String, AppCred>,
+    faults: Vec<PlannedFault>,
+    calls: BTreeMap<Op, u64>,
+    settings: Settings,
+}
+
+/// How this cloud is configured, where clouds differ: the builder methods of [`FakeCloud`].
+struct Settings {
+    honour_create_tags: bool,
+    hidden: BTreeSet<String>,
+    max_routes: usize,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            honour_create_tags: false,
+            hidden: BTreeSet::new(),
+            max_routes: MAX_ROUTES,
+        }
+    }
+}
+
+impl World {
+    /// The aliases `GET /extensions` lists.
+    pub(crate) fn extensions(&self) -> Vec<String> {
+        let tags_at_create = self.settings.honour_create_tags.then_some(TAGS_AT_CREATE);
+        LOADED
+            .into_iter()
+            .chain(tags_at_create)
+            .filter(|e| !self.settings.hidden.contains(*e))
+            .map(String::from)
+            .collect()
+    }
+
+    /// Whether the extension is loaded: the calls it adds exist only then.
+    pub(crate) fn has_extension(&self, alias: &str) -> bool {
+        self.extensions().iter().any(|e| e == alias)
+    }
+
+    pub(crate) fn max_routes(&self) -> usize {
+        self.settings.max_routes
+    }
+}
+
+/// An admin-only router attribute set at creation (`--ha`, `--distributed`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct RouterKind {
+    pub(crate) ha: bool,
+    pub(crate) distributed: bool,
+}
+
+/// A Keystone application credential. It lives here rather than in `keystone` because every
+/// call checks it on entry ([`FakeNeutron::run`]), and the world must not depend on the
+/// modules built on it.
+pub(crate) struct AppCred {
+    pub(crate) secret: String,
+    pub(crate) project_id: String,
+    pub(crate) roles: Vec<String>,
+}
+
+/// The shared in-memory cloud. Clone handles with [`FakeCloud::client`].
+#[derive(Clone, Default)]
+pub struct FakeCloud {
+    pub(crate) world: Arc<Mutex<World>>,
+}
+
+/// One credential's view of the fake cloud: it sees its own project's objects (and, as a
+/// network owner, every port on its networks), as Neutron's policy does for a member.
+#[derive(Clone)]
+pub struct FakeNeutron {
+    pub(crate) world: Arc<Mutex<World>>,
+    pub(crate) project_id: String,
+    pub(crate) roles: Vec<String>,
+    pub(crate) admin: bool,
+    /// Set when this handle authenticates with an application credential: every call checks
+    /// it is still valid, as Keystone revokes a deleted credential's tokens.
+    pub(crate) app_cred: Option<(String, String)>,
+}
+
+pub(crate) fn api(
+    method: &str,
+    path: &str,
+    status: u16,
+    kind: &str,
+    message: String,
+) -> CloudError {
+    CloudError::Api {
+        method: method.into(),
+        path: path.into(),
+        status,
+        kind: kind.into(),
+        message,
+    }
+}
+
+/// What Neutron answers for a URL no loaded extension serves, e.g. `PUT
+/// /routers/{id}/add_extraroutes` without `extraroute-atomic`: the API router (pecan) finds
+/// no controller, so it answers before authorisation or any lookup, whatever the router ID.
+/// Measured on the lab with an action that does not exist (`PUT
+/// /routers/{id}/add_extraroutes_nope`): 404 `{"NeutronError": {"type": "HTTPNotFound",
+/// "message": "The resource could not be found.", "detail": ""}}`.
+pub(crate) fn unknown_url(method: &str, path: &str) -> CloudError {
+    api(
+        method,
+        path,
+        404,
+        "HTTPNotFound",
+        "The resource could not be found.".into(),
+    )
+}
+
+pub(crate) fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// Keystone's answer to `POST /v3/auth/tokens` with this credential.
+fn check_app_cred(w: &World, id: &str, secret: &str) -> Result<()> {
+    // Keystone's free-text message can echo input: the client keeps only status and title.
+    let refused = |status: u16, title: &str| CloudError::Auth {
+        status: Some(status),
+        message: format!("Keystone answered HTTP {status} to the token request: {title}"),
+    };
+    match w.app_creds.get(id) {
+        None => Err(refused(404, "Not Found")),
+        Some(ac) if ac.secret != secret => Err(refused(401, "Unauthorized")),
+        Some(_) => Ok(()),
+    }
+}
+
+impl FakeCloud {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A member credential of `project_id`.
+    pub fn client(&self, project_id: &str) -> FakeNeutron {
+        FakeNeutron {
+            world: self.world.clone(),
+            project_id: project_id.into(),
+            roles: vec!["member".into(), "reader".into()],
+            admin: false,
+            app_cred: None,
+        }
+    }
+
+    /// A cloud-admin credential (sees and may touch everything).
+    pub fn admin(&self, project_id: &str) -> FakeNeutron {
+        FakeNeutron {
+            admin: true,
+            roles: vec!["admin".into(), "member".into(), "reader".into()],
+            ..self.client(project_id)
+        }
+    }
+
+    pub(crate) fn lock(&self) -> MutexGuard<'_, World> {
+        self.world.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keep `tags` sent in a port's create body and list `tag-ports-during-bulk-creation`, as
+    /// Neutron does with ML2's `tag_ports_during_bulk_creation` driver. Off by default, as in
+    /// the lab: without the driver the tags are dropped (`tag-creation`, listed either way,
+    /// is only `POST /{resource}/{id}/tags`).
+    pub fn honour_create_tags(self, on: bool) -> Self {
+        self.lock().settings.honour_create_tags = on;
+        self
+    }
+
+    /// Leave the extension `alias` out of `GET /extensions`, as a cloud that does not load
+    /// it. The calls it adds then answer as Neutron answers for them: without
+    /// `extraroute-atomic`, `add_extraroutes`/`remove_extraroutes` are unknown URLs (404);
+    /// without `revision-if-match`, a `set_routes` guarded by `If-Match` is refused (400).
+    pub fn without_extension(self, alias: &str) -> Self {
+        self.lock().settings.hidden.insert(alias.into());
+        self
+    }
+
+    /// The `router_route` quota per router (Neutron's `max_routes`, 30 unless a cloud
+    /// raises it).
+    pub fn max_routes(self, n: usize) -> Self {
+        self.lock().settings.max_routes = n;
+        self
+    }
+
+    /// Inject `fault` into the next `times` calls of `op`.
+    pub fn inject(&self, op: Op, fault: Fault, times: usize) {
+        self.lock().faults.push(PlannedFault {
+            op,
+            fault,
+            remaining: times,
+        });
+    }
+
+    pub fn clear_faults(&self) {
+        self.lock().faults.clear();
+    }
+
+    /// Calls made so far, per operation.
+    pub fn calls(&self) -> BTreeMap<Op, u64> {
+        self.lock().calls.clone()
+    }
+
+    /// (reads, writes) made so far.
+    pub fn read_write_counts(&self) -> (u64, u64) {
+        let calls = self.calls();
+        let reads = calls
+            .iter()
+            .filter(|(op, _)| op.is_read())
+            .map(|(_, n)| n)
+            .sum();
+        let writes = calls
+            .iter()
+            .filter(|(op, _)| !op.is_read())
+            .map(|(_, n)| n)
+            .sum();
+        (reads, writes)
+    }
+
+    pub fn reset_counters(&self) {
+        self.lock().calls.clear();
+    }
+
+    /// Every port, as an admin would list them (for assertions).
+    pub fn all_ports(&self) -> Vec<Port> {
+        self.lock().ports.values().cloned().collect()
+    }
+
+    /// A router as an admin would see it (for assertions).
+    pub fn router(&self, id: &str) -> Option<Router> {
+        self.lock().routers.get(id).cloned()
+    }
+}
+
+impl FakeNeutron {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, World> {
+        self.world.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Count the call and apply a planned fault. Returns true when the call must report a
+    /// timeout after committing.
+    async fn enter(&self, op: Op, method: &str, path: &str) -> Result<bool> {
+        let fault = {
+            let mut w = self.lock();
+            *w.calls.entry(op).or_default() += 1;
+            if let Some((id, secret)) = &self.app_cred {
+                check_app_cred(&w, id, secret)?;
+            }
+            let hit = w.faults.iter_mut().find(|f| f.op == op && f.remaining > 0);
+            hit.map(|f| {
+                f.remaining -= 1;
+                f.fault.clone()
+            })
+        };
+        match fault {
+            None => Ok(false),
+            Some(Fault::Error {
+                status,
+                kind,
+                message,
+            }) => Err(api(method, path, status, &kind, message)),
+            Some(Fault::Latency(d)) => {
+                tokio::time::sleep(d).await;
+                Ok(false)
+            }
+            Some(Fault::CommitThenTimeout) => Ok(true),
+        }
+    }
+
+    /// One API call: counted, authenticated and faulted on entry, then `f` answers it
+    /// against the world under the lock.
+    pub(crate) async fn run<T>(
+        &self,
+        op: Op,
+        method: &str,
+        path: &str,
+        f: impl FnOnce(&mut World) -> Result<T>,
+    ) -> Result<T> {
+        let timeout_after = self.enter(op, method, path).await?;
+        let out = f(&mut self.lock());
+        if timeout_after {
+            return Err(CloudError::Timeout {
+                method: method.into(),
+                path: path.into(),
+            });
+        }
+        out
+    }
+
+    /// `GET /extensions`: the aliases this fake cloud loads.
+    pub(crate) async fn extension_list(&self) -> Result<Vec<String>> {
+        self.run(Op::Extensions, "GET", "/extensions", |w| Ok(w.extensions()))
+            .await
+    }
+}
