@@ -165,6 +165,11 @@ pub async fn lab_tagged_env_for(test: &str) -> Option<Env> {
     Some(build(net, None).await)
 }
 
+/// A fresh fabric on the lab through this client (to count its calls, say).
+pub async fn env_on(net: Arc<dyn NeutronAdmin>) -> Env {
+    build(net, None).await
+}
+
 async fn build(net: Arc<dyn NeutronAdmin>, fake: Option<FakeCloud>) -> Env {
     let n = net
         .create_network(&unique("vpn-transit"))
