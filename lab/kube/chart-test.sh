@@ -157,6 +157,14 @@ pass "no Secrets in the ClusterRole"
 n=$(helm template "$REL" "$CHART" "${SET_IDS[@]}" --set clusterLink.createCredentialsNamespace=false | grep -c '^kind: Namespace$' || true)
 [[ $n == 0 ]] || fail "createCredentialsNamespace=false still renders a Namespace"
 pass "credentials Namespace rendered only when createCredentialsNamespace=true"
+grep -A1 -E '^\s+strategy:$' "$RENDERED" | grep -q 'type: Recreate' \
+  || fail "the Deployment does not use strategy Recreate (two operators would overlap during an upgrade)"
+pass "Deployment strategy Recreate"
+if out=$(helm template "$REL" "$CHART" "${SET_IDS[@]}" --set replicaCount=2 2>&1); then
+  fail "replicaCount=2 rendered; without leader election it must be refused"
+fi
+grep -q "replicaCount > 1 is refused" <<<"$out" || fail "replicaCount=2: error does not say why: $out"
+pass "replicaCount > 1 refused at install (no leader election yet)"
 
 # --- (4) real server-side apply ---------------------------------------------------
 shopt -s nullglob
