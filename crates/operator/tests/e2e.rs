@@ -1,5 +1,8 @@
 //! End to end: the real operator binary against a real kube-apiserver (lab/kube) and the
 //! real Keystone + Neutron lab (lab/openstack), driven through the Kubernetes API.
+//!
+//! One file although it passes 500 lines: every test shares one apiserver, one operator
+//! process per test and the lock and sweep that keep them apart.
 
 mod common;
 

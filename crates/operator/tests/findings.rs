@@ -1,6 +1,9 @@
 //! The correctness holes found when the engine was read and tried on the lab (issue 7), one
 //! scenario per finding, each on the fake and on the real lab. Every one of these failed on
 //! the engine before the plan refactor.
+//!
+//! One file although it passes 500 lines: one scenario per finding of the same issue, each
+//! short, sharing the fixtures at the top (tagged duplicate ports, gateways, admin routers).
 
 mod common;
 

@@ -1,4 +1,7 @@
 //! The same-tenant ClusterLink lifecycle, against the fake and the real lab.
+//!
+//! One file although it passes 500 lines: the lifecycle read top to bottom (create, adopt,
+//! heal, delete, concurrency, bad input, spec changes), every scenario on the same harness.
 
 mod common;
 

@@ -4,11 +4,12 @@
 use bnerd_api::RouteRecord;
 
 use super::leg::Leg;
+use super::model::{Action, ActionKind, Input};
+use super::ops::{self, Engine};
 use super::plan::StepFail;
 use super::plan::gateway_route::{RouteCall, RouteView, call_failed, installed_message, plan};
 use super::plan::record_of;
 use super::plan::validated::Valid;
-use super::{Action, ActionKind, Engine, Input, ops};
 
 /// Converge the gateway route. `Ok` carries the condition message and the route to record;
 /// the `Err` side carries the route status may still record (none after a refusal).

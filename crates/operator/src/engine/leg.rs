@@ -7,13 +7,14 @@ use std::net::Ipv4Addr;
 use bnerd_api::names::{TAG_MANAGED, tag_link_name, tag_link_uid};
 use bnerd_cloud::{Port, Router, RouterQuery};
 
+use super::model::{Action, ActionKind, Input};
+use super::ops::{self, Engine};
 use super::plan::StepFail;
 use super::plan::leg::{
     self as rules, LegCall, LegPlan, LegView, RouterSeen, UnwindWhy, call_failed,
 };
 use super::plan::unwind::leg_unwind_failed;
 use super::plan::validated::Valid;
-use super::{Action, ActionKind, Engine, Input, ops};
 
 /// Neutron limits a tag to 255 characters.
 const MAX_TAG: usize = 255;

@@ -5,10 +5,18 @@
 use bnerd_api::ReverseRoute;
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::names::{description_uid_marker, leg_port_name};
-use bnerd_cloud::{CloudError, CreatePort, NeutronErrorKind, Port, PortQuery, Route, Router};
+use bnerd_cloud::fabric::Fabric;
+use bnerd_cloud::{
+    CloudError, CreatePort, Neutron, NeutronErrorKind, Port, PortQuery, Route, Router,
+};
 
-use super::Engine;
 use super::plan::unwind::{UnwindError, detach_blocked, gateway_routes_via, reverse_to_remove};
+
+/// The cloud side of the operator: one Neutron credential and the fabric it serves.
+pub struct Engine<'a> {
+    pub net: &'a dyn Neutron,
+    pub fabric: &'a Fabric,
+}
 
 /// Retries of a read-modify-write of a route table when another writer got in between.
 const IF_MATCH_RETRIES: usize = 3;

@@ -5,8 +5,9 @@ use bnerd_api::{ClusterLinkStatus, ConditionType, Reason};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 
+use super::model::{Action, Input, Outcome, Retry};
 use super::plan::StepFail;
-use super::{Action, GatewayProblem, Input, Outcome, Retry};
+use super::plan::reverse_routes::GatewayProblem;
 
 /// The reason a step's condition carries when it passed.
 fn true_reason(t: ConditionType) -> Reason {

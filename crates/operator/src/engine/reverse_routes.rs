@@ -6,13 +6,14 @@ use bnerd_api::ReverseRoute;
 use bnerd_cloud::Route;
 
 use super::leg::Leg;
+use super::model::Input;
+use super::ops::{self, Engine};
 use super::plan::StepFail;
 use super::plan::reverse_route_of;
 use super::plan::reverse_routes::{
     GatewayProblem, ReverseCall, ReverseView, add_failed, call_failed, plan, screen, split_after,
     verdict,
 };
-use super::{Engine, Input, ops};
 
 /// What the step leaves behind: the routes to record, the condition, and the gateways that
 /// deserve a Warning Event of their own.

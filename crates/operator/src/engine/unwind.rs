@@ -3,9 +3,10 @@
 
 use bnerd_api::gateway::ReverseTarget;
 
+use super::model::Input;
+use super::ops::{self, Engine};
 use super::plan::StepFail;
 use super::plan::unwind::{UnwindError, UnwindPlan, UnwindView, deleting, plan};
-use super::{Engine, Input, ops};
 
 fn cloud(context: &str) -> impl FnOnce(bnerd_cloud::CloudError) -> StepFail + '_ {
     move |error| {

@@ -7,8 +7,7 @@ use bnerd_api::{Reason, RouteRecord};
 use bnerd_cloud::{CloudError, Route};
 use ipnet::Ipv4Net;
 
-use super::{StepFail, route_of};
-use crate::engine::Peer;
+use super::{Peer, StepFail, route_of};
 
 /// Everything the route decision reads.
 #[derive(Debug)]

@@ -1,5 +1,9 @@
 //! LegAttached: which router the spec names, which port is this link's leg, and what it takes
 //! to make it right (the transit-IP walk, adoption, duplicates, a leg the spec moved).
+//!
+//! One module although it passes 500 lines: the walk, adoption, duplicates and a moved leg are
+//! one decision over the same list of ports (a duplicate changes what the walk may take, a
+//! move changes what counts as ours), and more than half of the file is its table of rules.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
@@ -10,8 +14,7 @@ use bnerd_api::names::{is_managed, leg_owner_uid};
 use bnerd_cloud::{CloudError, NeutronErrorKind, Port, Router};
 use ipnet::Ipv4Net;
 
-use super::StepFail;
-use crate::engine::Peer;
+use super::{Peer, StepFail};
 
 /// What the router lookup found for spec.serviceClusterRouter.
 #[derive(Debug)]

@@ -9,8 +9,23 @@ pub mod reverse_routes;
 pub mod unwind;
 pub mod validated;
 
+use std::net::Ipv4Addr;
+
 use bnerd_api::{Reason, ReverseRoute, RouteRecord};
 use bnerd_cloud::{CloudError, Route};
+use ipnet::Ipv4Net;
+
+/// What another ClusterLink claims, as seen in the informer cache.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Peer {
+    pub name: String,
+    pub transit_ips: Vec<Ipv4Addr>,
+    pub cidr: Option<Ipv4Net>,
+    /// Its gateway route is installed (status proves it).
+    pub route_installed: bool,
+    /// RFC 3339 creation time, for a stable winner between two overlapping new links.
+    pub created: String,
+}
 
 /// The one conversion between a route as status records it and as Neutron spells it.
 pub(crate) fn route_of(r: &RouteRecord) -> Route {

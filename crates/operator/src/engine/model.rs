@@ -1,0 +1,83 @@
+//! What a reconcile takes in and gives back, shared by every step: a leaf the steps and the
+//! orchestrator both read, so neither depends on the other for its vocabulary.
+
+use bnerd_api::gateway::ReverseTarget;
+use bnerd_api::{ClusterLinkSpec, ClusterLinkStatus};
+
+use super::plan::Peer;
+use super::plan::reverse_routes::GatewayProblem;
+
+/// Everything a reconcile reads besides the cloud.
+pub struct Input<'a> {
+    pub name: &'a str,
+    pub uid: &'a str,
+    pub generation: Option<i64>,
+    pub created: String,
+    pub spec: &'a ClusterLinkSpec,
+    pub status: &'a ClusterLinkStatus,
+    pub peers: &'a [Peer],
+    /// Gateways needing a reverse route on this link's service router.
+    pub reverse_targets: &'a [ReverseTarget],
+}
+
+/// When to look again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retry {
+    /// Converged or failed terminally: next look at the resync interval.
+    Resync,
+    /// A transient failure: back off and try again.
+    Backoff,
+}
+
+/// Something the reconcile did to the cloud, worth an Event of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ActionKind {
+    LegPortCreated,
+    LegPortAdopted,
+    LegAttached,
+    LegMoved,
+    DuplicateLegRemoved,
+    RouteInstalled,
+    RouteRemoved,
+}
+
+impl ActionKind {
+    /// The Event reason.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActionKind::LegPortCreated => "LegPortCreated",
+            ActionKind::LegPortAdopted => "LegPortAdopted",
+            ActionKind::LegAttached => "LegAttached",
+            ActionKind::LegMoved => "LegMoved",
+            ActionKind::DuplicateLegRemoved => "DuplicateLegRemoved",
+            ActionKind::RouteInstalled => "RouteInstalled",
+            ActionKind::RouteRemoved => "RouteRemoved",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Action {
+    pub kind: ActionKind,
+    pub note: String,
+}
+
+impl Action {
+    pub(crate) fn new(kind: ActionKind, note: impl Into<String>) -> Self {
+        Self {
+            kind,
+            note: note.into(),
+        }
+    }
+}
+
+/// The result of one reconcile: the full status to write and what to say about it.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub status: ClusterLinkStatus,
+    pub retry: Retry,
+    /// Actions worth an Event beyond condition changes (adoption, creation, removal).
+    pub actions: Vec<Action>,
+    /// Gateways whose reverse route could not be installed (a Warning Event on each).
+    pub gateway_problems: Vec<GatewayProblem>,
+}
