@@ -1,0 +1,381 @@
+//! The cross-tenant gates before any OpenStack change (seed: "Cross-tenant ClusterLinks"):
+//! TenantIsolationAttested, then CredentialsResolved up to the point where the customer's
+//! credential is known to be the right one. Pure: the Secret arrives as its key names and
+//! bytes, the token as project and roles; nothing here reads or sends anything.
+//!
+//! Not wired into the reconcile yet (issue 8): the engine still refuses cross-tenant links at
+//! Validated. These are the rules the wiring will call, table-tested against the seed.
+
+use std::collections::BTreeMap;
+
+use bnerd_api::names::{ANNOTATION_API_ACCESS, credentials_secret_name};
+use bnerd_api::{Reason, SecretRef};
+
+use super::StepFail;
+
+/// The Secret keys of the contract.
+pub const KEY_AC_ID: &str = "OS_APPLICATION_CREDENTIAL_ID";
+pub const KEY_AC_SECRET: &str = "OS_APPLICATION_CREDENTIAL_SECRET";
+pub const KEY_AUTH_URL: &str = "OS_AUTH_URL";
+pub const KEY_REGION: &str = "OS_REGION_NAME";
+/// Keys of a username/password credential: refused, application credentials only.
+const PASSWORD_KEYS: [&str; 4] = ["OS_USERNAME", "OS_PASSWORD", "OS_USER_ID", "OS_TOKEN"];
+
+/// How a failure of these gates wants to be looked at again (seed's table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requeue {
+    /// "fixed 15s requeue"
+    Fixed15s,
+    /// "re-checks at the resync interval" (refusals, and what needs a human).
+    Resync,
+}
+
+/// "TenantIsolationAttested … NotAttested — the annotation above is missing or not exactly
+/// "none". Terminal until it's set; zero OpenStack calls made."
+pub fn attested(annotation: Option<&str>, secret: &SecretRef) -> Result<String, StepFail> {
+    let s = secret_name(secret);
+    match annotation {
+        Some("none") => Ok(format!(
+            "{ANNOTATION_API_ACCESS}=\"none\": the customer has no OpenStack API access of its own (secret {s})"
+        )),
+        other => Err(StepFail::terminal(
+            Reason::NotAttested,
+            format!(
+                "annotation {ANNOTATION_API_ACCESS} is {}, not exactly \"none\"; a platform admin sets it once the customer has no OpenStack API access of its own into that project; no OpenStack call is made until then (secret {s})",
+                match other {
+                    None => "missing".to_string(),
+                    Some(v) => format!("{v:?}"),
+                }
+            ),
+        )),
+    }
+}
+
+fn secret_name(r: &SecretRef) -> String {
+    format!("{}/{}", r.namespace, r.name)
+}
+
+/// "A ref into any other namespace is rejected at reconcile time (SecretNamespaceNotAllowed)"
+/// and "a ref naming any other Secret … is rejected … with SecretNameNotAllowed, before the
+/// Secret is read." Both decided from the spec alone.
+pub fn secret_ref_allowed(
+    link: &str,
+    r: &SecretRef,
+    credentials_namespace: &str,
+) -> Result<(), (StepFail, Requeue)> {
+    let s = secret_name(r);
+    if r.namespace != credentials_namespace {
+        return Err((
+            StepFail::terminal(
+                Reason::SecretNamespaceNotAllowed,
+                format!(
+                    "secret {s}: credentials Secrets must live in the operator's credentials namespace {credentials_namespace} (IPSEC_CLUSTERLINK_CREDENTIALS_NAMESPACE); the Secret was not read"
+                ),
+            ),
+            Requeue::Fixed15s,
+        ));
+    }
+    let want = credentials_secret_name(link);
+    if r.name != want {
+        return Err((
+            StepFail::terminal(
+                Reason::SecretNameNotAllowed,
+                format!(
+                    "secret {s}: a ClusterLink may only use the Secret written for it, {credentials_namespace}/{want}; the Secret was not read"
+                ),
+            ),
+            Requeue::Fixed15s,
+        ));
+    }
+    Ok(())
+}
+
+/// The customer's application credential, read from the Secret. The secret part is held in
+/// a type that never prints.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CustomerCredential {
+    pub id: String,
+    pub secret: bnerd_cloud::SecretString,
+}
+
+/// The operator's own endpoint, against which a Secret's optional keys are compared.
+#[derive(Debug, Clone)]
+pub struct OperatorEndpoint<'a> {
+    pub auth_url: &'a str,
+    pub region: Option<&'a str>,
+}
+
+fn same_url(a: &str, b: &str) -> bool {
+    a.trim_end_matches('/') == b.trim_end_matches('/')
+}
+
+/// Read the Secret's data (None: it does not exist). "OS_APPLICATION_CREDENTIAL_ID,
+/// OS_APPLICATION_CREDENTIAL_SECRET — required, application credentials only …
+/// OS_AUTH_URL, OS_REGION_NAME — optional; if present, must equal the operator's own
+/// endpoint/region exactly (trailing / ignored), or the Secret is rejected
+/// (CredentialsInvalid)". Messages name keys, never values.
+pub fn credential_from_secret(
+    r: &SecretRef,
+    data: Option<&BTreeMap<String, Vec<u8>>>,
+    operator: &OperatorEndpoint<'_>,
+) -> Result<CustomerCredential, (StepFail, Requeue)> {
+    let s = secret_name(r);
+    let invalid = |m: String| {
+        (
+            StepFail::terminal(Reason::CredentialsInvalid, format!("secret {s}: {m}")),
+            Requeue::Fixed15s,
+        )
+    };
+    let Some(data) = data else {
+        return Err((
+            StepFail::terminal(
+                Reason::SecretNotFound,
+                format!(
+                    "secret {s} does not exist; hq writes it with the customer's application credential"
+                ),
+            ),
+            Requeue::Fixed15s,
+        ));
+    };
+    if let Some(k) = PASSWORD_KEYS.iter().find(|k| data.contains_key(**k)) {
+        return Err(invalid(format!(
+            "has key {k}: username/password credentials are refused, use an application credential ({KEY_AC_ID}, {KEY_AC_SECRET})"
+        )));
+    }
+    let text = |key: &str| -> Result<Option<String>, (StepFail, Requeue)> {
+        match data.get(key) {
+            None => Ok(None),
+            Some(v) => match std::str::from_utf8(v) {
+                Ok(t) if !t.trim().is_empty() => Ok(Some(t.trim().to_string())),
+                Ok(_) => Err(invalid(format!("key {key} is empty"))),
+                Err(_) => Err(invalid(format!("key {key} is not UTF-8 text"))),
+            },
+        }
+    };
+    let required = |key: &str| -> Result<String, (StepFail, Requeue)> {
+        text(key)?.ok_or_else(|| invalid(format!("required key {key} is missing")))
+    };
+    let id = required(KEY_AC_ID)?;
+    let secret = required(KEY_AC_SECRET)?;
+    if let Some(url) = text(KEY_AUTH_URL)?
+        && !same_url(&url, operator.auth_url)
+    {
+        // Never send anything to a Secret-supplied endpoint: the value is not even echoed.
+        return Err(invalid(format!(
+            "key {KEY_AUTH_URL} differs from the operator's own Keystone endpoint; remove it or set it to the operator's"
+        )));
+    }
+    if let Some(region) = text(KEY_REGION)?
+        && Some(region.as_str()) != operator.region
+    {
+        return Err(invalid(format!(
+            "key {KEY_REGION} {region:?} differs from the operator's region {}",
+            operator.region.unwrap_or("(none)")
+        )));
+    }
+    Ok(CustomerCredential {
+        id,
+        secret: bnerd_cloud::SecretString::new(secret),
+    })
+}
+
+/// After authenticating: the project the credential lives in, against the link and the
+/// operator. "A value equal to the operator's own project is refused as well
+/// (CredentialsAreOperatorProject)"; "a mismatch is CredentialsResolved=False/
+/// CredentialsProjectMismatch, naming both project IDs, and nothing is shared, created or
+/// attached"; "CredentialsProjectChanged — the credential's project doesn't match the one this
+/// link's leg was already built in (or a leg exists with no project ever pinned)".
+pub fn project_checks(
+    r: &SecretRef,
+    token_project: &str,
+    spec_project: &str,
+    operator_project: &str,
+    built_in: Option<&str>,
+    leg_exists: bool,
+) -> Result<(), (StepFail, Requeue)> {
+    let s = secret_name(r);
+    if spec_project == operator_project || token_project == operator_project {
+        return Err((
+            StepFail::terminal(
+                Reason::CredentialsAreOperatorProject,
+                format!(
+                    "secret {s}: the credential or spec.customerProjectID is the operator's own project {operator_project}; a cross-tenant link needs the customer's project (use a same-tenant link instead)"
+                ),
+            ),
+            Requeue::Fixed15s,
+        ));
+    }
+    if token_project != spec_project {
+        return Err((
+            StepFail::terminal(
+                Reason::CredentialsProjectMismatch,
+                format!(
+                    "secret {s}: the credential authenticates into project {token_project}, but spec.customerProjectID is {spec_project}; nothing was shared, created or attached"
+                ),
+            ),
+            Requeue::Resync,
+        ));
+    }
+    match built_in {
+        Some(p) if p != token_project => Err((
+            StepFail::terminal(
+                Reason::CredentialsProjectChanged,
+                format!(
+                    "secret {s}: the credential's project {token_project} is not the project {p} this link's leg was built in; restore the right credential"
+                ),
+            ),
+            Requeue::Resync,
+        )),
+        None if leg_exists => Err((
+            StepFail::terminal(
+                Reason::CredentialsProjectChanged,
+                format!(
+                    "secret {s}: a leg exists but no project was ever pinned for it (status.customerProjectID); restore the credential it was built with"
+                ),
+            ),
+            Requeue::Resync,
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sref(ns: &str, name: &str) -> SecretRef {
+        SecretRef {
+            namespace: ns.into(),
+            name: name.into(),
+        }
+    }
+
+    const NS: &str = "bnerd-vpn-clusterlinks";
+
+    #[test]
+    fn attestation_is_exactly_none() {
+        let r = sref(NS, "clusterlink-diehl01");
+        assert!(attested(Some("none"), &r).is_ok());
+        for bad in [None, Some("None"), Some("none "), Some(""), Some("yes")] {
+            let f = attested(bad, &r).unwrap_err();
+            assert_eq!(f.reason, Reason::NotAttested, "{bad:?}");
+            assert!(
+                f.message.contains(ANNOTATION_API_ACCESS)
+                    && f.message
+                        .contains("secret bnerd-vpn-clusterlinks/clusterlink-diehl01")
+            );
+            assert!(!f.retryable);
+        }
+    }
+
+    #[test]
+    fn the_ref_is_checked_before_the_secret_is_read() {
+        assert!(secret_ref_allowed("diehl01", &sref(NS, "clusterlink-diehl01"), NS).is_ok());
+        // "A ref into any other namespace is rejected at reconcile time"
+        let (f, q) =
+            secret_ref_allowed("diehl01", &sref("default", "clusterlink-diehl01"), NS).unwrap_err();
+        assert_eq!(
+            (f.reason, q),
+            (Reason::SecretNamespaceNotAllowed, Requeue::Fixed15s)
+        );
+        // "a ref naming any other Secret (for example another link's) is rejected"
+        let (f, _) = secret_ref_allowed("diehl01", &sref(NS, "clusterlink-other"), NS).unwrap_err();
+        assert_eq!(f.reason, Reason::SecretNameNotAllowed);
+        assert!(f.message.contains("clusterlink-diehl01") && f.message.contains("not read"));
+    }
+
+    fn data(pairs: &[(&str, &[u8])]) -> BTreeMap<String, Vec<u8>> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_vec()))
+            .collect()
+    }
+
+    const OP: OperatorEndpoint<'static> = OperatorEndpoint {
+        auth_url: "http://127.0.0.1:5000/v3",
+        region: Some("RegionOne"),
+    };
+
+    #[test]
+    fn secret_contents() {
+        let r = sref(NS, "clusterlink-x");
+        let ok = data(&[(KEY_AC_ID, b"acid"), (KEY_AC_SECRET, b"s3cr3t-value")]);
+        let c = credential_from_secret(&r, Some(&ok), &OP).unwrap();
+        assert_eq!(c.id, "acid");
+        assert!(
+            !format!("{c:?}").contains("s3cr3t-value"),
+            "the secret never prints"
+        );
+        // SecretNotFound
+        let (f, q) = credential_from_secret(&r, None, &OP).unwrap_err();
+        assert_eq!((f.reason, q), (Reason::SecretNotFound, Requeue::Fixed15s));
+        // "a required key is missing"
+        let (f, _) =
+            credential_from_secret(&r, Some(&data(&[(KEY_AC_ID, b"a")])), &OP).unwrap_err();
+        assert_eq!(f.reason, Reason::CredentialsInvalid);
+        assert!(f.message.contains(KEY_AC_SECRET));
+        // "username/password is refused"
+        let pw = data(&[
+            (KEY_AC_ID, b"a"),
+            (KEY_AC_SECRET, b"b"),
+            ("OS_PASSWORD", b"hunter2"),
+        ]);
+        let (f, _) = credential_from_secret(&r, Some(&pw), &OP).unwrap_err();
+        assert!(f.message.contains("OS_PASSWORD") && !f.message.contains("hunter2"));
+        // "OS_AUTH_URL … must equal the operator's own endpoint … (trailing / ignored)"
+        let mut same = ok.clone();
+        same.insert(KEY_AUTH_URL.into(), b"http://127.0.0.1:5000/v3/".to_vec());
+        same.insert(KEY_REGION.into(), b"RegionOne".to_vec());
+        assert!(credential_from_secret(&r, Some(&same), &OP).is_ok());
+        let mut evil = ok.clone();
+        evil.insert(KEY_AUTH_URL.into(), b"https://evil.example/v3".to_vec());
+        let (f, _) = credential_from_secret(&r, Some(&evil), &OP).unwrap_err();
+        assert_eq!(f.reason, Reason::CredentialsInvalid);
+        assert!(!f.message.contains("evil.example"), "{}", f.message);
+        let mut region = ok.clone();
+        region.insert(KEY_REGION.into(), b"RegionTwo".to_vec());
+        assert_eq!(
+            credential_from_secret(&r, Some(&region), &OP)
+                .unwrap_err()
+                .0
+                .reason,
+            Reason::CredentialsInvalid
+        );
+        // Bytes that are not text are named by key only.
+        let bin = data(&[(KEY_AC_ID, b"a"), (KEY_AC_SECRET, &[0xff, 0xfe])]);
+        let (f, _) = credential_from_secret(&r, Some(&bin), &OP).unwrap_err();
+        assert!(f.message.contains("not UTF-8"));
+    }
+
+    #[test]
+    fn projects() {
+        let r = sref(NS, "clusterlink-x");
+        assert!(project_checks(&r, "cust", "cust", "op", None, false).is_ok());
+        assert!(project_checks(&r, "cust", "cust", "op", Some("cust"), true).is_ok());
+        // "A value equal to the operator's own project is refused as well"
+        for (tok, spec) in [("op", "op"), ("op", "cust"), ("cust", "op")] {
+            let (f, _) = project_checks(&r, tok, spec, "op", None, false).unwrap_err();
+            assert_eq!(
+                f.reason,
+                Reason::CredentialsAreOperatorProject,
+                "{tok} {spec}"
+            );
+        }
+        // "the message names both"; a refusal re-checked at the resync interval
+        let (f, q) = project_checks(&r, "other", "cust", "op", None, false).unwrap_err();
+        assert_eq!(
+            (f.reason, q),
+            (Reason::CredentialsProjectMismatch, Requeue::Resync)
+        );
+        assert!(f.message.contains("other") && f.message.contains("cust"));
+        // "CredentialsProjectChanged — … doesn't match the one this link's leg was already
+        // built in (or a leg exists with no project ever pinned)"
+        let (f, q) = project_checks(&r, "cust", "cust", "op", Some("older"), true).unwrap_err();
+        assert_eq!(
+            (f.reason, q),
+            (Reason::CredentialsProjectChanged, Requeue::Resync)
+        );
+        let (f, _) = project_checks(&r, "cust", "cust", "op", None, true).unwrap_err();
+        assert_eq!(f.reason, Reason::CredentialsProjectChanged);
+    }
+}
