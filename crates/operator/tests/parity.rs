@@ -1,8 +1,6 @@
 //! DESIGN.md section 4, row by row: the fake and the real lab must answer every call with
 //! the same status code and NeutronError type. One table, run against both.
 
-mod common;
-
 use std::sync::Arc;
 
 use bnerd_cloud::{
@@ -10,7 +8,7 @@ use bnerd_cloud::{
     RouterQuery, ShareNetwork,
 };
 use bnerd_cloud_fake::FakeCloud;
-use common::unique;
+use bnerd_testkit::{lab_app_cred_client, lab_client, lab_or_skip, lab_tagged_client, unique};
 
 fn obs<T>(r: Result<T>) -> String {
     match r {
@@ -637,13 +635,13 @@ async fn fake_clouds(cloud: &FakeCloud) -> Clouds {
 }
 
 fn lab_clouds(env: &std::collections::BTreeMap<String, String>, op: OpenStack) -> Clouds {
-    let cust = Arc::new(common::lab_app_cred_client(env, "CUSTOMER"));
+    let cust = Arc::new(lab_app_cred_client(env, "CUSTOMER"));
     Clouds {
         op: Arc::new(op),
         cust: cust.clone(),
         cust_identity: cust,
-        admin: Arc::new(common::lab_client(env, "ADMIN")),
-        revoked: Arc::new(common::lab_app_cred_client(env, "CUSTOMER_REVOKED")),
+        admin: Arc::new(lab_client(env, "ADMIN")),
+        revoked: Arc::new(lab_app_cred_client(env, "CUSTOMER_REVOKED")),
     }
 }
 
@@ -655,10 +653,10 @@ async fn fake_matches_design_table() {
 
 #[tokio::test]
 async fn lab_matches_design_table() {
-    let Some(env) = common::lab_or_skip("lab_matches_design_table") else {
+    let Some(env) = lab_or_skip("lab_matches_design_table") else {
         return;
     };
-    let c = lab_clouds(&env, common::lab_client(&env, "OPERATOR"));
+    let c = lab_clouds(&env, lab_client(&env, "OPERATOR"));
     check("lab", table(&c).await, false);
 }
 
@@ -671,9 +669,9 @@ async fn fake_with_tags_at_create_matches_design_table() {
 /// The lab's second Neutron API: same database, ML2 with tag_ports_during_bulk_creation.
 #[tokio::test]
 async fn lab_with_tags_at_create_matches_design_table() {
-    let Some(env) = common::lab_or_skip("lab_with_tags_at_create_matches_design_table") else {
+    let Some(env) = lab_or_skip("lab_with_tags_at_create_matches_design_table") else {
         return;
     };
-    let c = lab_clouds(&env, common::lab_tagged_client(&env));
+    let c = lab_clouds(&env, lab_tagged_client(&env));
     check("lab (tags at create)", table(&c).await, true);
 }
