@@ -1,122 +1,12 @@
-//! kubectl-clusterlink against the fake and the real lab: what `doctor` finds and what
-//! `decommission-share` removes, and the binary's refusals.
+//! kubectl-clusterlink against the fake and the real lab: what `decommission-share` removes,
+//! the binary's refusals, and the binary's `doctor` on a hand-made orphan. What `doctor` finds
+//! on links the operator's engine reconciled is tested in the testkit crate (cli_doctor.rs),
+//! which may depend on the operator.
 
-#[path = "../../operator/tests/common/mod.rs"]
-mod common;
-
-use bnerd_cloud::{ACCESS_AS_SHARED, Route, ShareNetwork};
-use bnerd_clusterlink_cli::doctor::{Finding, diagnose};
+use bnerd_cloud::{ACCESS_AS_SHARED, ShareNetwork};
 use bnerd_clusterlink_cli::share::{ShareError, decommission_share};
-use common::{Env, spec, unique};
-
-async fn findings(env: &Env) -> Vec<Finding> {
-    diagnose(
-        env.net.as_ref(),
-        &env.fabric.transit_network_id,
-        &env.fabric.gateway_router_id,
-        &env.links,
-    )
-    .await
-    .expect("diagnose")
-}
-
-fn problems(f: &[Finding]) -> Vec<String> {
-    f.iter()
-        .filter(|f| f.problem)
-        .map(|f| f.text.clone())
-        .collect()
-}
-
-async fn doctor_finds_what_is_wrong(mut env: Env) {
-    let a = env.router("doc-a").await;
-    env.add_link("healthy", spec(&a.id, "10.71.0.0/16", None));
-    env.reconcile("healthy").await;
-    let f = findings(&env).await;
-    assert!(problems(&f).is_empty(), "{f:?}");
-    assert!(
-        f.iter()
-            .any(|f| f.text.starts_with("ClusterLink healthy: Ready")),
-        "{f:?}"
-    );
-
-    // A link whose object vanished without its unwind (finalizer stripped by hand).
-    let b = env.router("doc-b").await;
-    env.add_link("gone", spec(&b.id, "10.72.0.0/16", None));
-    env.reconcile("gone").await;
-    let gone_port = env.leg_port_id("gone");
-    env.links
-        .retain(|l| l.metadata.name.as_deref() != Some("gone"));
-    // A route to an address nobody holds, and a hand-made one via an untagged port.
-    let gw = env.fabric.gateway_router_id.clone();
-    let dead = Route::new("10.73.0.0/16", "10.254.0.200");
-    env.net
-        .add_extraroutes(&gw, std::slice::from_ref(&dead))
-        .await
-        .unwrap();
-    let hand = env.port_at_ip("10.254.0.201", &unique("hand")).await;
-    let manual = Route::new("10.74.0.0/16", "10.254.0.201");
-    env.net
-        .add_extraroutes(&gw, std::slice::from_ref(&manual))
-        .await
-        .unwrap();
-    env.add_link("broken", spec(&a.id, "10.75.0.1/16", None));
-    env.reconcile("broken").await;
-
-    let f = findings(&env).await;
-    let p = problems(&f);
-    assert_eq!(p.len(), 4, "{p:#?}");
-    assert!(
-        p.iter().any(|t| t.contains(&gone_port)
-            && t.contains("ClusterLink gone, which no longer exists")
-            && t.contains(&format!(
-                "openstack router remove port {} {gone_port}",
-                b.id
-            ))),
-        "{p:#?}"
-    );
-    assert!(
-        p.iter()
-            .any(|t| t.contains("route 10.72.0.0/16 via 10.254.0.4")
-                && t.contains(&gone_port)
-                && t.contains("remove the route first")),
-        "{p:#?}"
-    );
-    assert!(
-        p.iter()
-            .any(|t| t.contains("route 10.73.0.0/16 via 10.254.0.200: no port holds")),
-        "{p:#?}"
-    );
-    assert!(
-        p.iter()
-            .any(|t| t.starts_with("ClusterLink broken: not Ready, Validated=False InvalidSpec")),
-        "{p:#?}"
-    );
-    assert!(
-        f.iter().any(|f| !f.problem
-            && f.text.contains("10.74.0.0/16 via 10.254.0.201")
-            && f.text.contains("hand-made")),
-        "{f:?}"
-    );
-
-    // Following the hints makes the cloud problems go away.
-    env.net
-        .remove_extraroutes(
-            &gw,
-            &[dead, manual, Route::new("10.72.0.0/16", "10.254.0.4")],
-        )
-        .await
-        .unwrap();
-    env.net
-        .remove_router_interface(&b.id, &gone_port)
-        .await
-        .unwrap();
-    env.net.delete_port(&hand.id).await.unwrap();
-    env.delete("broken").await;
-    let f = findings(&env).await;
-    assert!(problems(&f).is_empty(), "{f:#?}");
-    env.delete("healthy").await;
-}
-both!(doctor_finds_what_is_wrong);
+use bnerd_testkit::kube_lab::{install_crd, kube_client};
+use bnerd_testkit::{Env, both, lab_env_for, lab_or_skip, operator_os_env, spec};
 
 async fn share_goes_only_when_no_link_needs_it(mut env: Env) {
     let project = format!("{:032x}", 0xdecu128 << 64 | std::process::id() as u128);
@@ -180,23 +70,16 @@ fn binary_names_a_missing_setting() {
 #[tokio::test]
 async fn doctor_binary_reports_an_orphan_leg() {
     let test = "doctor_binary_reports_an_orphan_leg";
-    let kubeconfig = std::env::var("BNERD_KUBECONFIG").unwrap_or_else(|_| {
-        format!(
-            "{}/.cache/bnerd-vpn-operator/kubelab-run/kubeconfig",
-            std::env::var("HOME").unwrap_or_default()
-        )
-    });
-    if !std::path::Path::new(&kubeconfig).exists() {
-        if std::env::var("BNERD_REQUIRE_KUBE").is_ok_and(|v| v == "1") {
-            panic!("{test}: BNERD_REQUIRE_KUBE=1 but no kubeconfig; run lab/kube/up.sh");
-        }
-        eprintln!("SKIPPED {test}: no kube-apiserver lab");
-        return;
-    }
-    let Some(lab) = common::lab_or_skip(test) else {
+    let Some((client, kubeconfig)) = kube_client(test).await else {
         return;
     };
-    let env = common::lab_env_for(test).await.expect("lab");
+    let Some(lab) = lab_or_skip(test) else {
+        return;
+    };
+    // The binary lists ClusterLinks, which needs the CRD; whether another test installed it
+    // first depends on the order tests happen to run in.
+    install_crd(&client).await;
+    let env = lab_env_for(test).await.expect("lab");
     let orphan = env.port_at_ip("10.254.0.9", "clusterlink-long-gone").await;
     env.net
         .set_port_tags(
@@ -215,7 +98,7 @@ async fn doctor_binary_reports_an_orphan_leg() {
             .arg("doctor")
             .env_clear()
             .env("KUBECONFIG", &kubeconfig)
-            .envs(common::operator_os_env(&lab))
+            .envs(operator_os_env(&lab))
             .env("IPSEC_GATEWAY_ROUTER_ID", &env.fabric.gateway_router_id)
             .env("IPSEC_TRANSIT_NETWORK_ID", &env.fabric.transit_network_id)
             .output()

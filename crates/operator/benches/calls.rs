@@ -3,9 +3,6 @@
 //! fan-out. Counts come from the fake, whose answers the parity test holds to the lab's;
 //! with a running lab it also times converge, resync and unwind against real Neutron.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-
 use std::time::{Duration, Instant};
 
 use bnerd_api::gateway::ReverseTarget;
@@ -13,6 +10,7 @@ use bnerd_api::{ClusterLink, ClusterLinkSpec, GatewayRef};
 use bnerd_cloud::NeutronAdmin;
 use bnerd_cloud::fabric::Fabric;
 use bnerd_cloud_fake::{FakeCloud, FakeNeutron};
+use bnerd_testkit::{lab_client, lab_env, lab_tagged_client, reconcile_one, unique};
 use bnerd_vpn_operator::controller::link_input;
 use bnerd_vpn_operator::engine::{Engine, Outcome};
 
@@ -48,7 +46,7 @@ async fn run(
     i: usize,
     reverse: &[ReverseTarget],
 ) -> Outcome {
-    let out = common::reconcile_one(net, fabric, links, i, reverse).await;
+    let out = reconcile_one(net, fabric, links, i, reverse).await;
     links[i].status = Some(out.status.clone());
     out
 }
@@ -161,14 +159,14 @@ fn median(mut v: Vec<Duration>) -> Duration {
 /// What one link costs on the real lab, per phase: (reads, writes) counted by the client,
 /// and wall time (median of `rounds`).
 async fn lab_costs(rounds: usize, tags_at_create: bool) {
-    let Some(env) = common::lab_env() else {
+    let Some(env) = lab_env() else {
         println!("lab: no lab.env (lab/openstack/up.sh); real-Neutron numbers skipped");
         return;
     };
     let net = if tags_at_create {
-        common::lab_tagged_client(&env)
+        lab_tagged_client(&env)
     } else {
-        common::lab_client(&env, "OPERATOR")
+        lab_client(&env, "OPERATOR")
     };
     let fab = Fabric::discover(
         &net,
@@ -183,13 +181,13 @@ async fn lab_costs(rounds: usize, tags_at_create: bool) {
         counts[i] = (after.0 - before.0, after.1 - before.1);
     };
     for round in 0..rounds {
-        let r = net.create_router(&common::unique("bench")).await.unwrap();
+        let r = net.create_router(&unique("bench")).await.unwrap();
         let cidr = format!(
             "10.{}.{round}.{}/26",
             150 + std::process::id() % 50,
             if tags_at_create { 64 } else { 0 }
         );
-        let mut links = vec![link(&common::unique("bench"), &r.id, &cidr)];
+        let mut links = vec![link(&unique("bench"), &r.id, &cidr)];
         let c0 = net.call_counts();
         let t = Instant::now();
         let out = run(&net, &fab, &mut links, 0, &[]).await;

@@ -4,71 +4,18 @@
 //! One file although it passes 500 lines: every test shares one apiserver, one operator
 //! process per test and the lock and sweep that keep them apart.
 
-mod common;
-
 use std::process::Stdio;
 use std::time::Duration;
 
 use bnerd_api::ClusterLink;
 use bnerd_api::names::{FINALIZER, tag_link_uid};
 use bnerd_cloud::{PortQuery, Route};
+use bnerd_testkit::kube_lab::{install_crd, kube_client};
+use bnerd_testkit::{Env, lab_env_for, lab_or_skip, operator_os_env, unique};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
-use kube::{Client, Config, CustomResourceExt};
 use serde_json::json;
-
-fn kubeconfig_path() -> Option<String> {
-    let p = std::env::var("BNERD_KUBECONFIG").ok().or_else(|| {
-        let home = std::env::var("HOME").ok()?;
-        Some(format!(
-            "{home}/.cache/bnerd-vpn-operator/kubelab-run/kubeconfig"
-        ))
-    })?;
-    std::path::Path::new(&p).exists().then_some(p)
-}
-
-async fn kube_client(test: &str) -> Option<(Client, String)> {
-    let Some(path) = kubeconfig_path() else {
-        if std::env::var("BNERD_REQUIRE_KUBE").is_ok_and(|v| v == "1") {
-            panic!("{test}: BNERD_REQUIRE_KUBE=1 but no kubeconfig; run lab/kube/up.sh");
-        }
-        eprintln!("SKIPPED {test}: no kube-apiserver lab (lab/kube/up.sh)");
-        return None;
-    };
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let kc = Kubeconfig::read_from(&path).expect("kubeconfig");
-    let cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-        .await
-        .expect("config");
-    Some((Client::try_from(cfg).expect("client"), path))
-}
-
-async fn install_crd(client: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let crd = ClusterLink::crd();
-    crds.patch(
-        "clusterlinks.ipsec.bnerd.net",
-        &PatchParams::apply("e2e").force(),
-        &Patch::Apply(&crd),
-    )
-    .await
-    .expect("apply CRD");
-    for _ in 0..50 {
-        let c = crds.get("clusterlinks.ipsec.bnerd.net").await.expect("crd");
-        let est = c
-            .status
-            .and_then(|s| s.conditions)
-            .unwrap_or_default()
-            .iter()
-            .any(|c| c.type_ == "Established" && c.status == "True");
-        if est {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    panic!("CRD not established");
-}
 
 fn link(name: &str, spec: serde_json::Value) -> ClusterLink {
     serde_json::from_value(json!({"apiVersion": "ipsec.bnerd.net/v1alpha1", "kind": "ClusterLink", "metadata": {"name": name}, "spec": spec}))
@@ -98,7 +45,7 @@ async fn cel_rules_enforced_by_the_apiserver() {
         dry_run: true,
         ..Default::default()
     };
-    let name = common::unique("cel");
+    let name = unique("cel");
     let same = json!({"serviceClusterRouter": "r", "serviceClusterCIDR": "10.251.0.0/16"});
     let cross = |p: Option<&str>| {
         let mut s = json!({"serviceClusterRouter": "r", "serviceClusterCIDR": "10.234.0.0/16",
@@ -167,7 +114,7 @@ async fn cel_rules_enforced_by_the_apiserver() {
         .expect("unchanged update accepted");
 
     // Adding the ref to a live same-tenant link: rejected.
-    let name2 = common::unique("cel");
+    let name2 = unique("cel");
     let live2 = api
         .create(&PostParams::default(), &link(&name2, same.clone()))
         .await
@@ -215,7 +162,7 @@ async fn kube_lab_exclusive(kubeconfig: &str) -> std::fs::File {
 fn spawn_operator(
     kubeconfig: &str,
     lab: &std::collections::BTreeMap<String, String>,
-    env: &common::Env,
+    env: &Env,
     resync: &str,
 ) -> (Operator, tokio::task::JoinHandle<String>) {
     let bin = env!("CARGO_BIN_EXE_bnerd-vpn-operator");
@@ -224,7 +171,7 @@ fn spawn_operator(
         .env("HOME", std::env::var("HOME").unwrap_or_default())
         .env("KUBECONFIG", kubeconfig)
         .env("RUST_LOG", "info")
-        .envs(common::operator_os_env(lab))
+        .envs(operator_os_env(lab))
         .env("IPSEC_GATEWAY_ROUTER_ID", &env.fabric.gateway_router_id)
         .env("IPSEC_TRANSIT_NETWORK_ID", &env.fabric.transit_network_id)
         .env("IPSEC_RESYNC_INTERVAL", resync)
@@ -310,11 +257,11 @@ async fn operator_binary_converges_heals_and_unwinds() {
     else {
         return;
     };
-    let Some(lab) = common::lab_or_skip("operator_binary_converges_heals_and_unwinds") else {
+    let Some(lab) = lab_or_skip("operator_binary_converges_heals_and_unwinds") else {
         return;
     };
     install_crd(&client).await;
-    let env = common::lab_env_for("e2e").await.expect("lab");
+    let env = lab_env_for("e2e").await.expect("lab");
     let svc = env.router("shoot--services--e2e").await;
     let g = |k: &str| lab.get(k).cloned().unwrap_or_default();
 
@@ -323,7 +270,7 @@ async fn operator_binary_converges_heals_and_unwinds() {
     let (op, log) = spawn_operator(&kubeconfig, &lab, &env, "3s");
 
     let api: Api<ClusterLink> = Api::all(client.clone());
-    let name = common::unique("e2e-link");
+    let name = unique("e2e-link");
     api.create(
         &PostParams::default(),
         &link(
@@ -515,19 +462,19 @@ async fn gateway_changes_fan_out_to_every_link() {
     let Some((client, kubeconfig)) = kube_client(test).await else {
         return;
     };
-    let Some(lab) = common::lab_or_skip(test) else {
+    let Some(lab) = lab_or_skip(test) else {
         return;
     };
     install_crd(&client).await;
     install_gateway_crds(&client).await;
-    let env = common::lab_env_for("e2e-fanout").await.expect("lab");
+    let env = lab_env_for("e2e-fanout").await.expect("lab");
     let routers = [env.router("fan-a").await, env.router("fan-b").await];
     let _exclusive = kube_lab_exclusive(&kubeconfig).await;
     sweep_leftovers(&client).await;
     let (op, log) = spawn_operator(&kubeconfig, &lab, &env, "1h");
 
     let links: Api<ClusterLink> = Api::all(client.clone());
-    let names = [common::unique("fan-a"), common::unique("fan-b")];
+    let names = [unique("fan-a"), unique("fan-b")];
     for (i, (name, r)) in names.iter().zip(&routers).enumerate() {
         links
             .create(
@@ -549,7 +496,7 @@ async fn gateway_changes_fan_out_to_every_link() {
 
     let ar = bnerd_vpn_operator::gateways::resource("IPsecGateway", "ipsecgateways");
     let gws: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
-    let gw_name = common::unique("gw");
+    let gw_name = unique("gw");
     let route = ("100.64.7.0/24".to_string(), "10.254.0.250".to_string());
     let gateway = |exposures: serde_json::Value| {
         serde_json::from_value::<kube::api::DynamicObject>(json!({

@@ -1,11 +1,9 @@
 //! Fault injection on the fake: a failure at any write leaves nothing behind and the next
 //! reconcile converges without duplicates.
 
-mod common;
-
 use bnerd_cloud_fake::{Fault, Op};
+use bnerd_testkit::{fake_env, spec};
 use bnerd_vpn_operator::engine::Retry;
-use common::spec;
 
 fn api_error(status: u16, kind: &str) -> Fault {
     Fault::Error {
@@ -25,7 +23,7 @@ async fn transient_errors_back_off_then_converge() {
         Op::ListPorts,
         Op::GetRouter,
     ] {
-        let mut env = common::fake_env().await;
+        let mut env = fake_env().await;
         let cloud = env.fake.clone().expect("fake");
         let svc = env.router("svc").await;
         env.add_link("l", spec(&svc.id, "10.251.0.0/16", None));
@@ -57,7 +55,7 @@ async fn commit_then_timeout_never_duplicates() {
         Op::AddRouterInterface,
         Op::AddExtraroutes,
     ] {
-        let mut env = common::fake_env().await;
+        let mut env = fake_env().await;
         let cloud = env.fake.clone().expect("fake");
         let svc = env.router("svc").await;
         env.add_link("l", spec(&svc.id, "10.251.0.0/16", None));
@@ -84,7 +82,7 @@ async fn commit_then_timeout_never_duplicates() {
 
 #[tokio::test]
 async fn terminal_errors_wait_for_resync_and_cleanup_survives_faults() {
-    let mut env = common::fake_env().await;
+    let mut env = fake_env().await;
     let cloud = env.fake.clone().expect("fake");
     let svc = env.router("svc").await;
     env.add_link("l", spec(&svc.id, "10.251.0.0/16", None));

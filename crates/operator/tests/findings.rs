@@ -5,7 +5,7 @@
 //! One file although it passes 500 lines: one scenario per finding of the same issue, each
 //! short, sharing the fixtures at the top (tagged duplicate ports, gateways, admin routers).
 
-mod common;
+use bnerd_testkit::both;
 
 use std::sync::Arc;
 
@@ -15,9 +15,9 @@ use bnerd_api::names::{TAG_MANAGED, tag_link_name, tag_link_uid};
 use bnerd_api::{ClusterLink, GatewayRef};
 use bnerd_cloud::{CreatePort, CreateRouter, NeutronAdmin, Route, Router};
 use bnerd_cloud_fake::{Fault, Op};
+use bnerd_testkit::{Env, spec};
 use bnerd_vpn_operator::controller::link_input;
 use bnerd_vpn_operator::engine::{Engine, unwind};
-use common::{Env, spec};
 
 #[track_caller]
 fn assert_ready(env: &Env, name: &str) {
@@ -331,9 +331,9 @@ fn admin_of(env: &Env) -> (Arc<dyn NeutronAdmin>, String) {
     match &env.fake {
         Some(cloud) => (Arc::new(cloud.admin("admin")), "operator".into()),
         None => {
-            let lab = common::lab_env().expect("lab.env");
+            let lab = bnerd_testkit::lab_env().expect("lab.env");
             let project = lab["LAB_OPERATOR_PROJECT_ID"].clone();
-            (Arc::new(common::lab_client(&lab, "ADMIN")), project)
+            (Arc::new(bnerd_testkit::lab_client(&lab, "ADMIN")), project)
         }
     }
 }
@@ -342,7 +342,7 @@ async fn admin_router(env: &Env, ha: Option<bool>, distributed: Option<bool>) ->
     let (admin, project) = admin_of(env);
     admin
         .create_router_with(&CreateRouter {
-            name: common::unique("f6"),
+            name: bnerd_testkit::unique("f6"),
             project_id: Some(project),
             ha,
             distributed,
@@ -433,7 +433,8 @@ async fn two_writers_leak_nothing(mut env: Env) {
             for i in 0..snapshot.len() {
                 let (net, fabric, links) = (env.net.clone(), env.fabric.clone(), snapshot.clone());
                 tasks.push(tokio::spawn(async move {
-                    let out = common::reconcile_one(net.as_ref(), &fabric, &links, i, &[]).await;
+                    let out =
+                        bnerd_testkit::reconcile_one(net.as_ref(), &fabric, &links, i, &[]).await;
                     (writer, i, out)
                 }));
             }
@@ -494,7 +495,7 @@ both!(two_writers_leak_nothing);
 async fn call_budgets_on_the_fake() {
     for keep_tags in [true, false] {
         let cloud = bnerd_cloud_fake::FakeCloud::new().honour_create_tags(keep_tags);
-        let mut env = common::fake_env_with(cloud.clone()).await;
+        let mut env = bnerd_testkit::fake_env_with(cloud.clone()).await;
         let svc = env.router("budget").await;
         env.add_link("b", spec(&svc.name, "10.55.0.0/16", None));
         cloud.reset_counters();
@@ -512,16 +513,16 @@ async fn call_budgets_on_the_fake() {
 
 #[tokio::test]
 async fn call_budgets_on_the_lab() {
-    let Some(lab) = common::lab_or_skip("call_budgets_on_the_lab") else {
+    let Some(lab) = bnerd_testkit::lab_or_skip("call_budgets_on_the_lab") else {
         return;
     };
     for keep_tags in [true, false] {
         let client = Arc::new(if keep_tags {
-            common::lab_tagged_client(&lab)
+            bnerd_testkit::lab_tagged_client(&lab)
         } else {
-            common::lab_client(&lab, "OPERATOR")
+            bnerd_testkit::lab_client(&lab, "OPERATOR")
         });
-        let mut env = common::env_on(client.clone()).await;
+        let mut env = bnerd_testkit::env_on(client.clone()).await;
         let svc = env.router("budget").await;
         env.add_link("b", spec(&svc.name, "10.56.0.0/16", None));
         let c0 = client.call_counts();
@@ -546,7 +547,7 @@ async fn call_budgets_on_the_lab() {
 /// marker; it is ours and is found again (no second port).
 #[tokio::test]
 async fn untagged_marker_port_is_found_without_a_second_create() {
-    let mut env = common::fake_env().await;
+    let mut env = bnerd_testkit::fake_env().await;
     let svc = env.router("m").await;
     env.add_link("m", spec(&svc.id, "10.57.0.0/16", None));
     let uid = env.link("m").metadata.uid.clone().unwrap();

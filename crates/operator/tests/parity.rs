@@ -5,8 +5,6 @@
 //! the rows before it left (ports attached, routes added, networks shared), and EXPECTED is
 //! read side by side with it; split up, the rows would lose the state they are about.
 
-mod common;
-
 use std::sync::Arc;
 
 use bnerd_cloud::{
@@ -14,7 +12,7 @@ use bnerd_cloud::{
     Result, Route, Router, RouterQuery, ShareNetwork,
 };
 use bnerd_cloud_fake::FakeCloud;
-use common::unique;
+use bnerd_testkit::{lab_app_cred_client, lab_client, lab_or_skip, lab_tagged_client, unique};
 
 fn obs<T>(r: Result<T>) -> String {
     match r {
@@ -972,17 +970,17 @@ async fn fake_clouds(cloud: &FakeCloud) -> Clouds {
 }
 
 fn lab_clouds(env: &std::collections::BTreeMap<String, String>, op: OpenStack) -> Clouds {
-    let cust = Arc::new(common::lab_app_cred_client(env, "CUSTOMER"));
+    let cust = Arc::new(lab_app_cred_client(env, "CUSTOMER"));
     Clouds {
         op: Arc::new(op),
         cust: cust.clone(),
         cust_identity: cust,
-        admin: Arc::new(common::lab_client(env, "ADMIN")),
+        admin: Arc::new(lab_client(env, "ADMIN")),
         op_project: env
             .get("LAB_OPERATOR_PROJECT_ID")
             .cloned()
             .expect("lab.env lacks LAB_OPERATOR_PROJECT_ID"),
-        revoked: Arc::new(common::lab_app_cred_client(env, "CUSTOMER_REVOKED")),
+        revoked: Arc::new(lab_app_cred_client(env, "CUSTOMER_REVOKED")),
     }
 }
 
@@ -994,10 +992,10 @@ async fn fake_matches_design_table() {
 
 #[tokio::test]
 async fn lab_matches_design_table() {
-    let Some(env) = common::lab_or_skip("lab_matches_design_table") else {
+    let Some(env) = lab_or_skip("lab_matches_design_table") else {
         return;
     };
-    let c = lab_clouds(&env, common::lab_client(&env, "OPERATOR"));
+    let c = lab_clouds(&env, lab_client(&env, "OPERATOR"));
     check("lab", table(&c).await, false);
 }
 
@@ -1010,9 +1008,9 @@ async fn fake_with_tags_at_create_matches_design_table() {
 /// The lab's second Neutron API: same database, ML2 with tag_ports_during_bulk_creation.
 #[tokio::test]
 async fn lab_with_tags_at_create_matches_design_table() {
-    let Some(env) = common::lab_or_skip("lab_with_tags_at_create_matches_design_table") else {
+    let Some(env) = lab_or_skip("lab_with_tags_at_create_matches_design_table") else {
         return;
     };
-    let c = lab_clouds(&env, common::lab_tagged_client(&env));
+    let c = lab_clouds(&env, lab_tagged_client(&env));
     check("lab (tags at create)", table(&c).await, true);
 }

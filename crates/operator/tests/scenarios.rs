@@ -3,11 +3,9 @@
 //! One file although it passes 500 lines: the lifecycle read top to bottom (create, adopt,
 //! heal, delete, concurrency, bad input, spec changes), every scenario on the same harness.
 
-mod common;
-
 use bnerd_api::names::{TAG_MANAGED, tag_link_uid};
 use bnerd_cloud::{CreatePort, Route};
-use common::{Env, spec};
+use bnerd_testkit::{Env, both, reconcile_one, spec, unique};
 
 #[track_caller]
 fn assert_ready(env: &Env, name: &str) {
@@ -270,11 +268,7 @@ async fn delete_touches_only_its_own(mut env: Env) {
     let svc = env.router("svc").await;
     // A foreign interface on the service router (another subnet) and a foreign route on the
     // gateway router (via a transit address that is not ours).
-    let other = env
-        .net
-        .create_network(&common::unique("other"))
-        .await
-        .unwrap();
+    let other = env.net.create_network(&unique("other")).await.unwrap();
     let other_subnet = env
         .net
         .create_subnet(&other.id, "192.168.77.0/24", "192.168.77.1")
@@ -343,7 +337,7 @@ async fn ten_links_concurrently(mut env: Env) {
         let fabric = env.fabric.clone();
         let links = links.clone();
         tasks.push(tokio::spawn(async move {
-            common::reconcile_one(net.as_ref(), &fabric, &links, i, &[]).await
+            reconcile_one(net.as_ref(), &fabric, &links, i, &[]).await
         }));
     }
     let mut ips = std::collections::BTreeSet::new();
@@ -400,7 +394,7 @@ async fn bad_input_is_named(mut env: Env) {
     assert!(m.contains("no-such-router"), "{m}");
 
     // Two routers with one name: ambiguous.
-    let name = common::unique("twin");
+    let name = unique("twin");
     env.net.create_router(&name).await.unwrap();
     env.net.create_router(&name).await.unwrap();
     env.add_link("twin", spec(&name, "10.1.0.0/16", None));

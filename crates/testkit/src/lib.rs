@@ -1,7 +1,16 @@
 //! One harness, two clouds: every scenario runs against the in-memory fake and against
 //! the real Keystone + Neutron lab (`lab/openstack/up.sh`), with the same assertions.
+//!
+//! A crate, and a dev-dependency only, so that the operator's and the CLI's tests and the
+//! operator's bench share it without including each other's files. Feature `engine` (on by
+//! default) is what drives the operator's engine; the CLI's tests go without it, so the CLI
+//! does not depend on the operator, not even for its tests.
 
-#![allow(dead_code)]
+pub mod kube_lab;
+
+// `both!` expands in the caller's crate, which need not depend on the fake itself.
+#[doc(hidden)]
+pub use bnerd_cloud_fake;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,7 +24,9 @@ use bnerd_cloud::{
     SecretString,
 };
 use bnerd_cloud_fake::FakeCloud;
+#[cfg(feature = "engine")]
 use bnerd_vpn_operator::controller::{link_input, peers_of};
+#[cfg(feature = "engine")]
 use bnerd_vpn_operator::engine::{Engine, Outcome, unwind};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -249,6 +260,34 @@ impl Env {
             .expect("link")
     }
 
+    pub fn condition(&self, name: &str, type_: &str) -> (String, String, String) {
+        let s = self.link(name).status.clone().unwrap_or_default();
+        let c = s
+            .conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .unwrap_or_else(|| panic!("{name} has no {type_}"));
+        (c.status.clone(), c.reason.clone(), c.message.clone())
+    }
+
+    pub fn leg_port_id(&self, name: &str) -> String {
+        self.link(name)
+            .status
+            .as_ref()
+            .and_then(|s| s.leg_port_id.clone())
+            .unwrap_or_else(|| panic!("{name} has no leg port in status"))
+    }
+
+    pub fn transit_ip(&self, name: &str) -> Option<String> {
+        self.link(name)
+            .status
+            .as_ref()
+            .and_then(|s| s.transit_ip.clone())
+    }
+}
+
+#[cfg(feature = "engine")]
+impl Env {
     fn idx(&self, name: &str) -> usize {
         self.links
             .iter()
@@ -286,33 +325,9 @@ impl Env {
             .unwrap_or_else(|f| panic!("unwind of {name}: {f:?}"));
         self.links.remove(i);
     }
-
-    pub fn condition(&self, name: &str, type_: &str) -> (String, String, String) {
-        let s = self.link(name).status.clone().unwrap_or_default();
-        let c = s
-            .conditions
-            .iter()
-            .find(|c| c.type_ == type_)
-            .unwrap_or_else(|| panic!("{name} has no {type_}"));
-        (c.status.clone(), c.reason.clone(), c.message.clone())
-    }
-
-    pub fn leg_port_id(&self, name: &str) -> String {
-        self.link(name)
-            .status
-            .as_ref()
-            .and_then(|s| s.leg_port_id.clone())
-            .unwrap_or_else(|| panic!("{name} has no leg port in status"))
-    }
-
-    pub fn transit_ip(&self, name: &str) -> Option<String> {
-        self.link(name)
-            .status
-            .as_ref()
-            .and_then(|s| s.transit_ip.clone())
-    }
 }
 
+#[cfg(feature = "engine")]
 pub async fn reconcile_one(
     net: &dyn NeutronAdmin,
     fabric: &Fabric,
@@ -357,15 +372,13 @@ macro_rules! both {
         mod $name {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn fake() {
-                let env = $crate::common::fake_env().await;
+                let env = $crate::fake_env().await;
                 super::$name(env).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn lab() {
-                if let Some(env) =
-                    $crate::common::lab_env_for(concat!(stringify!($name), "::lab")).await
-                {
+                if let Some(env) = $crate::lab_env_for(concat!(stringify!($name), "::lab")).await {
                     super::$name(env).await;
                 }
             }
@@ -373,14 +386,14 @@ macro_rules! both {
             /// The same on a cloud that keeps tags sent at port creation.
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn fake_tags_at_create() {
-                let cloud = bnerd_cloud_fake::FakeCloud::new().honour_create_tags(true);
-                super::$name($crate::common::fake_env_with(cloud).await).await;
+                let cloud = $crate::bnerd_cloud_fake::FakeCloud::new().honour_create_tags(true);
+                super::$name($crate::fake_env_with(cloud).await).await;
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn lab_tags_at_create() {
                 let test = concat!(stringify!($name), "::lab_tags_at_create");
-                if let Some(env) = $crate::common::lab_tagged_env_for(test).await {
+                if let Some(env) = $crate::lab_tagged_env_for(test).await {
                     super::$name(env).await;
                 }
             }

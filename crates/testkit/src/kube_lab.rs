@@ -1,0 +1,62 @@
+//! The real kube-apiserver lab (`lab/kube/up.sh`), for the tests that drive a binary through
+//! the Kubernetes API.
+
+use std::time::Duration;
+
+use bnerd_api::ClusterLink;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config, CustomResourceExt};
+
+pub fn kubeconfig_path() -> Option<String> {
+    let p = std::env::var("BNERD_KUBECONFIG").ok().or_else(|| {
+        let home = std::env::var("HOME").ok()?;
+        Some(format!(
+            "{home}/.cache/bnerd-vpn-operator/kubelab-run/kubeconfig"
+        ))
+    })?;
+    std::path::Path::new(&p).exists().then_some(p)
+}
+
+pub async fn kube_client(test: &str) -> Option<(Client, String)> {
+    let Some(path) = kubeconfig_path() else {
+        if std::env::var("BNERD_REQUIRE_KUBE").is_ok_and(|v| v == "1") {
+            panic!("{test}: BNERD_REQUIRE_KUBE=1 but no kubeconfig; run lab/kube/up.sh");
+        }
+        eprintln!("SKIPPED {test}: no kube-apiserver lab (lab/kube/up.sh)");
+        return None;
+    };
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let kc = Kubeconfig::read_from(&path).expect("kubeconfig");
+    let cfg = Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        .await
+        .expect("config");
+    Some((Client::try_from(cfg).expect("client"), path))
+}
+
+pub async fn install_crd(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = ClusterLink::crd();
+    crds.patch(
+        "clusterlinks.ipsec.bnerd.net",
+        &PatchParams::apply("e2e").force(),
+        &Patch::Apply(&crd),
+    )
+    .await
+    .expect("apply CRD");
+    for _ in 0..50 {
+        let c = crds.get("clusterlinks.ipsec.bnerd.net").await.expect("crd");
+        let est = c
+            .status
+            .and_then(|s| s.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Established" && c.status == "True");
+        if est {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    panic!("CRD not established");
+}

@@ -1,0 +1,115 @@
+//! What kubectl-clusterlink's `doctor` finds on cloud state the operator's engine made: here
+//! rather than in the CLI crate, so that the CLI does not depend on the operator.
+
+use bnerd_cloud::Route;
+use bnerd_clusterlink_cli::doctor::{Finding, diagnose};
+use bnerd_testkit::{Env, both, spec, unique};
+
+async fn findings(env: &Env) -> Vec<Finding> {
+    diagnose(
+        env.net.as_ref(),
+        &env.fabric.transit_network_id,
+        &env.fabric.gateway_router_id,
+        &env.links,
+    )
+    .await
+    .expect("diagnose")
+}
+
+fn problems(f: &[Finding]) -> Vec<String> {
+    f.iter()
+        .filter(|f| f.problem)
+        .map(|f| f.text.clone())
+        .collect()
+}
+
+async fn doctor_finds_what_is_wrong(mut env: Env) {
+    let a = env.router("doc-a").await;
+    env.add_link("healthy", spec(&a.id, "10.71.0.0/16", None));
+    env.reconcile("healthy").await;
+    let f = findings(&env).await;
+    assert!(problems(&f).is_empty(), "{f:?}");
+    assert!(
+        f.iter()
+            .any(|f| f.text.starts_with("ClusterLink healthy: Ready")),
+        "{f:?}"
+    );
+
+    // A link whose object vanished without its unwind (finalizer stripped by hand).
+    let b = env.router("doc-b").await;
+    env.add_link("gone", spec(&b.id, "10.72.0.0/16", None));
+    env.reconcile("gone").await;
+    let gone_port = env.leg_port_id("gone");
+    env.links
+        .retain(|l| l.metadata.name.as_deref() != Some("gone"));
+    // A route to an address nobody holds, and a hand-made one via an untagged port.
+    let gw = env.fabric.gateway_router_id.clone();
+    let dead = Route::new("10.73.0.0/16", "10.254.0.200");
+    env.net
+        .add_extraroutes(&gw, std::slice::from_ref(&dead))
+        .await
+        .unwrap();
+    let hand = env.port_at_ip("10.254.0.201", &unique("hand")).await;
+    let manual = Route::new("10.74.0.0/16", "10.254.0.201");
+    env.net
+        .add_extraroutes(&gw, std::slice::from_ref(&manual))
+        .await
+        .unwrap();
+    env.add_link("broken", spec(&a.id, "10.75.0.1/16", None));
+    env.reconcile("broken").await;
+
+    let f = findings(&env).await;
+    let p = problems(&f);
+    assert_eq!(p.len(), 4, "{p:#?}");
+    assert!(
+        p.iter().any(|t| t.contains(&gone_port)
+            && t.contains("ClusterLink gone, which no longer exists")
+            && t.contains(&format!(
+                "openstack router remove port {} {gone_port}",
+                b.id
+            ))),
+        "{p:#?}"
+    );
+    assert!(
+        p.iter()
+            .any(|t| t.contains("route 10.72.0.0/16 via 10.254.0.4")
+                && t.contains(&gone_port)
+                && t.contains("remove the route first")),
+        "{p:#?}"
+    );
+    assert!(
+        p.iter()
+            .any(|t| t.contains("route 10.73.0.0/16 via 10.254.0.200: no port holds")),
+        "{p:#?}"
+    );
+    assert!(
+        p.iter()
+            .any(|t| t.starts_with("ClusterLink broken: not Ready, Validated=False InvalidSpec")),
+        "{p:#?}"
+    );
+    assert!(
+        f.iter().any(|f| !f.problem
+            && f.text.contains("10.74.0.0/16 via 10.254.0.201")
+            && f.text.contains("hand-made")),
+        "{f:?}"
+    );
+
+    // Following the hints makes the cloud problems go away.
+    env.net
+        .remove_extraroutes(
+            &gw,
+            &[dead, manual, Route::new("10.72.0.0/16", "10.254.0.4")],
+        )
+        .await
+        .unwrap();
+    env.net
+        .remove_router_interface(&b.id, &gone_port)
+        .await
+        .unwrap();
+    env.net.delete_port(&hand.id).await.unwrap();
+    env.delete("broken").await;
+    let f = findings(&env).await;
+    assert!(problems(&f).is_empty(), "{f:#?}");
+    env.delete("healthy").await;
+}
+both!(doctor_finds_what_is_wrong);
