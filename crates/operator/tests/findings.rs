@@ -139,13 +139,12 @@ async fn duplicate_legs_are_removed(mut env: Env) {
     // A second writer made another leg and routed the CIDR via it too.
     let link = env.link("f3").clone();
     let extra = tagged_port(&env, &link, "10.254.0.9").await;
-    env.net
-        .add_extraroutes(
-            &env.fabric.gateway_router_id,
-            &[Route::new("10.45.0.0/16", "10.254.0.9")],
-        )
-        .await
-        .unwrap();
+    env.add_routes(
+        &env.fabric.gateway_router_id,
+        &[Route::new("10.45.0.0/16", "10.254.0.9")],
+    )
+    .await
+    .unwrap();
     let out = env.reconcile("f3").await;
     assert_ready(&env, "f3");
     assert!(
@@ -215,8 +214,7 @@ async fn unwind_removes_reverse_routes_without_status(mut env: Env) {
 
     // Someone's own route via the transit network on the service router: not ours.
     let theirs = Route::new("100.64.99.0/24", "10.254.0.99");
-    env.net
-        .add_extraroutes(&svc.id, std::slice::from_ref(&theirs))
+    env.add_routes(&svc.id, std::slice::from_ref(&theirs))
         .await
         .unwrap();
     let l = env.link("f4").clone();
@@ -244,8 +242,7 @@ async fn unwind_removes_reverse_routes_without_status(mut env: Env) {
     );
 
     // Its owner removes it: the unwind finishes.
-    env.net
-        .remove_extraroutes(&svc.id, std::slice::from_ref(&theirs))
+    env.remove_routes(&svc.id, std::slice::from_ref(&theirs))
         .await
         .unwrap();
     env.delete("f4").await;

@@ -126,13 +126,12 @@ async fn adopts_hand_made_leg(mut env: Env) {
         .add_router_interface(&svc.id, &leg.id)
         .await
         .unwrap();
-    env.net
-        .add_extraroutes(
-            &env.fabric.gateway_router_id,
-            &[Route::new("10.251.0.0/16", "10.254.0.3")],
-        )
-        .await
-        .unwrap();
+    env.add_routes(
+        &env.fabric.gateway_router_id,
+        &[Route::new("10.251.0.0/16", "10.254.0.3")],
+    )
+    .await
+    .unwrap();
     let gw_before = env.get_router(&env.fabric.gateway_router_id).await;
 
     env.add_link(
@@ -196,8 +195,7 @@ async fn heals_out_of_band_changes(mut env: Env) {
     let want = Route::new("10.9.0.0/16", "10.254.0.3");
 
     // Someone removes the route.
-    env.net
-        .remove_extraroutes(&env.fabric.gateway_router_id, std::slice::from_ref(&want))
+    env.remove_routes(&env.fabric.gateway_router_id, std::slice::from_ref(&want))
         .await
         .unwrap();
     env.reconcile("heal").await;
@@ -280,13 +278,12 @@ async fn delete_touches_only_its_own(mut env: Env) {
         .await
         .unwrap();
     let foreign_route = Route::new("172.20.0.0/16", "10.254.0.200");
-    env.net
-        .add_extraroutes(
-            &env.fabric.gateway_router_id,
-            std::slice::from_ref(&foreign_route),
-        )
-        .await
-        .unwrap();
+    env.add_routes(
+        &env.fabric.gateway_router_id,
+        std::slice::from_ref(&foreign_route),
+    )
+    .await
+    .unwrap();
 
     env.add_link("gone", spec(&svc.name, "10.7.0.0/16", None));
     env.reconcile("gone").await;
@@ -426,13 +423,12 @@ async fn bad_input_is_named(mut env: Env) {
 
     // A foreign route for our CIDR on the gateway router: never replaced.
     let svc3 = env.router("svc3").await;
-    env.net
-        .add_extraroutes(
-            &env.fabric.gateway_router_id,
-            &[Route::new("10.13.0.0/16", "10.254.0.250")],
-        )
-        .await
-        .unwrap();
+    env.add_routes(
+        &env.fabric.gateway_router_id,
+        &[Route::new("10.13.0.0/16", "10.254.0.250")],
+    )
+    .await
+    .unwrap();
     env.add_link("clash", spec(&svc3.id, "10.13.0.0/16", None));
     env.reconcile("clash").await;
     let (_, r, m) = env.condition("clash", "RouteInstalled");

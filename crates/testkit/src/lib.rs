@@ -20,8 +20,8 @@ use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::{ClusterLink, ClusterLinkSpec};
 use bnerd_cloud::fabric::Fabric;
 use bnerd_cloud::{
-    AuthConfig, AuthMethod, CreatePort, NeutronAdmin, OpenStack, Port, PortQuery, Router,
-    SecretString,
+    AuthConfig, AuthMethod, CloudError, CreatePort, NeutronAdmin, OpenStack, Port, PortQuery,
+    Route, Router, SecretString,
 };
 use bnerd_cloud_fake::FakeCloud;
 #[cfg(feature = "engine")]
@@ -218,6 +218,47 @@ impl Env {
         self.net.get_router(id).await.expect("get router")
     }
 
+    /// Add routes by hand (a fixture: someone else's route, a hand-made one), the way this
+    /// cloud allows: extraroute-atomic, or a whole-table PUT guarded by the revision.
+    pub async fn add_routes(&self, router_id: &str, routes: &[Route]) -> Result<(), CloudError> {
+        if self.fabric.extraroute_atomic {
+            return self
+                .net
+                .add_extraroutes(router_id, routes)
+                .await
+                .map(|_| ());
+        }
+        let r = self.net.get_router(router_id).await?;
+        let mut next = r.routes.clone();
+        next.extend(routes.iter().filter(|x| !r.routes.contains(x)).cloned());
+        self.net
+            .set_routes(router_id, &next, Some(r.revision_number))
+            .await
+            .map(|_| ())
+    }
+
+    /// Remove routes by hand (an out-of-band change), the way this cloud allows.
+    pub async fn remove_routes(&self, router_id: &str, routes: &[Route]) -> Result<(), CloudError> {
+        if self.fabric.extraroute_atomic {
+            return self
+                .net
+                .remove_extraroutes(router_id, routes)
+                .await
+                .map(|_| ());
+        }
+        let r = self.net.get_router(router_id).await?;
+        let next: Vec<Route> = r
+            .routes
+            .iter()
+            .filter(|x| !routes.contains(x))
+            .cloned()
+            .collect();
+        self.net
+            .set_routes(router_id, &next, Some(r.revision_number))
+            .await
+            .map(|_| ())
+    }
+
     /// A plain port on the transit network at `ip` (someone else's, or a hand-made leg).
     pub async fn port_at_ip(&self, ip: &str, name: &str) -> Port {
         self.net
@@ -396,6 +437,20 @@ macro_rules! both {
                 if let Some(env) = $crate::lab_tagged_env_for(test).await {
                     super::$name(env).await;
                 }
+            }
+
+            /// The same on a cloud without `extraroute-atomic`: every route change goes
+            /// through the whole-table PUT guarded by If-Match on the router's revision.
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn fake_if_match_routes() {
+                let cloud = $crate::bnerd_cloud_fake::FakeCloud::new()
+                    .without_extension("extraroute-atomic");
+                let env = $crate::fake_env_with(cloud).await;
+                assert!(
+                    !env.fabric.extraroute_atomic && env.fabric.revision_if_match,
+                    "the fallback path must be the one under test"
+                );
+                super::$name(env).await;
             }
         }
     };

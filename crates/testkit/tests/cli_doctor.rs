@@ -45,14 +45,12 @@ async fn doctor_finds_what_is_wrong(mut env: Env) {
     // A route to an address nobody holds, and a hand-made one via an untagged port.
     let gw = env.fabric.gateway_router_id.clone();
     let dead = Route::new("10.73.0.0/16", "10.254.0.200");
-    env.net
-        .add_extraroutes(&gw, std::slice::from_ref(&dead))
+    env.add_routes(&gw, std::slice::from_ref(&dead))
         .await
         .unwrap();
     let hand = env.port_at_ip("10.254.0.201", &unique("hand")).await;
     let manual = Route::new("10.74.0.0/16", "10.254.0.201");
-    env.net
-        .add_extraroutes(&gw, std::slice::from_ref(&manual))
+    env.add_routes(&gw, std::slice::from_ref(&manual))
         .await
         .unwrap();
     env.add_link("broken", spec(&a.id, "10.75.0.1/16", None));
@@ -95,13 +93,12 @@ async fn doctor_finds_what_is_wrong(mut env: Env) {
     );
 
     // Following the hints makes the cloud problems go away.
-    env.net
-        .remove_extraroutes(
-            &gw,
-            &[dead, manual, Route::new("10.72.0.0/16", "10.254.0.4")],
-        )
-        .await
-        .unwrap();
+    env.remove_routes(
+        &gw,
+        &[dead, manual, Route::new("10.72.0.0/16", "10.254.0.4")],
+    )
+    .await
+    .unwrap();
     env.net
         .remove_router_interface(&b.id, &gone_port)
         .await
