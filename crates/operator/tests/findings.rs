@@ -95,6 +95,49 @@ async fn leg_address_changes_move_the_route(mut env: Env) {
 }
 both!(leg_address_changes_move_the_route);
 
+/// When the leg cannot be rebuilt, the route via its old address does not stay behind: it
+/// would send the link's traffic to whoever holds that address now.
+async fn no_route_survives_its_leg(mut env: Env) {
+    let svc = env.router("f1b").await;
+    env.add_link("f1b", spec(&svc.id, "10.52.0.0/16", Some("10.254.0.20")));
+    env.reconcile("f1b").await;
+    assert_ready(&env, "f1b");
+    // The leg vanishes and a stranger takes its pinned address.
+    let old = env.leg_port_id("f1b");
+    env.net
+        .remove_router_interface(&svc.id, &old)
+        .await
+        .unwrap();
+    let stranger = env.port_at_ip("10.254.0.20", "stranger").await;
+    let out = env.reconcile("f1b").await;
+    let (s, r, m) = env.condition("f1b", "LegAttached");
+    assert_eq!((s.as_str(), r.as_str()), ("False", "TransitIPUnavailable"));
+    assert!(m.contains(&stranger.id), "{m}");
+    assert!(
+        gateway_routes(&env).await.is_empty(),
+        "no route to the stranger's port"
+    );
+    assert!(
+        env.link("f1b")
+            .status
+            .as_ref()
+            .unwrap()
+            .gateway_route
+            .is_none()
+    );
+    assert!(
+        out.actions
+            .iter()
+            .any(|a| a.kind == bnerd_vpn_operator::engine::ActionKind::RouteRemoved),
+        "{:?}",
+        out.actions
+    );
+    env.delete("f1b").await;
+    env.net.delete_port(&stranger.id).await.unwrap();
+    assert_eq!(env.ports().await.len(), 1);
+}
+both!(no_route_survives_its_leg);
+
 /// Finding 2: the gateway route is ours by its nexthop (our tagged port's address), not only
 /// by status: a lost status patch never leaks the route, on a CIDR change or on delete.
 async fn route_ownership_survives_a_lost_status(mut env: Env) {

@@ -7,7 +7,10 @@ use super::leg::Leg;
 use super::model::{Action, ActionKind, Input};
 use super::ops::{self, Engine};
 use super::plan::StepFail;
-use super::plan::gateway_route::{RouteCall, RouteView, call_failed, installed_message, plan};
+use super::plan::gateway_route::{
+    RouteCall, RouteView, call_failed, installed_message, orphaned, plan,
+};
+use super::plan::leg::is_own;
 use super::plan::record_of;
 use super::plan::validated::Valid;
 
@@ -61,4 +64,46 @@ pub(crate) async fn ensure(
         ));
     }
     Ok((installed_message(&want, gw), record_of(&want)))
+}
+
+/// After LegAttached failed: withdraw the recorded route if no port of ours holds its next
+/// hop any more. Best effort: a failure here leaves status recording the route, so the next
+/// reconcile tries again. Returns whether status may forget the route.
+pub(crate) async fn withdraw_orphaned(
+    e: &Engine<'_>,
+    input: &Input<'_>,
+    actions: &mut Vec<Action>,
+) -> bool {
+    let Some(recorded) = input.status.gateway_route.as_ref() else {
+        return false;
+    };
+    let gw = &e.fabric.gateway_router_id;
+    let (Ok(ports), Ok(router)) = (ops::transit_ports(e).await, e.net.get_router(gw).await) else {
+        return false;
+    };
+    let own_ips: Vec<String> = ports
+        .iter()
+        .filter(|p| is_own(p, input.uid))
+        .flat_map(|p| p.fixed_ips.iter().map(|f| f.ip_address.clone()))
+        .collect();
+    let gone = orphaned(&router.routes, Some(recorded), &own_ips);
+    let held = router
+        .routes
+        .iter()
+        .any(|r| *r == super::plan::route_of(recorded));
+    if gone.is_empty() {
+        // Not on the router any more: status may forget it; still held: keep it.
+        return !held;
+    }
+    if ops::remove_routes(e, &router, &gone).await.is_err() {
+        return false;
+    }
+    actions.push(Action::new(
+        ActionKind::RouteRemoved,
+        format!(
+            "removed {} via {} from gateway router {gw}: no leg of this link holds that address any more",
+            recorded.destination, recorded.nexthop
+        ),
+    ));
+    true
 }

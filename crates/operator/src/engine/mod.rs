@@ -50,6 +50,9 @@ impl Engine<'_> {
         let leg = match leg::ensure(self, input, &valid, &mut r.actions).await {
             Ok(leg) => leg,
             Err(f) => {
+                if gateway_route::withdraw_orphaned(self, input, &mut r.actions).await {
+                    r.status.gateway_route = None;
+                }
                 r.fail(ConditionType::LegAttached, f);
                 return r.finish();
             }

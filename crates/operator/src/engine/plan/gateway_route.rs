@@ -103,6 +103,22 @@ pub(crate) fn plan(v: &RouteView<'_>) -> RoutePlan {
     }
 }
 
+/// When LegAttached failed: the routes of ours whose next hop no port of ours holds any more
+/// (the leg vanished, and its address may already be someone else's). Removing a route only
+/// takes reach away; leaving it would send this link's traffic to whoever holds that address.
+pub(crate) fn orphaned(
+    routes: &[Route],
+    recorded: Option<&RouteRecord>,
+    own_ips: &[String],
+) -> Vec<Route> {
+    routes
+        .iter()
+        .filter(|r| recorded.is_some_and(|rec| route_of(rec) == **r))
+        .filter(|r| !own_ips.contains(&r.nexthop))
+        .cloned()
+        .collect()
+}
+
 /// RouteInstalled=True's message.
 pub(crate) fn installed_message(r: &Route, gateway_router_id: &str) -> String {
     format!(
@@ -289,6 +305,23 @@ mod tests {
             ..Default::default()
         });
         assert!(p.verdict.is_ok());
+    }
+
+    #[test]
+    fn a_route_via_an_address_we_no_longer_hold_is_withdrawn() {
+        // "no route left pointing at an address we do not hold": the leg vanished and the
+        // leg step could not rebuild it (its pinned address is taken, say).
+        let rec = RouteRecord {
+            destination: "10.251.0.0/16".into(),
+            nexthop: "10.254.0.3".into(),
+        };
+        let routes = vec![want(), route("10.99.0.0/16", "10.254.0.3")];
+        assert_eq!(orphaned(&routes, Some(&rec), &[]), vec![want()]);
+        // Still held by our port: kept (the leg step failed for another reason).
+        assert!(orphaned(&routes, Some(&rec), &["10.254.0.3".into()]).is_empty());
+        // Nothing recorded: nothing to withdraw (a route via an address we do not hold is
+        // not provably ours).
+        assert!(orphaned(&routes, None, &[]).is_empty());
     }
 
     #[test]
