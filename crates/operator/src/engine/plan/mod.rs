@@ -6,6 +6,7 @@
 pub mod gateway_route;
 pub mod leg;
 pub mod reverse_routes;
+pub mod share;
 pub mod tenant;
 pub mod unwind;
 pub mod validated;

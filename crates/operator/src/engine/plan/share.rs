@@ -1,0 +1,183 @@
+//! TransitNetworkShared (cross-tenant only): the transit network shared with the customer
+//! project by an RBAC `access_as_shared` rule on the operator's credential, or found visible
+//! to the customer when that is refused or collides with a rule someone else made.
+//!
+//! Not wired into the reconcile yet (issue 8): these are the rules the share step will call.
+
+use bnerd_api::Reason;
+use bnerd_cloud::{ACCESS_AS_SHARED, CloudError, NeutronErrorKind, RbacPolicy};
+
+use super::StepFail;
+
+/// Which credential a failure message names (seed: "failure messages are prefixed customer
+/// credential (secret <ns>/<name>): or operator credential:").
+#[derive(Debug, Clone, Copy)]
+pub enum Credential<'a> {
+    Operator,
+    /// The customer's, by its Secret `ns/name`.
+    Customer(&'a str),
+}
+
+impl Credential<'_> {
+    pub fn prefix(self) -> String {
+        match self {
+            Credential::Operator => "operator credential: ".into(),
+            Credential::Customer(s) => format!("customer credential (secret {s}): "),
+        }
+    }
+}
+
+/// The one-time command an OpenStack admin runs when the operator may not share.
+pub fn share_command(project: &str, network: &str) -> String {
+    format!(
+        "openstack network rbac create --type network --action {ACCESS_AS_SHARED} --target-project {project} {network}"
+    )
+}
+
+/// Whether one of the operator's own rules already shares the network with the project (then
+/// a resync writes nothing).
+pub fn already_shared(own: &[RbacPolicy], network: &str, project: &str) -> bool {
+    own.iter().any(|p| {
+        p.object_type == "network"
+            && p.object_id == network
+            && p.action == ACCESS_AS_SHARED
+            && p.target_tenant == project
+    })
+}
+
+/// What follows the create attempt on the operator's credential.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AfterCreate {
+    Shared,
+    /// "a permissions refusal or a conflict with an existing rule owned by someone else":
+    /// check whether the customer can already see the network.
+    CheckVisibility,
+    Failed(StepFail),
+}
+
+pub fn after_create(res: Result<(), &CloudError>) -> AfterCreate {
+    match res {
+        Ok(()) => AfterCreate::Shared,
+        Err(e) if e.status() == Some(403) || e.is(NeutronErrorKind::DuplicateRbacPolicy) => {
+            AfterCreate::CheckVisibility
+        }
+        Err(e) => AfterCreate::Failed(StepFail::cloud(
+            Reason::EnsureNetworkSharedFailed,
+            &format!(
+                "{}sharing the transit network with the customer project",
+                Credential::Operator.prefix()
+            ),
+            e,
+        )),
+    }
+}
+
+/// The verdict after the customer credential looked at the network (`GET /networks/{id}`):
+/// visible → Shared; not found → TransitNetworkNotShared with the command; anything else →
+/// NetworkVisibilityCheckFailed.
+pub fn after_visibility(
+    res: Result<(), &CloudError>,
+    network: &str,
+    project: &str,
+    secret: &str,
+) -> Result<String, StepFail> {
+    match res {
+        Ok(()) => Ok(shared_message(network, project)),
+        Err(e) if e.is_not_found() => Err(StepFail::terminal(
+            Reason::TransitNetworkNotShared,
+            format!(
+                "{}the transit network {network} is not shared with project {project} and the operator credential may not share it; an OpenStack admin runs once: {}",
+                Credential::Operator.prefix(),
+                share_command(project, network)
+            ),
+        )),
+        Err(e) => Err(StepFail::cloud(
+            Reason::NetworkVisibilityCheckFailed,
+            &format!(
+                "{}checking whether the transit network {network} is visible to the customer project",
+                Credential::Customer(secret).prefix()
+            ),
+            e,
+        )),
+    }
+}
+
+/// TransitNetworkShared=True's message.
+pub fn shared_message(network: &str, project: &str) -> String {
+    format!("transit network {network} is shared with project {project}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(status: u16, kind: &str) -> CloudError {
+        CloudError::Api {
+            method: "POST".into(),
+            path: "/rbac-policies".into(),
+            status,
+            kind: kind.into(),
+            message: "m".into(),
+        }
+    }
+
+    #[test]
+    fn an_own_rule_means_no_write() {
+        let p = RbacPolicy {
+            id: "r".into(),
+            object_type: "network".into(),
+            object_id: "net".into(),
+            action: ACCESS_AS_SHARED.into(),
+            target_tenant: "cust".into(),
+            project_id: "op".into(),
+        };
+        assert!(already_shared(std::slice::from_ref(&p), "net", "cust"));
+        assert!(!already_shared(std::slice::from_ref(&p), "net", "other"));
+        assert!(!already_shared(&[], "net", "cust"));
+    }
+
+    #[test]
+    fn create_outcomes() {
+        assert_eq!(after_create(Ok(())), AfterCreate::Shared);
+        // "like a permissions refusal, the operator then checks with the customer credential
+        // whether the network is visible"
+        assert_eq!(
+            after_create(Err(&api(403, "PolicyNotAuthorized"))),
+            AfterCreate::CheckVisibility
+        );
+        // "Neutron answers the create with a conflict (409 DuplicateRbacPolicy). That is not
+        // an error"
+        assert_eq!(
+            after_create(Err(&api(409, "DuplicateRbacPolicy"))),
+            AfterCreate::CheckVisibility
+        );
+        // "EnsureNetworkSharedFailed (the share attempt failed for a reason other than …)"
+        match after_create(Err(&api(500, ""))) {
+            AfterCreate::Failed(f) => {
+                assert_eq!(f.reason, Reason::EnsureNetworkSharedFailed);
+                assert!(f.retryable && f.message.starts_with("operator credential: "));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn visibility_outcomes() {
+        let s = "bnerd-vpn-clusterlinks/clusterlink-x";
+        assert!(after_visibility(Ok(()), "net", "cust", s).is_ok());
+        // "TransitNetworkNotShared … the message carries the one-time command above"
+        let f = after_visibility(Err(&api(404, "NetworkNotFound")), "net", "cust", s).unwrap_err();
+        assert_eq!(f.reason, Reason::TransitNetworkNotShared);
+        assert!(f.message.contains(
+            "openstack network rbac create --type network --action access_as_shared --target-project cust net"
+        ));
+        // "NetworkVisibilityCheckFailed (after a refusal or conflict, checking whether the
+        // customer can already see the network also failed)"
+        let f = after_visibility(Err(&api(503, "")), "net", "cust", s).unwrap_err();
+        assert_eq!(f.reason, Reason::NetworkVisibilityCheckFailed);
+        assert!(
+            f.message
+                .starts_with("customer credential (secret bnerd-vpn-clusterlinks/clusterlink-x): ")
+        );
+    }
+}
