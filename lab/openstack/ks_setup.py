@@ -9,6 +9,12 @@ Application credential secrets are only revealed by Keystone at creation time,
 so existing credentials with the same name are deleted and re-created; the
 JSON file is the single place their secrets are kept (up.sh's "already up"
 path re-reads it to rewrite lab.env).
+
+`ks_setup.py --ensure-policy-priv` (up.sh's "already up" path) only makes sure
+the policy-privileged identity exists (role, user, app cred; see
+POLICY_PRIV_ROLE) and adds it to keystone.json: a lab started before it existed
+gains it without a restart, and every other app cred keeps its ID and secret
+(tests running at that moment hold them).
 """
 import json
 import os
@@ -20,6 +26,13 @@ KS = "http://127.0.0.1:5000/v3"
 NEUTRON_URL = "http://127.0.0.1:9696"
 REGION = "RegionOne"
 T = 30  # seconds per HTTP call
+
+# A role that is privileged only because the lab's Neutron policy says so: up.sh writes
+# `context_is_admin: role:admin or role:<this>` into $LAB/etc/neutron/policy.yaml. Its name
+# contains no admin/service/advsvc, so the operator's role-name check passes it and only the
+# privilege probe (a read Neutron allows a cloud admin alone) can tell. No other user holds it,
+# so the override changes nothing for anyone else.
+POLICY_PRIV_ROLE = os.environ.get("OSLAB_POLICY_PRIV_ROLE", "net_operator")
 
 # Fixed test credentials of the lab (no real system behind them).
 ADMIN = {"username": "admin", "password": "adminpass", "project": "admin"}
@@ -33,6 +46,8 @@ USERS = {
     "customer2": ("customer2pass", "customer2", ["member"]),
     # privileged customer identity: its app cred is what the operator must refuse
     "customer-admin": ("customeradminpass", "customer", ["admin"]),
+    # privileged by policy only (POLICY_PRIV_ROLE): the name check cannot see it
+    "customer-netop": ("customernetoppass", "customer", ["member", POLICY_PRIV_ROLE]),
 }
 # key -> (user, app cred name, roles to delegate or None for "all roles of the user")
 APP_CREDS = {
@@ -42,7 +57,9 @@ APP_CREDS = {
     # no role list: the app cred carries every role the user has (admin, and
     # the implied member/reader) -> a "privileged" credential.
     "customer_priv": ("customer-admin", "customer-admin-ac", None),
+    "customer_policypriv": ("customer-netop", "customer-netop-ac", ["member", POLICY_PRIV_ROLE]),
 }
+POLICY_PRIV_KEY, POLICY_PRIV_USER = "customer_policypriv", "customer-netop"
 
 
 def die(msg, resp=None):
@@ -67,12 +84,14 @@ def password_token(user, pw, project):
     return r.headers["X-Subject-Token"], r.json()["token"]
 
 
-def app_cred_token(ac_id, secret):
+def app_cred_token(ac_id, secret, must_work=True):
+    """The token dict, or None when Keystone refuses and must_work is False."""
     body = {"auth": {"identity": {"methods": ["application_credential"],
                                   "application_credential": {"id": ac_id, "secret": secret}}}}
-    r = check(requests.post(KS + "/auth/tokens", json=body, timeout=T),
-              f"app cred token for {ac_id}")
-    return r.json()["token"]
+    r = requests.post(KS + "/auth/tokens", json=body, timeout=T)
+    if r.status_code != 201 and not must_work:
+        return None
+    return check(r, f"app cred token for {ac_id}").json()["token"]
 
 
 ADM, _ = password_token(ADMIN["username"], ADMIN["password"], ADMIN["project"])
@@ -100,39 +119,21 @@ def grant(project_id, user_id, role_id):
                        headers=H, timeout=T), "role grant")
 
 
-# ---- projects, users, roles --------------------------------------------------
-# "admin", "member", "reader" come from keystone-manage bootstrap; "service" is ours.
-roles = {n: ensure("roles", "role", n) for n in ("admin", "member", "reader", "service")}
-proj = {n: ensure("projects", "project", n, {"domain_id": "default"}) for n in PROJECTS}
-proj["admin"] = find("projects", name="admin")
-users = {}
-for name, (pw, p, rl) in USERS.items():
-    users[name] = ensure("users", "user", name, {"domain_id": "default", "password": pw,
-                                                 "default_project_id": proj[p]})
+def ensure_user(name, proj, roles):
+    pw, p, rl = USERS[name]
+    uid = ensure("users", "user", name, {"domain_id": "default", "password": pw,
+                                         "default_project_id": proj[p]})
     for role in rl:
-        grant(proj[p], users[name], roles[role])
+        grant(proj[p], uid, roles[role])
+    return uid
 
-# ---- neutron service + endpoints in RegionOne ---------------------------------
-svc = find("services", name="neutron")
-if not svc:
-    r = check(requests.post(KS + "/services", json={"service": {"name": "neutron", "type": "network"}},
-                            headers=H, timeout=T), "create neutron service")
-    svc = r.json()["service"]["id"]
-r = check(requests.get(KS + "/endpoints", params={"service_id": svc}, headers=H, timeout=T),
-          "list endpoints")
-have = {e["interface"] for e in r.json()["endpoints"] if e.get("region_id") == REGION}
-for itf in ("public", "internal", "admin"):
-    if itf not in have:
-        check(requests.post(KS + "/endpoints", json={"endpoint": {
-            "service_id": svc, "interface": itf, "region_id": REGION, "url": NEUTRON_URL}},
-            headers=H, timeout=T), f"create {itf} endpoint")
 
-# ---- application credentials ---------------------------------------------------
-# Keystone only lets a user create app creds for itself, so each one is created
-# with the owning user's own project-scoped token.
-acs = {}
-for key, (user, ac_name, ac_roles) in APP_CREDS.items():
+def make_app_cred(key, users, proj):
+    """(Re)create one application credential and prove its token has the roles it should."""
+    user, ac_name, ac_roles = APP_CREDS[key]
     pw, p, _ = USERS[user]
+    # Keystone only lets a user create app creds for itself, so each one is created
+    # with the owning user's own project-scoped token.
     utok, _ = password_token(user, pw, p)
     UH = {"X-Auth-Token": utok}
     base = f"{KS}/users/{users[user]}/application_credentials"
@@ -154,8 +155,76 @@ for key, (user, ac_name, ac_roles) in APP_CREDS.items():
         die(f"privileged app cred {ac_name} has no admin role: {got_roles}")
     if key != "customer_priv" and "admin" in got_roles:
         die(f"member app cred {ac_name} unexpectedly has admin: {got_roles}")
+    if key == POLICY_PRIV_KEY and POLICY_PRIV_ROLE not in got_roles:
+        die(f"app cred {ac_name} lacks {POLICY_PRIV_ROLE}: {got_roles}")
     print(f"ks_setup: app cred {ac_name} ({user}@{p}) ok, token roles={got_roles}", file=sys.stderr)
-    acs[key] = {"id": ac["id"], "secret": ac["secret"], "name": ac_name, "user": user}
+    return {"id": ac["id"], "secret": ac["secret"], "name": ac_name, "user": user}
+
+
+def user_entry(name, users):
+    return {"id": users[name], "password": USERS[name][0], "project": USERS[name][1]}
+
+
+def write_json(out):
+    path = os.path.join(os.environ["LAB"], "run", "keystone.json")
+    tmp = path + ".tmp"
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        json.dump(out, f, indent=1)
+    os.replace(tmp, path)
+    print(f"ks_setup: wrote {path}", file=sys.stderr)
+
+
+def ensure_policy_priv():
+    """Only the policy-privileged identity, into an existing keystone.json; the other app
+    creds are left exactly as they are."""
+    path = os.path.join(os.environ["LAB"], "run", "keystone.json")
+    with open(path) as f:
+        ks = json.load(f)
+    have = ks["app_creds"].get(POLICY_PRIV_KEY)
+    if have:
+        tok = app_cred_token(have["id"], have["secret"], must_work=False)
+        if tok and POLICY_PRIV_ROLE in {r["name"] for r in tok["roles"]}:
+            print(f"ks_setup: {have['name']} present and working", file=sys.stderr)
+            return
+    roles = {**ks["roles"], POLICY_PRIV_ROLE: ensure("roles", "role", POLICY_PRIV_ROLE)}
+    users = {n: u["id"] for n, u in ks["users"].items()}
+    users[POLICY_PRIV_USER] = ensure_user(POLICY_PRIV_USER, ks["projects"], roles)
+    ks["roles"] = roles
+    ks["users"][POLICY_PRIV_USER] = user_entry(POLICY_PRIV_USER, users)
+    ks["app_creds"][POLICY_PRIV_KEY] = make_app_cred(POLICY_PRIV_KEY, users, ks["projects"])
+    write_json(ks)
+
+
+if "--ensure-policy-priv" in sys.argv[1:]:
+    ensure_policy_priv()
+    sys.exit(0)
+
+# ---- projects, users, roles --------------------------------------------------
+# "admin", "member", "reader" come from keystone-manage bootstrap; "service" and
+# POLICY_PRIV_ROLE are ours.
+roles = {n: ensure("roles", "role", n)
+         for n in ("admin", "member", "reader", "service", POLICY_PRIV_ROLE)}
+proj = {n: ensure("projects", "project", n, {"domain_id": "default"}) for n in PROJECTS}
+proj["admin"] = find("projects", name="admin")
+users = {name: ensure_user(name, proj, roles) for name in USERS}
+
+# ---- neutron service + endpoints in RegionOne ---------------------------------
+svc = find("services", name="neutron")
+if not svc:
+    r = check(requests.post(KS + "/services", json={"service": {"name": "neutron", "type": "network"}},
+                            headers=H, timeout=T), "create neutron service")
+    svc = r.json()["service"]["id"]
+r = check(requests.get(KS + "/endpoints", params={"service_id": svc}, headers=H, timeout=T),
+          "list endpoints")
+have = {e["interface"] for e in r.json()["endpoints"] if e.get("region_id") == REGION}
+for itf in ("public", "internal", "admin"):
+    if itf not in have:
+        check(requests.post(KS + "/endpoints", json={"endpoint": {
+            "service_id": svc, "interface": itf, "region_id": REGION, "url": NEUTRON_URL}},
+            headers=H, timeout=T), f"create {itf} endpoint")
+
+# ---- application credentials ---------------------------------------------------
+acs = {key: make_app_cred(key, users, proj) for key in APP_CREDS}
 
 # ---- a revoked application credential --------------------------------------------
 # Created, proven to work, then deleted: Keystone answers 404 when it is used again. The
@@ -178,16 +247,10 @@ print(f"ks_setup: revoked app cred answers {r.status_code} {r.json()['error']['t
 acs["customer_revoked"] = {"id": rev["id"], "secret": rev["secret"], "name": rev["name"],
                            "user": "customer"}
 
-out = {
+write_json({
     "admin": {**ADMIN, "project_id": proj["admin"]},
     "projects": proj,
-    "users": {n: {"id": users[n], "password": USERS[n][0], "project": USERS[n][1]} for n in USERS},
+    "users": {n: user_entry(n, users) for n in USERS},
     "app_creds": acs,
     "roles": roles,
-}
-path = os.path.join(os.environ["LAB"], "run", "keystone.json")
-tmp = path + ".tmp"
-with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
-    json.dump(out, f, indent=1)
-os.replace(tmp, path)
-print(f"ks_setup: wrote {path}", file=sys.stderr)
+})

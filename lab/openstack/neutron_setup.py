@@ -3,7 +3,9 @@
 
 1. As the cloud admin: unlimited (-1) quotas for the operator/customer projects
    (tests create many ports/routers/RBAC policies), verified by reading back.
-2. Checks the API extensions the operator relies on are loaded.
+2. Checks the API extensions the operator relies on are loaded, and that the policy
+   override up.sh writes (policy.yaml: POLICY_PRIV_ROLE counts as cloud admin) is in force:
+   the operator's privilege probe answers 200 to that role's app cred and 403 to a member's.
 3. As the operator user (member of "operator"): the demo fabric, found by name
    first so re-runs are no-ops:
      network vpn-transit, subnet vpn-transit-subnet 10.254.0.0/24 gw .1 (not shared),
@@ -25,6 +27,7 @@ RUN = os.path.join(LAB, "run")
 KS = "http://127.0.0.1:5000/v3"
 NEUTRON_URL = "http://127.0.0.1:9696"
 NU = NEUTRON_URL + "/v2.0"
+TAGGED_URL = "http://127.0.0.1:9697"
 REGION = "RegionOne"
 T = 60
 
@@ -34,6 +37,9 @@ REQUIRED_EXTENSIONS = ("router", "extraroute", "extraroute-atomic", "standard-at
                        "revision-if-match", "quotas")
 NET, SUBNET, CIDR, GW_IP = "vpn-transit", "vpn-transit-subnet", "10.254.0.0/24", "10.254.0.1"
 GW_ROUTER, SVC_ROUTER = "shoot--services--vpn01", "shoot--services--svc01"
+# The operator's privilege probe (bnerd_cloud::ADMIN_READ_PROBE_PATH): quota details of a
+# project nobody has. Neutron answers it only when context.is_admin, i.e. context_is_admin.
+PROBE = "/quotas/00000000000000000000000000000000/details"
 
 
 def log(msg):
@@ -52,6 +58,15 @@ def call(tok, method, path, what, ok=(200, 201, 204), **kw):
     if r.status_code not in ok:
         die(f"{what} ({method} {path})", r)
     return r.json() if r.content else None
+
+
+def app_cred_token(ac):
+    body = {"auth": {"identity": {"methods": ["application_credential"],
+                                  "application_credential": {"id": ac["id"], "secret": ac["secret"]}}}}
+    r = requests.post(KS + "/auth/tokens", json=body, timeout=T)
+    if r.status_code != 201:
+        die(f"token for app cred {ac['name']}", r)
+    return r.headers["X-Subject-Token"]
 
 
 def password_token(user, pw, project):
@@ -86,6 +101,18 @@ missing = [a for a in REQUIRED_EXTENSIONS if a not in aliases]
 if missing:
     die(f"neutron lacks extensions {missing}")
 log(f"{len(aliases)} extensions, required present: {' '.join(REQUIRED_EXTENSIONS)}")
+
+# ---- 2b. the policy override ------------------------------------------------------
+# oslo.policy re-reads policy.yaml when it changes, so a lab started before the file existed
+# answers the same way once up.sh has written it. Both APIs read the same etc/neutron.
+for key, want in (("customer_policypriv", 200), ("customer", 403), ("customer_priv", 200)):
+    tok = app_cred_token(acs[key])
+    for url in (NEUTRON_URL, TAGGED_URL):
+        r = requests.get(f"{url}/v2.0{PROBE}", headers={"X-Auth-Token": tok}, timeout=T)
+        if r.status_code != want:
+            die(f"privilege probe GET {url}/v2.0{PROBE} as {acs[key]['name']}: want {want}", r)
+log(f"policy override in force on both APIs: GET /v2.0{PROBE} is 200 for customer-netop-ac "
+    "and customer-admin-ac, 403 for customer-ac")
 
 # ---- 3. fabric (operator, member) --------------------------------------------------
 op_pid = proj["operator"]
@@ -144,7 +171,7 @@ env = {
     "LAB_KEYSTONE_URL": KS,
     "LAB_NEUTRON_URL": NEUTRON_URL,
     # Same database, ML2 with tag_ports_during_bulk_creation: create-body tags are kept.
-    "LAB_NEUTRON_TAGGED_URL": "http://127.0.0.1:9697",
+    "LAB_NEUTRON_TAGGED_URL": TAGGED_URL,
     "LAB_CLOUDS_YAML": clouds_path,
     "LAB_ADMIN_USERNAME": adm["username"],
     "LAB_ADMIN_PASSWORD": adm["password"],
@@ -177,6 +204,7 @@ user_block("LAB_CUSTOMER2", "customer2")
 ac_block("LAB_CUSTOMER2", "customer2")
 user_block("LAB_CUSTOMER_ADMIN", "customer-admin")
 ac_block("LAB_CUSTOMER_PRIV", "customer_priv")
+ac_block("LAB_CUSTOMER_POLICYPRIV", "customer_policypriv")
 ac_block("LAB_CUSTOMER_REVOKED", "customer_revoked")
 env.update({
     "LAB_TRANSIT_NETWORK_NAME": NET,

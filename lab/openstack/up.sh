@@ -35,6 +35,9 @@ VENV=${OSLAB_VENV:-$CACHE/oslab-venv-$(sha256sum "$CONSTRAINTS" | cut -c1-12)}
 ETC=$LAB/etc VAR=$LAB/var RUN=$LAB/run LOG=$LAB/log
 MYSQL_SOCK=$VAR/mysql/mysqld.sock
 export PYTHONWARNINGS=ignore
+# A role that is cloud admin only by the lab's Neutron policy (write_neutron_policy below):
+# ks_setup.py gives it to customer-netop, whose app cred is LAB_CUSTOMER_POLICYPRIV_AC_*.
+export OSLAB_POLICY_PRIV_ROLE=net_operator
 mkdir -p "$LAB" "$RUN" "$LOG"
 
 t0=$(date +%s%N)
@@ -55,6 +58,20 @@ wait_http() { # url expected_code timeout_s pidfile-name: poll, but fail early i
     sleep 0.3
   done
   return 1
+}
+
+# Neutron's one policy override, as operators customise it: another role counts as cloud admin
+# (context_is_admin also makes Neutron's context.is_admin true: unscoped queries, and every
+# rule:admin_only of the new defaults). Only OSLAB_POLICY_PRIV_ROLE is added, which no other
+# user holds, so nobody else's answers change. oslo.policy re-reads the file when its mtime
+# changes (no restart needed); it is replaced atomically, and only when its content differs,
+# so a worker never reads half a file and an unchanged file costs no reload.
+write_neutron_policy() {
+  local f=$ETC/neutron/policy.yaml
+  mkdir -p "$ETC/neutron"
+  printf '%s\n' "# written by lab/openstack/up.sh" \
+    "\"context_is_admin\": \"role:admin or role:$OSLAB_POLICY_PRIV_ROLE\"" >"$f.tmp"
+  if cmp -s "$f.tmp" "$f"; then rm -f "$f.tmp"; else mv -f "$f.tmp" "$f"; fi
 }
 
 # Serialise concurrent callers (e.g. two test processes calling up.sh at once). The lock fd
@@ -99,12 +116,16 @@ lab_healthy() {
     [ -x "$VENV/bin/python" ]
 }
 if lab_healthy; then
-  if "$VENV/bin/python" "$HERE/neutron_setup.py" 2>"$LOG/neutron_setup.log"; then
+  # A lab started before the policy-privileged identity existed gains it here; no other app
+  # cred is re-created (running tests hold their secrets).
+  if write_neutron_policy &&
+    "$VENV/bin/python" "$HERE/ks_setup.py" --ensure-policy-priv 2>"$LOG/ks_setup_ensure.log" &&
+    "$VENV/bin/python" "$HERE/neutron_setup.py" 2>"$LOG/neutron_setup.log"; then
     ts "lab already up and healthy; rewrote $RUN/lab.env"
     echo "$RUN/lab.env"
     exit 0
   fi
-  ts "lab answers but setup check failed (see $LOG/neutron_setup.log); restarting it"
+  ts "lab answers but setup check failed (see $LOG/ks_setup_ensure.log, $LOG/neutron_setup.log); restarting it"
 fi
 if ls "$RUN"/*.pid >/dev/null 2>&1; then
   ts "stopping leftovers of a previous run"
@@ -220,6 +241,7 @@ lock_path = $VAR/neutron/lock
 [oslo_policy]
 enforce_scope = true
 enforce_new_defaults = true
+policy_file = $ETC/neutron/policy.yaml
 [nova]
 auth_url = http://127.0.0.1:5000
 auth_type = password
@@ -248,6 +270,7 @@ EOF
 sed 's/^extension_drivers = port_security$/extension_drivers = port_security,tag_ports_during_bulk_creation/' \
   "$ETC/neutron/plugins/ml2/ml2_conf.ini" >"$ETC/neutron/plugins/ml2/ml2_conf_tagged.ini"
 cp "$VENV/etc/neutron/api-paste.ini" "$ETC/neutron/api-paste.ini"
+write_neutron_policy
 
 # Keystone and Neutron parse sys.argv with oslo.config at import time; under gunicorn that is
 # gunicorn's argv and the workers die with exit code 2. Hide it from them.

@@ -30,6 +30,7 @@ pub enum Op {
     CreateRbacPolicy,
     ListRbacPolicies,
     DeleteRbacPolicy,
+    ProbeAdminRead,
     TokenInfo,
 }
 
@@ -46,6 +47,7 @@ impl Op {
                 | Op::GetRouter
                 | Op::ListRouters
                 | Op::ListRbacPolicies
+                | Op::ProbeAdminRead
                 | Op::TokenInfo
         )
     }

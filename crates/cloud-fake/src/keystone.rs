@@ -4,15 +4,27 @@
 use bnerd_cloud::{Result, TokenInfo};
 
 use crate::faults::Op;
+use crate::policy::is_cloud_admin;
 use crate::world::{AppCred, FakeCloud, FakeNeutron, new_id};
 
+/// Keystone 30 bootstrap's implied roles: admin implies manager, manager member, member
+/// reader; a token lists the implied ones too (the lab's admin app cred: admin, manager,
+/// member, reader).
+const IMPLIES: [(&str, &str); 3] = [
+    ("admin", "manager"),
+    ("manager", "member"),
+    ("member", "reader"),
+];
+
 impl FakeCloud {
-    /// Create an application credential in `project_id` delegating `roles` (a member role
-    /// implies reader, as Keystone's implied roles do). Returns (id, secret).
+    /// Create an application credential in `project_id` delegating `roles`, plus the roles
+    /// they imply as Keystone's bootstrap sets them up. Returns (id, secret).
     pub fn application_credential(&self, project_id: &str, roles: &[&str]) -> (String, String) {
         let mut roles: Vec<String> = roles.iter().map(|r| r.to_string()).collect();
-        if roles.iter().any(|r| r == "member") && !roles.iter().any(|r| r == "reader") {
-            roles.push("reader".into());
+        for (role, implied) in IMPLIES {
+            if roles.iter().any(|r| r == role) && !roles.iter().any(|r| r == implied) {
+                roles.push(implied.into());
+            }
         }
         let (id, secret) = (new_id().replace('-', ""), new_id());
         self.lock().app_creds.insert(
@@ -33,16 +45,23 @@ impl FakeCloud {
 
     /// A handle that authenticates with an application credential, like `OpenStack::new`
     /// with `AuthMethod::ApplicationCredential`. Unknown credentials fail at the first call.
+    /// It is cloud admin when its roles are, by Neutron's policy (`admin`, or one of
+    /// [`FakeCloud::privileged_roles`]): in Neutron's new defaults admin on any project is
+    /// admin of the whole cloud.
     pub fn client_with_app_cred(&self, id: &str, secret: &str) -> FakeNeutron {
-        let (project, roles) = self
-            .lock()
-            .app_creds
-            .get(id)
-            .map(|ac| (ac.project_id.clone(), ac.roles.clone()))
-            .unwrap_or_default();
+        let (project, roles, admin) = {
+            let w = self.lock();
+            let (project, roles) = w
+                .app_creds
+                .get(id)
+                .map(|ac| (ac.project_id.clone(), ac.roles.clone()))
+                .unwrap_or_default();
+            let admin = is_cloud_admin(&w, &roles);
+            (project, roles, admin)
+        };
         FakeNeutron {
             roles,
-            admin: false,
+            admin,
             app_cred: Some((id.into(), secret.into())),
             ..self.client(&project)
         }

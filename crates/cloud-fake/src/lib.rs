@@ -5,13 +5,14 @@
 //!
 //! Modules build upward without cycles: `world` (objects, handles, call entry) ← `policy`
 //! (who sees and may use what) ← one module per resource (`networks`, `ports`, `routers`,
-//! `rbac`, `keystone`). This file only maps the port's traits onto them.
+//! `rbac`, `quotas`, `keystone`). This file only maps the port's traits onto them.
 
 mod faults;
 mod keystone;
 mod networks;
 mod policy;
 mod ports;
+mod quotas;
 mod rbac;
 mod routers;
 mod world;
@@ -113,6 +114,10 @@ impl Neutron for FakeNeutron {
 
     async fn delete_rbac_policy(&self, id: &str) -> Result<()> {
         self.rbac_delete(id).await
+    }
+
+    async fn probe_admin_read(&self) -> Result<()> {
+        self.quota_details_probe().await
     }
 }
 

@@ -28,6 +28,14 @@ pub(crate) fn grants(w: &World, network_id: &str, project: &str, except: Option<
     })
 }
 
+/// Neutron's `context_is_admin`: `role:admin`, or a role the cloud's customised policy adds.
+/// oslo.policy matches role names ignoring case, so `Admin` is admin too.
+pub(crate) fn is_cloud_admin(w: &World, roles: &[String]) -> bool {
+    roles
+        .iter()
+        .any(|r| r.eq_ignore_ascii_case("admin") || w.privileged_role(r))
+}
+
 /// Neutron's answer for a port the caller cannot see: the same as for one that does not exist.
 pub(crate) fn port_not_found(method: &str, path: &str, id: &str) -> CloudError {
     api(

@@ -48,6 +48,8 @@ struct Settings {
     honour_create_tags: bool,
     hidden: BTreeSet<String>,
     max_routes: usize,
+    /// Lower-cased, as oslo.policy compares role names.
+    privileged_roles: BTreeSet<String>,
 }
 
 impl Default for Settings {
@@ -56,6 +58,7 @@ impl Default for Settings {
             honour_create_tags: false,
             hidden: BTreeSet::new(),
             max_routes: MAX_ROUTES,
+            privileged_roles: BTreeSet::new(),
         }
     }
 }
@@ -79,6 +82,13 @@ impl World {
 
     pub(crate) fn max_routes(&self) -> usize {
         self.settings.max_routes
+    }
+
+    /// A role this cloud's customised policy makes cloud admin ([`FakeCloud::privileged_roles`]).
+    pub(crate) fn privileged_role(&self, role: &str) -> bool {
+        self.settings
+            .privileged_roles
+            .contains(&role.to_ascii_lowercase())
     }
 }
 
@@ -218,6 +228,18 @@ impl FakeCloud {
     /// raises it).
     pub fn max_routes(self, n: usize) -> Self {
         self.lock().settings.max_routes = n;
+        self
+    }
+
+    /// Roles this cloud's Neutron policy treats as cloud admin besides `admin`, as on a cloud
+    /// whose `context_is_admin` reads `role:admin or role:net_operator` (the lab's override,
+    /// lab/openstack/up.sh). A handle made from an application credential holding one is
+    /// cloud admin: it sees and may touch everything, and `probe_admin_read` answers it Ok.
+    pub fn privileged_roles(self, roles: &[&str]) -> Self {
+        self.lock()
+            .settings
+            .privileged_roles
+            .extend(roles.iter().map(|r| r.to_ascii_lowercase()));
         self
     }
 

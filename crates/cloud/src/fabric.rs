@@ -261,6 +261,9 @@ mod tests {
         async fn delete_rbac_policy(&self, _: &str) -> Result<()> {
             unused()
         }
+        async fn probe_admin_read(&self) -> Result<()> {
+            unused()
+        }
     }
 
     #[tokio::test]

@@ -56,7 +56,22 @@ pub trait Neutron: Send + Sync {
     /// `GET /rbac-policies?object_id=`: only the caller's own policies are listed.
     async fn list_rbac_policies(&self, object_id: &str) -> Result<Vec<RbacPolicy>>;
     async fn delete_rbac_policy(&self, id: &str) -> Result<()>;
+    /// The privilege probe, [`ADMIN_READ_PROBE`]: the quota usage of a project that is not
+    /// the caller's. Neutron's quota-details controller answers it only when the request
+    /// context is cloud admin (`context.is_admin`, decided by the `context_is_admin` rule), so
+    /// it is Ok for `admin` and for any role a customised `context_is_admin` names, and 403
+    /// `AdminRequired` for a member (a project `manager` too, measured, where `GET
+    /// /quotas/{id}` would answer it 200). A pure read: Neutron counts, writes no usage rows.
+    async fn probe_admin_read(&self) -> Result<()>;
 }
+
+/// The project [`Neutron::probe_admin_read`] asks about. Neutron does not check that it
+/// exists, and Keystone never issues it (its project IDs are random UUIDs), so it is never the
+/// caller's own project, for which a member is answered 200.
+pub const ADMIN_READ_PROBE_PROJECT: &str = "00000000000000000000000000000000";
+
+/// [`Neutron::probe_admin_read`]'s call as condition messages name it.
+pub const ADMIN_READ_PROBE: &str = "GET /v2.0/quotas/00000000000000000000000000000000/details";
 
 /// What only tests, the lab and benchmarks do: build and tear down fabrics. The operator never
 /// creates or deletes networks, subnets or routers, so its port does not offer it.

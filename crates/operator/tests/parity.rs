@@ -8,8 +8,8 @@
 use std::sync::Arc;
 
 use bnerd_cloud::{
-    ACCESS_AS_SHARED, CreatePort, CreateRouter, Identity, NeutronAdmin, OpenStack, PortQuery,
-    Result, Route, Router, RouterQuery, ShareNetwork,
+    ACCESS_AS_SHARED, CreatePort, CreateRouter, Identity, Neutron, NeutronAdmin, OpenStack,
+    PortQuery, Result, Route, Router, RouterQuery, ShareNetwork,
 };
 use bnerd_cloud_fake::FakeCloud;
 use bnerd_testkit::{lab_app_cred_client, lab_client, lab_or_skip, lab_tagged_client, unique};
@@ -40,7 +40,16 @@ struct Clouds {
     op_project: String,
     /// An application credential that was deleted after it worked once.
     revoked: Arc<dyn Identity>,
+    /// The customer project's application credential carrying admin.
+    priv_ac: Arc<dyn Neutron>,
+    /// The customer project's application credential carrying member and
+    /// [`POLICY_PRIV_ROLE`], which the cloud's policy makes cloud admin.
+    policy_priv: Arc<dyn Neutron>,
 }
+
+/// The role the lab's Neutron policy makes cloud admin (lab/openstack/up.sh writes
+/// `context_is_admin: role:admin or role:net_operator`); the fake is told the same.
+const POLICY_PRIV_ROLE: &str = "net_operator";
 
 /// Which admin-only router attribute a block of rows exercises.
 #[derive(Clone, Copy)]
@@ -546,6 +555,28 @@ async fn table(c: &Clouds) -> Vec<(&'static str, String)> {
         "revoked application credential",
         obs(c.revoked.token_info().await),
     ));
+    // The privilege probe (issue 8 item 6): Neutron answers quota details of a project not
+    // the caller's only when the context is cloud admin (context_is_admin).
+    out.push((
+        "privilege probe, member application credential",
+        obs(cust.probe_admin_read().await),
+    ));
+    out.push((
+        "privilege probe, operator (member)",
+        obs(op.probe_admin_read().await),
+    ));
+    out.push((
+        "privilege probe, admin application credential",
+        obs(c.priv_ac.probe_admin_read().await),
+    ));
+    out.push((
+        "privilege probe, application credential whose role the policy makes admin",
+        obs(c.policy_priv.probe_admin_read().await),
+    ));
+    out.push((
+        "a role the policy makes admin reads the operator's network",
+        obs(c.policy_priv.get_network(&net.id).await),
+    ));
 
     // RBAC: the operator (network owner, member) shares its network with the customer.
     let cust_project = tok.project_id.clone();
@@ -801,6 +832,25 @@ const EXPECTED: &[(&str, &str)] = &[
         "true Some(true)",
     ),
     ("revoked application credential", "keystone 404"),
+    // "User does not have admin privileges: Only admin is authorized to access quotas for
+    // another project." Neutron checks context.is_admin here, no policy rule.
+    (
+        "privilege probe, member application credential",
+        "403 AdminRequired",
+    ),
+    ("privilege probe, operator (member)", "403 AdminRequired"),
+    ("privilege probe, admin application credential", "ok"),
+    (
+        "privilege probe, application credential whose role the policy makes admin",
+        "ok",
+    ),
+    // Why the probe matters: the name check passes this credential, yet it reaches other
+    // projects (a member gets 404 NetworkNotFound, see "target reads the network after
+    // withdrawal").
+    (
+        "a role the policy makes admin reads the operator's network",
+        "ok",
+    ),
     ("share network with a project", "ok"),
     ("share again", "409 DuplicateRbacPolicy"),
     (
@@ -959,6 +1009,9 @@ async fn fake_clouds(cloud: &FakeCloud) -> Clouds {
         .await
         .expect("works before it is revoked");
     cloud.revoke_application_credential(&gone);
+    let (admin_ac, admin_secret) = cloud.application_credential("customer", &["admin"]);
+    let (netop, netop_secret) =
+        cloud.application_credential("customer", &["member", POLICY_PRIV_ROLE]);
     Clouds {
         op: Arc::new(cloud.client("operator")),
         cust: Arc::new(cust.clone()),
@@ -966,6 +1019,8 @@ async fn fake_clouds(cloud: &FakeCloud) -> Clouds {
         admin: Arc::new(cloud.admin("admin")),
         op_project: "operator".into(),
         revoked: Arc::new(revoked),
+        priv_ac: Arc::new(cloud.client_with_app_cred(&admin_ac, &admin_secret)),
+        policy_priv: Arc::new(cloud.client_with_app_cred(&netop, &netop_secret)),
     }
 }
 
@@ -981,12 +1036,21 @@ fn lab_clouds(env: &std::collections::BTreeMap<String, String>, op: OpenStack) -
             .cloned()
             .expect("lab.env lacks LAB_OPERATOR_PROJECT_ID"),
         revoked: Arc::new(lab_app_cred_client(env, "CUSTOMER_REVOKED")),
+        priv_ac: Arc::new(lab_app_cred_client(env, "CUSTOMER_PRIV")),
+        policy_priv: {
+            assert!(
+                env.contains_key("LAB_CUSTOMER_POLICYPRIV_AC_ID"),
+                "lab.env lacks LAB_CUSTOMER_POLICYPRIV_AC_*: rerun lab/openstack/up.sh from a \
+                 tree that has it (an older up.sh rewrites lab.env without it)"
+            );
+            Arc::new(lab_app_cred_client(env, "CUSTOMER_POLICYPRIV"))
+        },
     }
 }
 
 #[tokio::test]
 async fn fake_matches_design_table() {
-    let c = fake_clouds(&FakeCloud::new()).await;
+    let c = fake_clouds(&FakeCloud::new().privileged_roles(&[POLICY_PRIV_ROLE])).await;
     check("fake", table(&c).await, false);
 }
 
@@ -1001,7 +1065,12 @@ async fn lab_matches_design_table() {
 
 #[tokio::test]
 async fn fake_with_tags_at_create_matches_design_table() {
-    let c = fake_clouds(&FakeCloud::new().honour_create_tags(true)).await;
+    let c = fake_clouds(
+        &FakeCloud::new()
+            .honour_create_tags(true)
+            .privileged_roles(&[POLICY_PRIV_ROLE]),
+    )
+    .await;
     check("fake (tags at create)", table(&c).await, true);
 }
 

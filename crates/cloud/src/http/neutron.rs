@@ -189,6 +189,19 @@ impl Neutron for OpenStack {
         self.call(Method::DELETE, &path, None, None).await?;
         Ok(())
     }
+
+    async fn probe_admin_read(&self) -> Result<()> {
+        // Only the status matters: the body (limits and usage of a project nobody has) is
+        // read for the byte cap and dropped.
+        self.call(Method::GET, &admin_read_probe_path(), None, None)
+            .await?;
+        Ok(())
+    }
+}
+
+/// [`crate::ADMIN_READ_PROBE`] relative to the Neutron endpoint.
+fn admin_read_probe_path() -> String {
+    format!("/quotas/{}/details", enc(crate::ADMIN_READ_PROBE_PROJECT))
 }
 
 #[async_trait]
@@ -290,6 +303,14 @@ fn query(pairs: &[(&str, String)]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn probe_path_is_the_documented_call() {
+        assert_eq!(
+            format!("GET /v2.0{}", admin_read_probe_path()),
+            crate::ADMIN_READ_PROBE
+        );
+    }
 
     #[test]
     fn query_encoding() {

@@ -3,6 +3,7 @@
 //! follows. No IO, no client, no `&mut` status: every rule of the spec is table-tested here,
 //! and every condition reason the engine sets is chosen in this module (or in `report`).
 
+pub mod credentials;
 pub mod gateway_route;
 pub mod leg;
 pub mod reverse_routes;

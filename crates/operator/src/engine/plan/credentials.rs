@@ -1,0 +1,258 @@
+//! CredentialsResolved: is the customer's application credential member-scoped?
+//!
+//! The seed's rule is a name check: a token role named admin, service or advsvc, in any letter
+//! case, refuses the credential. It admits its own gap: "A cloud whose policy makes other
+//! roles privileged (a customised context_is_admin or context_with_global_access) is not
+//! detected by this name check." Issue 8 item 6 closes the context_is_admin half with one
+//! read that only a cloud admin is allowed ([`ADMIN_READ_PROBE`], see
+//! `Neutron::probe_admin_read`): Neutron decides it by `context.is_admin` itself, which is
+//! what a customised `context_is_admin` changes. `context_with_global_access` grants no
+//! permission on its own (it only widens the database scope of reads that per-resource rules
+//! must also allow), so no refusal can reveal it; that half of the gap stays open.
+//!
+//! The name check comes first and needs no call, so the engine runs [`check_role_names`],
+//! sends the probe only when it passes, then takes [`verdict`]. Messages name the Secret as
+//! `secret <ns>/<name>` and never carry a value from it.
+
+use bnerd_api::Reason;
+use bnerd_cloud::{ADMIN_READ_PROBE, CloudError};
+
+use super::StepFail;
+
+/// Seed: "admin, service or advsvc, in any letter case". Exact names: under legacy policy
+/// admin reaches every project, and Neutron treats service/advsvc as a service context that
+/// skips the per-project filter.
+pub const PRIVILEGED_ROLE_NAMES: [&str; 3] = ["admin", "service", "advsvc"];
+
+/// The checks the token's roles decide alone: Err when they refuse the credential, so the
+/// probe is never sent for it. `secret` is `<ns>/<name>`.
+pub fn check_role_names(secret: &str, roles: &[String]) -> Result<(), StepFail> {
+    if roles.is_empty() {
+        return Err(StepFail::terminal(
+            Reason::AuthFailed,
+            format!(
+                "the application credential in secret {secret} authenticated, but its token carries no roles, so whether it is privileged cannot be checked"
+            ),
+        ));
+    }
+    let privileged = roles.iter().find(|r| {
+        PRIVILEGED_ROLE_NAMES
+            .iter()
+            .any(|p| r.eq_ignore_ascii_case(p))
+    });
+    match privileged {
+        Some(role) => Err(StepFail::terminal(
+            Reason::CredentialsPrivileged,
+            format!(
+                "the application credential in secret {secret} is privileged: its token carries the role {role:?} (admin, service and advsvc are refused in any letter case); use an application credential of a member of the customer project"
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The whole verdict, from the token's roles and the answer to [`ADMIN_READ_PROBE`]. A 403
+/// from Neutron is the answer a member gets; an allowed probe means the cloud's policy makes
+/// one of the roles cloud admin; anything else decided nothing and is retried.
+pub fn verdict(
+    secret: &str,
+    roles: &[String],
+    probe: &Result<(), CloudError>,
+) -> Result<(), StepFail> {
+    check_role_names(secret, roles)?;
+    match probe {
+        Ok(()) => Err(StepFail::terminal(
+            Reason::CredentialsPrivileged,
+            format!(
+                "the application credential in secret {secret} is privileged: {ADMIN_READ_PROBE} was allowed, and Neutron allows it a cloud admin only; this cloud's policy makes one of the token's roles [{}] cloud admin (a customised context_is_admin); use an application credential of a member of the customer project",
+                roles.join(", ")
+            ),
+        )),
+        // Only Neutron's own refusal counts: a 403 from Keystone on re-authentication
+        // (CloudError::Auth) says nothing about the policy.
+        Err(e) if e.status() == Some(403) => Ok(()),
+        Err(e) => Err(StepFail {
+            reason: Reason::AuthFailed,
+            message: format!(
+                "could not check whether the application credential in secret {secret} is privileged: {ADMIN_READ_PROBE} failed: {e}"
+            ),
+            retryable: true,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SECRET: &str = "bnerd-vpn-clusterlinks/clusterlink-diehl01";
+
+    fn roles(r: &[&str]) -> Vec<String> {
+        r.iter().map(|s| s.to_string()).collect()
+    }
+
+    fn api(status: u16, kind: &str) -> CloudError {
+        CloudError::Api {
+            method: "GET".into(),
+            path: "/quotas/00000000000000000000000000000000/details".into(),
+            status,
+            kind: kind.into(),
+            message: "m".into(),
+        }
+    }
+
+    fn refused() -> Result<(), CloudError> {
+        Err(api(403, "AdminRequired"))
+    }
+
+    /// (rule, roles, probe answer, expected (reason, retryable, text in the message) or None
+    /// for "passes").
+    type Row = (
+        &'static str,
+        &'static [&'static str],
+        Result<(), CloudError>,
+        Option<(Reason, bool, &'static str)>,
+    );
+
+    #[test]
+    fn one_row_per_rule() {
+        use Reason::{AuthFailed, CredentialsPrivileged};
+        let rows: Vec<Row> = vec![
+            (
+                "seed: a typical member credential (_member_, load-balancer_member) passes",
+                &["_member_", "load-balancer_member", "reader"],
+                refused(),
+                None,
+            ),
+            (
+                "seed: roles that merely contain the word, such as load-balancer_admin, are not affected",
+                &[
+                    "member",
+                    "load-balancer_admin",
+                    "sysadmin",
+                    "service_user",
+                    "advsvc2",
+                ],
+                refused(),
+                None,
+            ),
+            (
+                "seed: a role named admin is refused (CredentialsPrivileged)",
+                &["member", "admin"],
+                Ok(()),
+                Some((CredentialsPrivileged, false, "role \"admin\"")),
+            ),
+            (
+                "seed: ... in any letter case",
+                &["member", "Admin"],
+                Ok(()),
+                Some((CredentialsPrivileged, false, "role \"Admin\"")),
+            ),
+            (
+                "seed: a role named service is refused, in any letter case; the name check \
+                 needs no probe (Neutron refuses the probe to service, which is no admin)",
+                &["SERVICE", "member"],
+                refused(),
+                Some((CredentialsPrivileged, false, "role \"SERVICE\"")),
+            ),
+            (
+                "seed: a role named advsvc is refused",
+                &["advsvc"],
+                refused(),
+                Some((CredentialsPrivileged, false, "role \"advsvc\"")),
+            ),
+            (
+                "seed: a token that carries no roles at all is refused as well (AuthFailed), \
+                 whatever the probe says",
+                &[],
+                refused(),
+                Some((AuthFailed, false, "carries no roles")),
+            ),
+            (
+                "issue 8.6: the names pass but the probe is allowed (a customised \
+                 context_is_admin) -> CredentialsPrivileged naming the probe",
+                &["member", "net_operator", "reader"],
+                Ok(()),
+                Some((
+                    CredentialsPrivileged,
+                    false,
+                    "GET /v2.0/quotas/00000000000000000000000000000000/details was allowed",
+                )),
+            ),
+            (
+                "issue 8.6: a 403 passes, whatever Neutron's error type",
+                &["member", "reader"],
+                Err(api(403, "PolicyNotAuthorized")),
+                None,
+            ),
+            (
+                "issue 8.6: anything else is retried (a server error)",
+                &["member"],
+                Err(api(503, "")),
+                Some((AuthFailed, true, "HTTP 503")),
+            ),
+            (
+                "issue 8.6: anything else is retried (the probe's URL unknown to this cloud)",
+                &["member"],
+                Err(api(404, "HTTPNotFound")),
+                Some((AuthFailed, true, "HTTP 404")),
+            ),
+            (
+                "issue 8.6: anything else is retried (no answer)",
+                &["member"],
+                Err(CloudError::Timeout {
+                    method: "GET".into(),
+                    path: "/quotas/x/details".into(),
+                }),
+                Some((AuthFailed, true, "timed out")),
+            ),
+            (
+                "issue 8.6: only Neutron's refusal passes; Keystone's 403 on re-authentication \
+                 is retried",
+                &["member"],
+                Err(CloudError::Auth {
+                    status: Some(403),
+                    message: "Keystone answered HTTP 403 to the token request: Forbidden".into(),
+                }),
+                Some((AuthFailed, true, "Keystone answered HTTP 403")),
+            ),
+        ];
+        for (rule, token_roles, probe, want) in rows {
+            let got = verdict(SECRET, &roles(token_roles), &probe);
+            match (want, got) {
+                (None, Ok(())) => {}
+                (Some((reason, retryable, text)), Err(f)) => {
+                    assert_eq!((f.reason, f.retryable), (reason, retryable), "{rule}");
+                    assert!(f.message.contains(text), "{rule}: {}", f.message);
+                    assert!(
+                        f.message.contains(&format!("secret {SECRET}")),
+                        "{rule}: the message names the Secret: {}",
+                        f.message
+                    );
+                }
+                (want, got) => panic!("{rule}: want {want:?}, got {got:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn the_name_check_decides_without_the_probe() {
+        assert!(check_role_names(SECRET, &roles(&["member", "load-balancer_admin"])).is_ok());
+        let f = check_role_names(SECRET, &roles(&["aDvSvC"])).unwrap_err();
+        assert_eq!(f.reason, Reason::CredentialsPrivileged);
+        assert_eq!(
+            check_role_names(SECRET, &[]).unwrap_err().reason,
+            Reason::AuthFailed
+        );
+    }
+
+    #[test]
+    fn an_allowed_probe_names_the_roles_to_look_at() {
+        let f = verdict(SECRET, &roles(&["member", "net_operator"]), &Ok(())).unwrap_err();
+        assert!(
+            f.message.contains("[member, net_operator]"),
+            "{}",
+            f.message
+        );
+    }
+}
