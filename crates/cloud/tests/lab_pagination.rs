@@ -13,73 +13,10 @@
 //! The last page carries only `previous`. `limit=0` means no limit; `/extensions` ignores
 //! `limit` and is never paged.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
-use bnerd_cloud::{
-    AuthConfig, AuthMethod, CreatePort, Neutron, NeutronAdmin, OpenStack, PortQuery, RouterQuery,
-    SecretString,
-};
-
-/// Settings of a running lab, from `$HOME/.cache/bnerd-vpn-operator/oslab/run/lab.env` (or
-/// `BNERD_LAB_ENV`), as the operator's tests read them.
-fn lab_env() -> Option<BTreeMap<String, String>> {
-    let path = std::env::var("BNERD_LAB_ENV").ok().or_else(|| {
-        let home = std::env::var("HOME").ok()?;
-        let p = format!("{home}/.cache/bnerd-vpn-operator/oslab/run/lab.env");
-        std::path::Path::new(&p).exists().then_some(p)
-    })?;
-    let text = std::fs::read_to_string(&path).ok()?;
-    Some(
-        text.lines()
-            .filter_map(|l| l.split_once('='))
-            .map(|(k, v)| (k.trim().to_string(), v.trim().trim_matches('"').to_string()))
-            .collect(),
-    )
-}
-
-/// The lab, or a printed SKIPPED line; CI sets BNERD_REQUIRE_LAB=1 so a missing lab fails.
-fn lab_or_skip(test: &str) -> Option<BTreeMap<String, String>> {
-    match lab_env() {
-        Some(env) => Some(env),
-        None if std::env::var("BNERD_REQUIRE_LAB").is_ok_and(|v| v == "1") => {
-            panic!("{test}: BNERD_REQUIRE_LAB=1 but no lab.env found; run lab/openstack/up.sh")
-        }
-        None => {
-            eprintln!("SKIPPED {test}: no OpenStack lab running (lab/openstack/up.sh)");
-            None
-        }
-    }
-}
-
-fn operator(env: &BTreeMap<String, String>) -> OpenStack {
-    let g = |k: &str| {
-        env.get(k)
-            .cloned()
-            .unwrap_or_else(|| panic!("lab.env lacks {k}"))
-    };
-    OpenStack::new(AuthConfig {
-        auth_url: g("OS_AUTH_URL"),
-        region: Some("RegionOne".into()),
-        interface: "public".into(),
-        method: AuthMethod::Password {
-            username: g("LAB_OPERATOR_USERNAME"),
-            password: SecretString::new(g("LAB_OPERATOR_PASSWORD")),
-            user_domain_name: "Default".into(),
-            project_id: None,
-            project_name: Some(g("LAB_OPERATOR_PROJECT_NAME")),
-            project_domain_name: "Default".into(),
-        },
-    })
-    .expect("client")
-}
-
-fn unique(prefix: &str) -> String {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_micros())
-        .unwrap_or(0);
-    format!("{prefix}-{}-{}", t % 100_000_000, std::process::id())
-}
+use bnerd_cloud::{CreatePort, Neutron, NeutronAdmin, OpenStack, PortQuery, RouterQuery};
+use bnerd_testkit::{lab_client, lab_or_skip, unique};
 
 fn reads(c: &OpenStack) -> u64 {
     c.call_counts().0
@@ -91,8 +28,8 @@ async fn lab_lists_follow_neutron_pages() {
     let Some(env) = lab_or_skip(test) else {
         return;
     };
-    let plain = operator(&env);
-    let paged = operator(&env).with_page_size(2);
+    let plain = lab_client(&env, "OPERATOR");
+    let paged = lab_client(&env, "OPERATOR").with_page_size(2);
 
     // Objects of our own, so other tests on the shared lab cannot change what is listed.
     let net = plain
