@@ -208,16 +208,9 @@ async fn lab_costs(rounds: usize, tags_at_create: bool) {
         let status = links[0].status.clone().unwrap_or_default();
         let input = link_input(&links[0], &status, &[], &[]).expect("uid");
         let t = Instant::now();
-        bnerd_vpn_operator::engine::unwind(
-            &Engine {
-                net: &net,
-                fabric: &fab,
-            },
-            &input,
-            &[],
-        )
-        .await
-        .expect("unwind");
+        bnerd_vpn_operator::engine::unwind(&Engine::same_tenant(&net, &fab), &input, &[])
+            .await
+            .expect("unwind");
         unwind.push(t.elapsed());
         phase(2, c2, net.call_counts());
         net.delete_router(&r.id).await.unwrap();

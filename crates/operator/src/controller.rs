@@ -107,10 +107,7 @@ async fn apply(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> {
     let status = link.status.clone().unwrap_or_default();
     let peers = peers_of(&link, &ctx.links.state());
     let targets = reverse_targets(&ctx.client).await?;
-    let engine = Engine {
-        net: ctx.net.as_ref(),
-        fabric: &ctx.fabric,
-    };
+    let engine = Engine::same_tenant(ctx.net.as_ref(), &ctx.fabric);
     let outcome = engine
         .reconcile(&link_input(&link, &status, &peers, &targets)?)
         .await;
@@ -200,10 +197,7 @@ async fn warn_gateway(ctx: &Context, link: &str, p: &GatewayProblem) {
 async fn remove(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> {
     let name = link.name_any();
     let status = link.status.clone().unwrap_or_default();
-    let engine = Engine {
-        net: ctx.net.as_ref(),
-        fabric: &ctx.fabric,
-    };
+    let engine = Engine::same_tenant(ctx.net.as_ref(), &ctx.fabric);
     // Routes matching a current reverse target go before the detach even when status lost
     // them; a failed list only means relying on status.
     let targets = reverse_targets(&ctx.client).await.unwrap_or_else(|e| {

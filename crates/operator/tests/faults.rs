@@ -102,10 +102,7 @@ async fn terminal_errors_wait_for_resync_and_cleanup_survives_faults() {
     let l = env.link("l").clone();
     let status = l.status.clone().unwrap_or_default();
     let input = bnerd_vpn_operator::controller::link_input(&l, &status, &[], &[]).expect("uid");
-    let engine = bnerd_vpn_operator::engine::Engine {
-        net: env.net.as_ref(),
-        fabric: &env.fabric,
-    };
+    let engine = bnerd_vpn_operator::engine::Engine::same_tenant(env.net.as_ref(), &env.fabric);
     assert!(
         bnerd_vpn_operator::engine::unwind(&engine, &input, &[])
             .await

@@ -263,10 +263,7 @@ async fn unwind_removes_reverse_routes_without_status(mut env: Env) {
     let l = env.link("f4").clone();
     let status = l.status.clone().unwrap_or_default();
     let input = link_input(&l, &status, &[], &env.reverse).unwrap();
-    let engine = Engine {
-        net: env.net.as_ref(),
-        fabric: &env.fabric,
-    };
+    let engine = Engine::same_tenant(env.net.as_ref(), &env.fabric);
     let f = unwind(&engine, &input, &env.reverse).await.unwrap_err();
     assert_eq!(f.reason.as_str(), "Deleting");
     assert!(
@@ -508,10 +505,7 @@ async fn two_writers_leak_nothing(mut env: Env) {
             tasks.push(tokio::spawn(async move {
                 let status = l.status.clone().unwrap_or_default();
                 let input = link_input(&l, &status, &[], &[]).unwrap();
-                let engine = Engine {
-                    net: net.as_ref(),
-                    fabric: &fabric,
-                };
+                let engine = Engine::same_tenant(net.as_ref(), &fabric);
                 unwind(&engine, &input, &[]).await
             }));
         }

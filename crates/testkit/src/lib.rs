@@ -356,10 +356,7 @@ impl Env {
         let i = self.idx(name);
         let l = self.links[i].clone();
         let status = l.status.clone().unwrap_or_default();
-        let engine = Engine {
-            net: self.net.as_ref(),
-            fabric: &self.fabric,
-        };
+        let engine = Engine::same_tenant(self.net.as_ref(), &self.fabric);
         let input = link_input(&l, &status, &[], &self.reverse).expect("uid");
         unwind(&engine, &input, &self.reverse)
             .await
@@ -380,7 +377,7 @@ pub async fn reconcile_one(
     let l = &links[i];
     let peers = peers_of(l, &all);
     let status = l.status.clone().unwrap_or_default();
-    let engine = Engine { net, fabric };
+    let engine = Engine::same_tenant(net, fabric);
     let input = link_input(l, &status, &peers, reverse).expect("uid");
     engine.reconcile(&input).await
 }

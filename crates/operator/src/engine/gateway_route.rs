@@ -25,7 +25,7 @@ pub(crate) async fn ensure(
 ) -> Result<(String, RouteRecord), (StepFail, Option<RouteRecord>)> {
     let gw = &e.fabric.gateway_router_id;
     let keep_recorded = || input.status.gateway_route.clone();
-    let router = ops::router(e, leg.seen.gateway.as_ref(), gw)
+    let router = ops::router(e.net, leg.seen.gateway.as_ref(), gw)
         .await
         .map_err(|err| (call_failed(RouteCall::Read, gw, &err), keep_recorded()))?;
     let p = plan(&RouteView {
@@ -39,7 +39,7 @@ pub(crate) async fn ensure(
         peers: input.peers,
     });
     if !p.remove.is_empty() {
-        ops::remove_routes(e, &router, &p.remove)
+        ops::remove_routes(e, e.net, &router, &p.remove)
             .await
             .map_err(|err| (call_failed(RouteCall::Remove, gw, &err), keep_recorded()))?;
         let list: Vec<String> = p
@@ -55,7 +55,7 @@ pub(crate) async fn ensure(
     let want = p.verdict.map_err(|f| (f, None))?;
     if let Some(add) = &p.add {
         // The stale ones are gone: status must not claim them while the add is retried.
-        ops::add_routes(e, &router, std::slice::from_ref(add))
+        ops::add_routes(e, e.net, &router, std::slice::from_ref(add))
             .await
             .map_err(|err| (call_failed(RouteCall::Add, gw, &err), None))?;
         actions.push(Action::new(
@@ -95,7 +95,7 @@ pub(crate) async fn withdraw_orphaned(
         // Not on the router any more: status may forget it; still held: keep it.
         return !held;
     }
-    if ops::remove_routes(e, &router, &gone).await.is_err() {
+    if ops::remove_routes(e, e.net, &router, &gone).await.is_err() {
         return false;
     }
     actions.push(Action::new(

@@ -13,6 +13,7 @@ use super::plan::StepFail;
 use super::plan::leg::{
     self as rules, LegCall, LegPlan, LegView, RouterSeen, UnwindWhy, call_failed,
 };
+use super::plan::share::Credential;
 use super::plan::unwind::leg_unwind_failed;
 use super::plan::validated::Valid;
 
@@ -55,19 +56,27 @@ pub(crate) struct Leg {
 /// name.
 async fn observe_router(e: &Engine<'_>, value: &str, own: &[&Port]) -> (RouterSeen, Seen) {
     let mut seen = Seen::default();
+    let net = e.leg_net();
     let current = own
         .iter()
         .find(|p| p.is_router_interface())
         .map(|p| p.device_id.clone());
     if let Some(current) = current {
         let gw = &e.fabric.gateway_router_id;
+        // One credential sees both routers: read them in one call. A customer's router and
+        // the operator's gateway router live in different projects.
+        let ids = if e.customer.is_none() {
+            vec![gw.clone(), current.clone()]
+        } else {
+            vec![current.clone()]
+        };
         let q = RouterQuery {
-            ids: vec![gw.clone(), current.clone()],
+            ids,
             ..Default::default()
         };
         // On failure fall through to the plain lookups, so a gateway-router problem is
         // reported by the step that owns it (RouteInstalled), not as RouterResolveFailed.
-        if let Ok(found) = e.net.list_routers(&q).await {
+        if let Ok(found) = net.list_routers(&q).await {
             seen.gateway = found.iter().find(|r| &r.id == gw).cloned();
             if let Some(r) = found
                 .into_iter()
@@ -79,7 +88,7 @@ async fn observe_router(e: &Engine<'_>, value: &str, own: &[&Port]) -> (RouterSe
         }
     }
     if rules::looks_like_id(value) {
-        match e.net.get_router(value).await {
+        match net.get_router(value).await {
             Ok(r) => return (RouterSeen::ById(r), seen),
             Err(err) if err.is_not_found() => {}
             Err(err) => {
@@ -94,7 +103,7 @@ async fn observe_router(e: &Engine<'_>, value: &str, own: &[&Port]) -> (RouterSe
         name: Some(value.to_string()),
         ..Default::default()
     };
-    match e.net.list_routers(&q).await {
+    match net.list_routers(&q).await {
         Ok(found) => (RouterSeen::ByName(found), seen),
         Err(err) => (
             RouterSeen::Failed(format!("looking up router {value:?}"), err),
@@ -130,19 +139,120 @@ fn unwind_action(p: &Port, why: &UnwindWhy) -> Action {
     }
 }
 
+/// Which credential a failure of this step came from (cross-tenant messages name it).
+#[derive(Debug, Clone, Copy)]
+enum Who {
+    Operator,
+    Leg,
+}
+
+fn operator(f: StepFail) -> (Who, StepFail) {
+    (Who::Operator, f)
+}
+
+fn leg_side(f: StepFail) -> (Who, StepFail) {
+    (Who::Leg, f)
+}
+
 pub(crate) async fn ensure(
     e: &Engine<'_>,
     input: &Input<'_>,
     valid: &Valid,
     actions: &mut Vec<Action>,
 ) -> Result<Leg, StepFail> {
+    ensure_leg(e, input, valid, actions)
+        .await
+        .map_err(|(who, f)| match &e.customer {
+            None => f,
+            Some(c) => {
+                let credential = match who {
+                    Who::Operator => Credential::Operator,
+                    Who::Leg => Credential::Customer(c.secret),
+                };
+                StepFail {
+                    message: format!("{}{}", credential.prefix(), f.message),
+                    ..f
+                }
+            }
+        })
+}
+
+/// A cross-tenant leg that came back at another address: remove the route via the old one,
+/// delete the new port, and report TransitIPMismatch.
+async fn refuse_mismatch(
+    e: &Engine<'_>,
+    port: &Port,
+    old: Ipv4Addr,
+    f: StepFail,
+    actions: &mut Vec<Action>,
+) -> (Who, StepFail) {
+    let gw_id = &e.fabric.gateway_router_id;
+    let mut f = f;
+    let removed = async {
+        let gw = e.net.get_router(gw_id).await?;
+        let via: Vec<bnerd_cloud::Route> = gw
+            .routes
+            .iter()
+            .filter(|r| r.nexthop == old.to_string())
+            .cloned()
+            .collect();
+        ops::remove_routes(e, e.net, &gw, &via).await.map(|()| via)
+    }
+    .await;
+    match removed {
+        Ok(via) if !via.is_empty() => actions.push(Action::new(
+            ActionKind::RouteRemoved,
+            format!("removed the gateway route(s) via {old}: the leg no longer holds that address"),
+        )),
+        Ok(_) => {}
+        Err(err) => f = rules::mismatch_route_not_removed(f, old, &err),
+    }
+    // The port it just recreated is not the leg the route was built for: it goes too.
+    if let Err(err) = ops::gone_is_done(e.leg_net().delete_port(&port.id).await) {
+        f.message = format!(
+            "{}; deleting the new port {} failed too: {err}",
+            f.message, port.id
+        );
+        f.retryable = true;
+    }
+    (Who::Leg, f)
+}
+
+fn mismatch_held(input: &Input<'_>) -> bool {
+    bnerd_api::conditions::find(
+        &input.status.conditions,
+        bnerd_api::ConditionType::LegAttached,
+    )
+    .is_some_and(|c| {
+        c.status == "False" && c.reason == bnerd_api::Reason::TransitIPMismatch.as_str()
+    })
+}
+
+async fn ensure_leg(
+    e: &Engine<'_>,
+    input: &Input<'_>,
+    valid: &Valid,
+    actions: &mut Vec<Action>,
+) -> Result<Leg, (Who, StepFail)> {
     let want_tags = link_tags(input.name, input.uid);
     let mut lost = BTreeSet::new();
     let mut resolved: Option<(Router, Seen)> = None;
+    let cross_tenant = e.customer.is_some();
+    // Only a cross-tenant leg can come back elsewhere: Neutron picks its address.
+    let mut recorded_ip: Option<Ipv4Addr> = if cross_tenant {
+        input
+            .status
+            .transit_ip
+            .as_deref()
+            .and_then(|ip| ip.parse().ok())
+    } else {
+        None
+    };
+    let held = cross_tenant && mismatch_held(input);
     for _ in 0..MAX_ROUNDS {
         let ports = ops::transit_ports(e)
             .await
-            .map_err(|err| call_failed(LegCall::ListPorts, &err))?;
+            .map_err(|err| operator(call_failed(LegCall::ListPorts, &err)))?;
         let (router, mut seen) = match resolved.take() {
             Some(r) => r,
             None => {
@@ -152,7 +262,8 @@ pub(crate) async fn ensure(
                     .collect();
                 let (found, seen) =
                     observe_router(e, &input.spec.service_cluster_router, &own).await;
-                let router = rules::resolve_router(&input.spec.service_cluster_router, found)?;
+                let router = rules::resolve_router(&input.spec.service_cluster_router, found)
+                    .map_err(leg_side)?;
                 let mut seen = seen;
                 // Listed or read whole: its routes serve the reverse step.
                 seen.service.get_or_insert_with(|| router.clone());
@@ -168,14 +279,16 @@ pub(crate) async fn ensure(
                 ports: &ports,
                 peers: input.peers,
                 lost_races: &lost,
+                neutron_picks: cross_tenant,
+                mismatch_held: held,
             };
             match rules::plan(&view) {
-                LegPlan::Refuse(f) => return Err(f),
+                LegPlan::Refuse(f) => return Err(leg_side(f)),
                 LegPlan::Unwind(list) => {
                     for (p, why) in &list {
-                        let gw = ops::router(e, None, &e.fabric.gateway_router_id)
+                        let gw = ops::router(e.net, None, &e.fabric.gateway_router_id)
                             .await
-                            .map_err(|err| call_failed(LegCall::Unwind(p), &err))?;
+                            .map_err(|err| operator(call_failed(LegCall::Unwind(p), &err)))?;
                         ops::unwind_port(
                             e,
                             p,
@@ -184,13 +297,17 @@ pub(crate) async fn ensure(
                             &input.status.reverse_routes,
                         )
                         .await
-                        .map_err(|u| leg_unwind_failed(&u))?;
+                        .map_err(|u| leg_side(leg_unwind_failed(&u)))?;
                         actions.push(unwind_action(p, why));
+                        // A leg moved on purpose may come back anywhere.
+                        if !matches!(why, UnwindWhy::Duplicate { .. }) {
+                            recorded_ip = None;
+                        }
                     }
                     break None;
                 }
                 LegPlan::Create(ip) => {
-                    match ops::create_leg(e, input.name, input.uid, &want_tags, ip).await {
+                    match ops::create_leg(e, input.name, input.uid, &want_tags, Some(ip)).await {
                         Ok(p) => {
                             actions.push(Action::new(
                                 ActionKind::LegPortCreated,
@@ -206,8 +323,26 @@ pub(crate) async fn ensure(
                                 break None;
                             }
                         }
-                        Err(err) => return Err(call_failed(LegCall::Create(ip), &err)),
+                        Err(err) => return Err(leg_side(call_failed(LegCall::Create(ip), &err))),
                     }
+                }
+                LegPlan::CreateAny => {
+                    let p = ops::create_leg(e, input.name, input.uid, &want_tags, None)
+                        .await
+                        .map_err(|err| leg_side(call_failed(LegCall::CreateAny, &err)))?;
+                    let ip = rules::leg_ip(&p).map_err(leg_side)?;
+                    if let Some(f) = rules::mismatch(recorded_ip, ip) {
+                        let old = recorded_ip.unwrap_or(ip);
+                        return Err(refuse_mismatch(e, &p, old, f, actions).await);
+                    }
+                    actions.push(Action::new(
+                        ActionKind::LegPortCreated,
+                        format!(
+                            "created leg port {} at {ip} (address picked by Neutron)",
+                            p.id
+                        ),
+                    ));
+                    break Some(p);
                 }
                 LegPlan::Adopt(p) => {
                     actions.push(Action::new(
@@ -232,20 +367,23 @@ pub(crate) async fn ensure(
         };
         let settle = rules::settle(&port, &want_tags, &router.id);
         if let Some(tags) = settle.tags {
-            e.net
+            e.leg_net()
                 .set_port_tags(&port.id, &tags)
                 .await
-                .map_err(|err| call_failed(LegCall::Tag(&port), &err))?;
+                .map_err(|err| leg_side(call_failed(LegCall::Tag(&port), &err)))?;
             port.tags = tags;
         }
-        let ip = rules::leg_ip(&port)?;
+        let ip = rules::leg_ip(&port).map_err(leg_side)?;
         if settle.attach {
             seen.service = None;
-            if let Err(err) = e.net.add_router_interface(&router.id, &port.id).await {
+            if let Err(err) = e.leg_net().add_router_interface(&router.id, &port.id).await {
                 // A retry after a lost answer finds the port already ours on this router.
-                let now = e.net.get_port(&port.id).await.ok();
+                let now = e.leg_net().get_port(&port.id).await.ok();
                 if !rules::attach_already_done(&err, now.as_ref(), &router.id) {
-                    return Err(call_failed(LegCall::Attach(&port, &router.id), &err));
+                    return Err(leg_side(call_failed(
+                        LegCall::Attach(&port, &router.id),
+                        &err,
+                    )));
                 }
             }
             actions.push(Action::new(
@@ -263,5 +401,5 @@ pub(crate) async fn ensure(
             seen,
         });
     }
-    Err(rules::unsettled(MAX_ROUNDS))
+    Err(leg_side(rules::unsettled(MAX_ROUNDS)))
 }

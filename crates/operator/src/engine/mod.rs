@@ -18,7 +18,7 @@ mod unwind;
 use bnerd_api::ConditionType;
 
 pub use model::{Action, ActionKind, Input, Outcome, Retry};
-pub use ops::Engine;
+pub use ops::{Customer, Engine};
 pub use plan::reverse_routes::GatewayProblem;
 pub use plan::unwind::UnwindPlan;
 pub use plan::{Peer, StepFail};
@@ -26,6 +26,24 @@ pub use report::{Transition, deleting_status, transitions};
 pub use unwind::unwind;
 
 impl Engine<'_> {
+    /// A cross-tenant link's failure messages say which credential failed: the operator's
+    /// (gateway route) or the customer's (its router's reverse routes). A same-tenant link's
+    /// read as they always did.
+    fn named(&self, f: StepFail, customer_side: bool) -> StepFail {
+        let Some(c) = &self.customer else {
+            return f;
+        };
+        let who = if customer_side {
+            plan::share::Credential::Customer(c.secret)
+        } else {
+            plan::share::Credential::Operator
+        };
+        StepFail {
+            message: format!("{}{}", who.prefix(), f.message),
+            ..f
+        }
+    }
+
     /// Converge one link. Never fails: every problem becomes a condition.
     pub async fn reconcile(&self, input: &Input<'_>) -> Outcome {
         let mut r = report::Report::new(input);
@@ -38,7 +56,7 @@ impl Engine<'_> {
                 return r.finish();
             }
         };
-        if spec.credentials_secret_ref.is_some() {
+        if spec.credentials_secret_ref.is_some() && self.customer.is_none() {
             r.fail(
                 ConditionType::Validated,
                 plan::validated::cross_tenant_unsupported(),
@@ -60,6 +78,9 @@ impl Engine<'_> {
         r.status.leg_port_id = Some(leg.port_id.clone());
         r.status.transit_ip = Some(leg.ip.to_string());
         r.status.service_router_id = Some(leg.router_id.clone());
+        if let Some(c) = &self.customer {
+            r.status.customer_project_id = Some(c.project_id.to_string());
+        }
         r.pass(
             ConditionType::LegAttached,
             format!(
@@ -75,7 +96,7 @@ impl Engine<'_> {
             }
             Err((f, route)) => {
                 r.status.gateway_route = route;
-                r.fail(ConditionType::RouteInstalled, f);
+                r.fail(ConditionType::RouteInstalled, self.named(f, false));
             }
         }
         // Reverse routes do not depend on the forward route: a broken one never reads as the
@@ -85,7 +106,7 @@ impl Engine<'_> {
         r.gateway_problems = rev.problems;
         match rev.verdict {
             Ok(msg) => r.pass(ConditionType::ReverseRoutesInstalled, msg),
-            Err(f) => r.fail(ConditionType::ReverseRoutesInstalled, f),
+            Err(f) => r.fail(ConditionType::ReverseRoutesInstalled, self.named(f, true)),
         }
         r.finish()
     }

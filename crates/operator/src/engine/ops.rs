@@ -14,8 +14,39 @@ use super::plan::unwind::{UnwindError, detach_blocked, gateway_routes_via, rever
 
 /// The cloud side of the operator: one Neutron credential and the fabric it serves.
 pub struct Engine<'a> {
+    /// The operator's credential: the transit network, the gateway router, RBAC shares.
     pub net: &'a dyn Neutron,
     pub fabric: &'a Fabric,
+    /// A cross-tenant link's customer credential: its router, leg port and reverse routes.
+    pub customer: Option<Customer<'a>>,
+}
+
+/// The customer side of a cross-tenant link, once its credential is resolved.
+pub struct Customer<'a> {
+    pub net: &'a dyn Neutron,
+    /// The project the credential authenticates into.
+    pub project_id: &'a str,
+    /// `<ns>/<name>` of the Secret it came from, for messages.
+    pub secret: &'a str,
+}
+
+impl<'a> Engine<'a> {
+    /// A same-tenant link: one credential for everything.
+    pub fn same_tenant(net: &'a dyn Neutron, fabric: &'a Fabric) -> Self {
+        Self {
+            net,
+            fabric,
+            customer: None,
+        }
+    }
+
+    /// The credential of the leg's side: the service router, the leg port, reverse routes.
+    pub fn leg_net(&self) -> &'a dyn Neutron {
+        match &self.customer {
+            Some(c) => c.net,
+            None => self.net,
+        }
+    }
 }
 
 /// Retries of a read-modify-write of a route table when another writer got in between.
@@ -35,13 +66,13 @@ pub(crate) async fn transit_ports(e: &Engine<'_>) -> Result<Vec<Port>, CloudErro
 
 /// The router as this reconcile already read it, else read now.
 pub(crate) async fn router(
-    e: &Engine<'_>,
+    net: &dyn Neutron,
     seen: Option<&Router>,
     id: &str,
 ) -> Result<Router, CloudError> {
     match seen {
         Some(r) => Ok(r.clone()),
-        None => e.net.get_router(id).await,
+        None => net.get_router(id).await,
     }
 }
 
@@ -72,12 +103,12 @@ pub(crate) async fn create_leg(
     name: &str,
     uid: &str,
     tags: &[String],
-    ip: std::net::Ipv4Addr,
+    ip: Option<std::net::Ipv4Addr>,
 ) -> Result<Port, CloudError> {
     let req = CreatePort {
         network_id: e.fabric.transit_network_id.clone(),
         subnet_id: Some(e.fabric.transit_subnet_id.clone()),
-        ip_address: Some(ip.to_string()),
+        ip_address: ip.map(|ip| ip.to_string()),
         name: bounded(&leg_port_name(name), MAX_PORT_TEXT).to_string(),
         description: leg_description(name, uid),
         // Sent when listed; whether they stuck is checked after (plan::leg::settle).
@@ -87,20 +118,21 @@ pub(crate) async fn create_leg(
             vec![]
         },
     };
-    e.net.create_port(&req).await
+    e.leg_net().create_port(&req).await
 }
 
 /// Add routes without touching anyone else's: extraroute-atomic when loaded, else a
 /// GET + PUT guarded by If-Match on the revision, retried on a lost race.
 pub(crate) async fn add_routes(
     e: &Engine<'_>,
+    net: &dyn Neutron,
     router: &Router,
     add: &[Route],
 ) -> Result<(), CloudError> {
     if e.fabric.extraroute_atomic {
-        return e.net.add_extraroutes(&router.id, add).await.map(|_| ());
+        return net.add_extraroutes(&router.id, add).await.map(|_| ());
     }
-    edit_table(e, router, |routes| {
+    edit_table(net, router, |routes| {
         for a in add {
             if !routes.contains(a) {
                 routes.push(a.clone());
@@ -113,6 +145,7 @@ pub(crate) async fn add_routes(
 /// Remove exactly these routes; a router that is gone has none left.
 pub(crate) async fn remove_routes(
     e: &Engine<'_>,
+    net: &dyn Neutron,
     router: &Router,
     remove: &[Route],
 ) -> Result<(), CloudError> {
@@ -120,18 +153,15 @@ pub(crate) async fn remove_routes(
         return Ok(());
     }
     let res = if e.fabric.extraroute_atomic {
-        e.net
-            .remove_extraroutes(&router.id, remove)
-            .await
-            .map(|_| ())
+        net.remove_extraroutes(&router.id, remove).await.map(|_| ())
     } else {
-        edit_table(e, router, |routes| routes.retain(|r| !remove.contains(r))).await
+        edit_table(net, router, |routes| routes.retain(|r| !remove.contains(r))).await
     };
     gone_is_done(res)
 }
 
 async fn edit_table(
-    e: &Engine<'_>,
+    net: &dyn Neutron,
     router: &Router,
     edit: impl Fn(&mut Vec<Route>),
 ) -> Result<(), CloudError> {
@@ -143,15 +173,14 @@ async fn edit_table(
         if next == current.routes {
             return Ok(());
         }
-        match e
-            .net
+        match net
             .set_routes(&current.id, &next, Some(current.revision_number))
             .await
         {
             Ok(_) => return Ok(()),
             Err(err) if err.status() == Some(412) && attempt < IF_MATCH_RETRIES => {
                 attempt += 1;
-                current = e.net.get_router(&current.id).await?;
+                current = net.get_router(&current.id).await?;
             }
             Err(err) => return Err(err),
         }
@@ -182,22 +211,25 @@ pub(crate) async fn unwind_port(
 ) -> Result<(), UnwindError> {
     if let Some(gw) = gateway {
         let via = gateway_routes_via(&gw.routes, port);
-        remove_routes(e, gw, &via).await.map_err(cloud(format!(
-            "removing routes via {} from gateway router {}",
-            port.first_ip().unwrap_or("?"),
-            gw.id
-        )))?;
+        remove_routes(e, e.net, gw, &via)
+            .await
+            .map_err(cloud(format!(
+                "removing routes via {} from gateway router {}",
+                port.first_ip().unwrap_or("?"),
+                gw.id
+            )))?;
     }
+    let leg = e.leg_net();
     if port.is_router_interface() {
         let rid = &port.device_id;
         let mut reverse = vec![];
         // Without a gateway asking for one and none recorded, no reverse route can be ours.
         let may_have_reverse = !targets.is_empty() || !recorded_reverse.is_empty();
         if may_have_reverse {
-            match e.net.get_router(rid).await {
+            match leg.get_router(rid).await {
                 Ok(router) => {
                     reverse = reverse_to_remove(&router.routes, recorded_reverse, targets);
-                    remove_routes(e, &router, &reverse)
+                    remove_routes(e, leg, &router, &reverse)
                         .await
                         .map_err(cloud(format!("removing reverse routes from router {rid}")))?;
                 }
@@ -205,12 +237,12 @@ pub(crate) async fn unwind_port(
                 Err(err) => return Err(cloud(format!("reading router {rid}"))(err)),
             }
         }
-        match e.net.remove_router_interface(rid, &port.id).await {
+        match leg.remove_router_interface(rid, &port.id).await {
             // Neutron deletes an interface port with its detach.
             Ok(()) => return Ok(()),
             Err(err) if err.is_not_found() => {}
             Err(err) if err.is(NeutronErrorKind::RouterInterfaceInUseByRoute) => {
-                let routes = match e.net.get_router(rid).await {
+                let routes = match leg.get_router(rid).await {
                     Ok(r) => r.routes,
                     Err(_) => vec![],
                 };
@@ -228,7 +260,7 @@ pub(crate) async fn unwind_port(
             }
         }
     }
-    gone_is_done(e.net.delete_port(&port.id).await)
+    gone_is_done(leg.delete_port(&port.id).await)
         .map_err(cloud(format!("deleting leg port {}", port.id)))
 }
 

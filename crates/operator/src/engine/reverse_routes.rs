@@ -45,7 +45,7 @@ pub(crate) async fn ensure(e: &Engine<'_>, input: &Input<'_>, leg: &Leg) -> Reve
         problems: vec![],
     };
     let rid = &leg.router_id;
-    let router = match ops::router(e, leg.seen.service.as_ref(), rid).await {
+    let router = match ops::router(e.leg_net(), leg.seen.service.as_ref(), rid).await {
         Ok(r) => r,
         Err(err) => return fail(call_failed(ReverseCall::Read, rid, &err), recorded.clone()),
     };
@@ -55,7 +55,7 @@ pub(crate) async fn ensure(e: &Engine<'_>, input: &Input<'_>, leg: &Leg) -> Reve
         desired: &desired,
         recorded,
     });
-    if let Err(err) = ops::remove_routes(e, &router, &p.remove).await {
+    if let Err(err) = ops::remove_routes(e, e.leg_net(), &router, &p.remove).await {
         return fail(
             call_failed(ReverseCall::Remove, rid, &err),
             recorded.clone(),
@@ -67,13 +67,13 @@ pub(crate) async fn ensure(e: &Engine<'_>, input: &Input<'_>, leg: &Leg) -> Reve
         let mut batch: Vec<Route> = p.add.iter().map(reverse_route_of).collect();
         batch.sort();
         batch.dedup();
-        match ops::add_routes(e, &router, &batch).await {
+        match ops::add_routes(e, e.leg_net(), &router, &batch).await {
             Ok(()) => installed.extend(p.add.iter().cloned()),
             Err(err) if split_after(&err) => {
                 // One gateway's route can make Neutron refuse the whole batch: give each its
                 // own call so the others still go in, and the refusal names its gateway.
                 for d in &p.add {
-                    match ops::add_routes(e, &router, &[reverse_route_of(d)]).await {
+                    match ops::add_routes(e, e.leg_net(), &router, &[reverse_route_of(d)]).await {
                         Ok(()) => installed.push(d.clone()),
                         Err(err) => problems.push(add_failed(d, rid, &err)),
                     }

@@ -43,7 +43,7 @@ pub async fn unwind(
     });
     // The gateway route goes first: it cuts the data path.
     if let Some(g) = &gateway {
-        ops::remove_routes(e, g, &p.gateway_remove)
+        ops::remove_routes(e, e.net, g, &p.gateway_remove)
             .await
             .map_err(cloud("removing this link's routes from the gateway router"))?;
     }

@@ -78,6 +78,12 @@ pub(crate) struct LegView<'a> {
     pub peers: &'a [Peer],
     /// Addresses a create found taken during this reconcile (someone got there first).
     pub lost_races: &'a BTreeSet<Ipv4Addr>,
+    /// A cross-tenant leg: the customer may not ask for an address on a network it does not
+    /// own (403), so Neutron picks it.
+    pub neutron_picks: bool,
+    /// The last reconcile ended in TransitIPMismatch: it stays until a human recreates the
+    /// link, without creating (and deleting) a port at every resync.
+    pub mismatch_held: bool,
 }
 
 /// Why a port of ours has to go before the leg can be right.
@@ -101,6 +107,8 @@ pub(crate) enum LegPlan {
     Adopt(Port),
     /// Create the leg at this address.
     Create(Ipv4Addr),
+    /// Create the leg and let Neutron pick the address (cross-tenant).
+    CreateAny,
     Refuse(StepFail),
 }
 
@@ -195,6 +203,9 @@ pub(crate) fn plan(v: &LegView<'_>) -> LegPlan {
 /// "an untagged port already attached to the target router, at the candidate transit IP, is
 /// re-tagged and taken over". Candidates are walked lazily: a /8 is 16 M of them.
 fn allocate(v: &LegView<'_>) -> LegPlan {
+    if v.neutron_picks {
+        return allocate_by_neutron(v);
+    }
     let unavailable =
         |m: String| LegPlan::Refuse(StepFail::terminal(Reason::TransitIPUnavailable, m));
     let claimed: BTreeMap<Ipv4Addr, &str> = v
@@ -245,6 +256,62 @@ fn allocate(v: &LegView<'_>) -> LegPlan {
     unavailable(format!("no free transit address left in {}", v.subnet))
 }
 
+/// A cross-tenant leg: an untagged port already on the target router is adopted (at the
+/// pinned address when one is pinned); otherwise Neutron picks the address, and a pinned one
+/// can only adopt.
+fn allocate_by_neutron(v: &LegView<'_>) -> LegPlan {
+    if v.mismatch_held {
+        return LegPlan::Refuse(mismatch_held());
+    }
+    let adoptable = |h: &&Port| !is_managed(&h.tags) && h.is_interface_of(v.router_id);
+    let at = |p: &&Port| v.pinned.is_none_or(|ip| p.has_ip(&ip.to_string()));
+    if let Some(h) = v.ports.iter().filter(adoptable).find(at) {
+        return LegPlan::Adopt(h.clone());
+    }
+    match v.pinned {
+        Some(ip) => LegPlan::Refuse(StepFail::terminal(
+            Reason::TransitIPUnavailable,
+            format!(
+                "spec.transitIP {ip}: a cross-tenant leg is created by the customer credential, which Neutron does not let choose an address on a network it does not own; spec.transitIP can only adopt an untagged leg already attached to the router there"
+            ),
+        )),
+        None => LegPlan::CreateAny,
+    }
+}
+
+fn mismatch_held() -> StepFail {
+    StepFail::terminal(
+        Reason::TransitIPMismatch,
+        "the leg port came back at a different address than status.transitIP; the link carries no traffic until a human recreates the ClusterLink (kubectl delete, then apply it again)",
+    )
+}
+
+/// "TransitIPMismatch — terminal: the leg port came back at a different address than
+/// status.transitIP (it vanished out-of-band and was recreated at a new, Neutron-allocated
+/// address)". The old address may be another tenant's by now: the route via it goes at once,
+/// the new port is deleted, and no route to the new address is installed.
+pub(crate) fn mismatch(recorded: Option<Ipv4Addr>, new: Ipv4Addr) -> Option<StepFail> {
+    let old = recorded.filter(|old| *old != new)?;
+    Some(StepFail::terminal(
+        Reason::TransitIPMismatch,
+        format!(
+            "the leg port came back at {new}, not at status.transitIP {old} (it vanished out of band and Neutron picked a new address); the gateway route via {old} was removed and the new port deleted; the link carries no traffic until a human recreates the ClusterLink"
+        ),
+    ))
+}
+
+/// The mismatch verdict when removing the route via the old address failed too.
+pub(crate) fn mismatch_route_not_removed(f: StepFail, old: Ipv4Addr, e: &CloudError) -> StepFail {
+    StepFail {
+        message: format!(
+            "{}; also failed to remove the gateway route via {old}: operator credential: {e}",
+            f.message
+        ),
+        retryable: true,
+        ..f
+    }
+}
+
 /// What a chosen leg port still needs: its tags, and its attachment to the target router.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Settle {
@@ -286,6 +353,7 @@ pub(crate) enum LegCall<'a> {
     ListPorts,
     Unwind(&'a Port),
     Create(Ipv4Addr),
+    CreateAny,
     Tag(&'a Port),
     Attach(&'a Port, &'a str),
 }
@@ -301,6 +369,10 @@ pub(crate) fn call_failed(call: LegCall<'_>, e: &CloudError) -> StepFail {
         LegCall::Unwind(p) => (
             Reason::EnsureLegPortFailed,
             format!("removing leg port {} before rebuilding the leg", p.id),
+        ),
+        LegCall::CreateAny => (
+            Reason::EnsureLegPortFailed,
+            "creating leg port (address picked by Neutron)".to_string(),
         ),
         LegCall::Create(ip) => (
             Reason::EnsureLegPortFailed,
@@ -360,6 +432,8 @@ mod tests {
         pinned: Option<&'static str>,
         raced: Vec<&'static str>,
         subnet: &'static str,
+        neutron_picks: bool,
+        mismatch_held: bool,
     }
 
     impl Default for Case {
@@ -370,6 +444,8 @@ mod tests {
                 pinned: None,
                 raced: vec![],
                 subnet: "10.254.0.0/24",
+                neutron_picks: false,
+                mismatch_held: false,
             }
         }
     }
@@ -384,6 +460,8 @@ mod tests {
             ports: &c.ports,
             peers: &c.peers,
             lost_races: &lost,
+            neutron_picks: c.neutron_picks,
+            mismatch_held: c.mismatch_held,
         })
     }
 
@@ -587,6 +665,68 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(run(c), LegPlan::Keep(loose));
+    }
+
+    #[test]
+    fn cross_tenant_legs_get_their_address_from_neutron() {
+        // "a non-owner gets 403 for a fixed ip_address": Neutron picks it.
+        let c = Case {
+            neutron_picks: true,
+            peers: vec![peer("other", "10.254.0.3")],
+            ..Default::default()
+        };
+        assert_eq!(run(c), LegPlan::CreateAny);
+        // A hand-made leg on the customer's router is still adopted.
+        let hand = leg("hand", "10.254.0.40", R);
+        let c = Case {
+            neutron_picks: true,
+            ports: vec![hand.clone()],
+            ..Default::default()
+        };
+        assert_eq!(run(c), LegPlan::Adopt(hand.clone()));
+        let c = Case {
+            neutron_picks: true,
+            pinned: Some("10.254.0.40"),
+            ports: vec![hand.clone()],
+            ..Default::default()
+        };
+        assert_eq!(run(c), LegPlan::Adopt(hand));
+        // A pinned address with nothing to adopt cannot be created by the customer.
+        let c = Case {
+            neutron_picks: true,
+            pinned: Some("10.254.0.41"),
+            ..Default::default()
+        };
+        assert_eq!(refused(&run(c)).0, Reason::TransitIPUnavailable);
+        // "this needs a human, not a retry": a held mismatch creates nothing.
+        let c = Case {
+            neutron_picks: true,
+            mismatch_held: true,
+            ..Default::default()
+        };
+        assert_eq!(refused(&run(c)).0, Reason::TransitIPMismatch);
+    }
+
+    #[test]
+    fn transit_ip_mismatch() {
+        let ip = |s: &str| s.parse::<Ipv4Addr>().unwrap();
+        assert!(
+            mismatch(None, ip("10.254.0.9")).is_none(),
+            "a first leg has nothing to match"
+        );
+        assert!(mismatch(Some(ip("10.254.0.9")), ip("10.254.0.9")).is_none());
+        let f = mismatch(Some(ip("10.254.0.3")), ip("10.254.0.9")).unwrap();
+        assert_eq!((f.reason, f.retryable), (Reason::TransitIPMismatch, false));
+        assert!(f.message.contains("10.254.0.3") && f.message.contains("10.254.0.9"));
+        let e = CloudError::Timeout {
+            method: "PUT".into(),
+            path: "/routers/gw/remove_extraroutes".into(),
+        };
+        let f = mismatch_route_not_removed(f, ip("10.254.0.3"), &e);
+        assert!(f.message.contains(
+            "also failed to remove the gateway route via 10.254.0.3: operator credential: "
+        ));
+        assert_eq!(f.reason, Reason::TransitIPMismatch);
     }
 
     #[test]

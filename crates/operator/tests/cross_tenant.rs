@@ -1,0 +1,329 @@
+//! The cross-tenant data path of the engine (issue 8, first part): with the customer's
+//! credential already resolved, the leg lives in the customer's project with an address
+//! Neutron picks, the gateway route stays on the operator's credential, reverse routes go on
+//! the customer's router, failures name the credential, and a leg that comes back elsewhere
+//! is TransitIPMismatch. The credential resolution and the RBAC share step are not wired yet;
+//! these tests share the network the way that step will.
+
+use std::sync::Arc;
+
+use bnerd_api::gateway::ReverseTarget;
+use bnerd_api::{ClusterLinkSpec, GatewayRef, SecretRef};
+use bnerd_cloud::{ACCESS_AS_SHARED, NeutronAdmin, Route, ShareNetwork};
+use bnerd_testkit::{Env, both, spec, unique};
+use bnerd_vpn_operator::controller::{link_input, peers_of};
+use bnerd_vpn_operator::engine::{Customer, Engine, Outcome, unwind};
+
+const NS: &str = "bnerd-vpn-clusterlinks";
+
+/// The customer's credential on the same cloud as `env`, and its project.
+struct Side {
+    net: Arc<dyn NeutronAdmin>,
+    project: String,
+}
+
+async fn customer_side(env: &Env) -> Side {
+    let side = match &env.fake {
+        Some(cloud) => Side {
+            net: Arc::new(cloud.client("customer")),
+            project: "customer".into(),
+        },
+        None => {
+            let lab = bnerd_testkit::lab_env().expect("lab.env");
+            let mut client = bnerd_testkit::lab_app_cred_client(&lab, "CUSTOMER");
+            if env.fabric.tags_at_create {
+                // The customer creates the leg: it must talk to the API that keeps tags too.
+                client = client.with_neutron_url(lab["LAB_NEUTRON_TAGGED_URL"].clone());
+            }
+            Side {
+                net: Arc::new(client),
+                project: lab["LAB_CUSTOMER_PROJECT_ID"].clone(),
+            }
+        }
+    };
+    // What the share step will do: the operator shares its transit network with the project.
+    env.net
+        .create_rbac_policy(&ShareNetwork {
+            network_id: env.fabric.transit_network_id.clone(),
+            action: ACCESS_AS_SHARED.into(),
+            target_tenant: side.project.clone(),
+        })
+        .await
+        .expect("share the transit network");
+    side
+}
+
+fn cross(name: &str, router: &str, cidr: &str, project: &str) -> ClusterLinkSpec {
+    ClusterLinkSpec {
+        credentials_secret_ref: Some(SecretRef {
+            name: format!("clusterlink-{name}"),
+            namespace: NS.into(),
+        }),
+        customer_project_id: Some(project.into()),
+        ..spec(router, cidr, None)
+    }
+}
+
+fn idx(env: &Env, name: &str) -> usize {
+    env.links
+        .iter()
+        .position(|l| l.metadata.name.as_deref() == Some(name))
+        .expect("link")
+}
+
+async fn reconcile(env: &mut Env, name: &str, side: &Side) -> Outcome {
+    let i = idx(env, name);
+    let all: Vec<Arc<_>> = env.links.iter().cloned().map(Arc::new).collect();
+    let l = env.links[i].clone();
+    let peers = peers_of(&l, &all);
+    let status = l.status.clone().unwrap_or_default();
+    let secret = format!("{NS}/clusterlink-{name}");
+    let input = link_input(&l, &status, &peers, &env.reverse).expect("uid");
+    let engine = Engine {
+        net: env.net.as_ref(),
+        fabric: &env.fabric,
+        customer: Some(Customer {
+            net: side.net.as_ref(),
+            project_id: &side.project,
+            secret: &secret,
+        }),
+    };
+    let out = engine.reconcile(&input).await;
+    env.links[i].status = Some(out.status.clone());
+    out
+}
+
+async fn delete(env: &mut Env, name: &str, side: &Side) {
+    let i = idx(env, name);
+    let l = env.links[i].clone();
+    let status = l.status.clone().unwrap_or_default();
+    let secret = format!("{NS}/clusterlink-{name}");
+    let input = link_input(&l, &status, &[], &env.reverse).expect("uid");
+    let engine = Engine {
+        net: env.net.as_ref(),
+        fabric: &env.fabric,
+        customer: Some(Customer {
+            net: side.net.as_ref(),
+            project_id: &side.project,
+            secret: &secret,
+        }),
+    };
+    unwind(&engine, &input, &env.reverse)
+        .await
+        .unwrap_or_else(|f| panic!("unwind of {name}: {f:?}"));
+    env.links.remove(i);
+}
+
+#[track_caller]
+fn assert_ready(env: &Env, name: &str) {
+    let conditions = env.link(name).status.as_ref().map(|s| &s.conditions);
+    assert_eq!(
+        env.condition(name, "Ready").0,
+        "True",
+        "{name} is not Ready: {conditions:?}"
+    );
+}
+
+async fn gateway_routes(env: &Env) -> Vec<Route> {
+    env.get_router(&env.fabric.gateway_router_id).await.routes
+}
+
+/// "The happy path is Ready with share, leg (customer-owned, Neutron-picked address),
+/// attachment, gateway route and reverse routes"; delete leaves nothing but the share.
+async fn cross_tenant_link_is_ready(mut env: Env) {
+    let side = customer_side(&env).await;
+    let router = side.net.create_router(&unique("diehl01")).await.unwrap();
+    env.reverse = vec![ReverseTarget {
+        gateway: GatewayRef {
+            kind: "IPsecGateway".into(),
+            namespace: "vpn".into(),
+            name: "gw".into(),
+        },
+        service_cidr: "100.64.81.0/24".into(),
+        port_fixed_ip: "10.254.0.250".into(),
+    }];
+    env.add_link(
+        "diehl01",
+        cross("diehl01", &router.name, "10.234.0.0/16", &side.project),
+    );
+    reconcile(&mut env, "diehl01", &side).await;
+    assert_ready(&env, "diehl01");
+    let st = env.link("diehl01").status.clone().unwrap();
+    assert_eq!(
+        st.customer_project_id.as_deref(),
+        Some(side.project.as_str())
+    );
+    let ip = st.transit_ip.clone().unwrap();
+    let leg = env.port_at(&ip).await.expect("the operator sees the leg");
+    assert_eq!(
+        leg.project_id, side.project,
+        "the leg is the customer's port"
+    );
+    assert!(leg.is_interface_of(&router.id));
+    assert_eq!(
+        gateway_routes(&env).await,
+        vec![Route::new("10.234.0.0/16", &ip)]
+    );
+    assert_eq!(
+        side.net.get_router(&router.id).await.unwrap().routes,
+        vec![Route::new("100.64.81.0/24", "10.254.0.250")]
+    );
+    let out = reconcile(&mut env, "diehl01", &side).await;
+    assert!(out.actions.is_empty(), "{:?}", out.actions);
+
+    delete(&mut env, "diehl01", &side).await;
+    assert!(gateway_routes(&env).await.is_empty());
+    assert!(
+        side.net
+            .get_router(&router.id)
+            .await
+            .unwrap()
+            .routes
+            .is_empty()
+    );
+    assert_eq!(env.ports().await.len(), 1, "only the gateway's own leg");
+    // "The RBAC share is never removed automatically on delete".
+    let shares = env
+        .net
+        .list_rbac_policies(&env.fabric.transit_network_id)
+        .await
+        .unwrap();
+    assert!(shares.iter().any(|p| p.target_tenant == side.project));
+    side.net.delete_router(&router.id).await.unwrap();
+}
+both!(cross_tenant_link_is_ready);
+
+/// "a customer router can carry exactly one ClusterLink: a second link naming the same
+/// serviceClusterRouter gets its own leg port but fails to attach it"; failures name the
+/// credential that failed.
+async fn failures_name_the_credential(mut env: Env) {
+    let side = customer_side(&env).await;
+    let router = side.net.create_router(&unique("one-router")).await.unwrap();
+    env.add_link(
+        "first",
+        cross("first", &router.id, "10.235.0.0/16", &side.project),
+    );
+    reconcile(&mut env, "first", &side).await;
+    assert_ready(&env, "first");
+    env.add_link(
+        "second",
+        cross("second", &router.id, "10.236.0.0/16", &side.project),
+    );
+    reconcile(&mut env, "second", &side).await;
+    let (s, r, m) = env.condition("second", "LegAttached");
+    assert_eq!(
+        (s.as_str(), r.as_str()),
+        ("False", "EnsureRouterHasPortFailed")
+    );
+    assert!(
+        m.starts_with(&format!(
+            "customer credential (secret {NS}/clusterlink-second): "
+        )),
+        "{m}"
+    );
+    assert!(m.contains("already has a port on subnet"), "{m}");
+    delete(&mut env, "second", &side).await;
+
+    // A router the customer credential cannot see is RouterResolveFailed, on its credential.
+    env.add_link(
+        "blind",
+        cross("blind", "no-such-router", "10.237.0.0/16", &side.project),
+    );
+    reconcile(&mut env, "blind", &side).await;
+    let (_, r, m) = env.condition("blind", "LegAttached");
+    assert_eq!(r, "RouterResolveFailed");
+    assert!(m.starts_with("customer credential (secret "), "{m}");
+    delete(&mut env, "blind", &side).await;
+
+    // A foreign route for the CIDR on the gateway router: the operator's side fails.
+    env.add_routes(
+        &env.fabric.gateway_router_id.clone(),
+        &[Route::new("10.238.0.0/16", "10.254.0.251")],
+    )
+    .await
+    .unwrap();
+    let other = side.net.create_router(&unique("other")).await.unwrap();
+    env.add_link(
+        "clash",
+        cross("clash", &other.id, "10.238.0.0/16", &side.project),
+    );
+    reconcile(&mut env, "clash", &side).await;
+    let (_, r, m) = env.condition("clash", "RouteInstalled");
+    assert_eq!(r, "RouteConflict");
+    assert!(m.starts_with("operator credential: "), "{m}");
+    delete(&mut env, "clash", &side).await;
+    delete(&mut env, "first", &side).await;
+    assert_eq!(env.ports().await.len(), 1);
+    side.net.delete_router(&router.id).await.unwrap();
+    side.net.delete_router(&other.id).await.unwrap();
+}
+both!(failures_name_the_credential);
+
+/// "TransitIPMismatch — terminal: the leg port came back at a different address than
+/// status.transitIP": the route via the old address goes at once, the new port is deleted,
+/// nothing is routed to the new address, and later resyncs write nothing.
+async fn transit_ip_mismatch_is_terminal(mut env: Env) {
+    let side = customer_side(&env).await;
+    let router = side.net.create_router(&unique("mm")).await.unwrap();
+    env.add_link(
+        "mm",
+        cross("mm", &router.id, "10.239.0.0/16", &side.project),
+    );
+    reconcile(&mut env, "mm", &side).await;
+    assert_ready(&env, "mm");
+    let old = env.transit_ip("mm").unwrap();
+    // The leg vanishes out of band and its address is taken before the next reconcile.
+    let leg = env.leg_port_id("mm");
+    side.net
+        .remove_router_interface(&router.id, &leg)
+        .await
+        .unwrap();
+    let squatter = env.port_at_ip(&old, "squatter").await;
+    let out = reconcile(&mut env, "mm", &side).await;
+    let (s, r, m) = env.condition("mm", "LegAttached");
+    assert_eq!(
+        (s.as_str(), r.as_str()),
+        ("False", "TransitIPMismatch"),
+        "{m}"
+    );
+    assert!(
+        m.starts_with(&format!(
+            "customer credential (secret {NS}/clusterlink-mm): "
+        )),
+        "{m}"
+    );
+    assert!(m.contains(&old), "{m}");
+    assert!(
+        gateway_routes(&env).await.is_empty(),
+        "no route to the squatter"
+    );
+    assert_eq!(
+        env.ports().await.len(),
+        2,
+        "the gateway's leg and the squatter: the recreated port is gone"
+    );
+    assert_eq!(env.condition("mm", "Ready").0, "False");
+    assert!(
+        out.actions
+            .iter()
+            .any(|a| a.kind == bnerd_vpn_operator::engine::ActionKind::RouteRemoved),
+        "{:?}",
+        out.actions
+    );
+    // No retry loop: three more resyncs create nothing and write nothing.
+    if let Some(cloud) = &env.fake {
+        cloud.reset_counters();
+    }
+    for _ in 0..3 {
+        reconcile(&mut env, "mm", &side).await;
+        assert_eq!(env.condition("mm", "LegAttached").1, "TransitIPMismatch");
+    }
+    if let Some(cloud) = &env.fake {
+        assert_eq!(cloud.read_write_counts().1, 0, "writes over three resyncs");
+    }
+    assert_eq!(env.ports().await.len(), 2);
+    delete(&mut env, "mm", &side).await;
+    env.net.delete_port(&squatter.id).await.unwrap();
+    side.net.delete_router(&router.id).await.unwrap();
+}
+both!(transit_ip_mismatch_is_terminal);
