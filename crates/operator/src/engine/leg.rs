@@ -13,7 +13,6 @@ use super::plan::StepFail;
 use super::plan::leg::{
     self as rules, LegCall, LegPlan, LegView, RouterSeen, UnwindWhy, call_failed,
 };
-use super::plan::share::Credential;
 use super::plan::unwind::leg_unwind_failed;
 use super::plan::validated::Valid;
 
@@ -162,19 +161,7 @@ pub(crate) async fn ensure(
 ) -> Result<Leg, StepFail> {
     ensure_leg(e, input, valid, actions)
         .await
-        .map_err(|(who, f)| match &e.customer {
-            None => f,
-            Some(c) => {
-                let credential = match who {
-                    Who::Operator => Credential::Operator,
-                    Who::Leg => Credential::Customer(c.secret),
-                };
-                StepFail {
-                    message: format!("{}{}", credential.prefix(), f.message),
-                    ..f
-                }
-            }
-        })
+        .map_err(|(who, f)| e.named(f, matches!(who, Who::Leg)))
 }
 
 /// A cross-tenant leg that came back at another address: remove the route via the old one,

@@ -26,24 +26,6 @@ pub use report::{Transition, deleting_status, transitions};
 pub use unwind::unwind;
 
 impl Engine<'_> {
-    /// A cross-tenant link's failure messages say which credential failed: the operator's
-    /// (gateway route) or the customer's (its router's reverse routes). A same-tenant link's
-    /// read as they always did.
-    fn named(&self, f: StepFail, customer_side: bool) -> StepFail {
-        let Some(c) = &self.customer else {
-            return f;
-        };
-        let who = if customer_side {
-            plan::share::Credential::Customer(c.secret)
-        } else {
-            plan::share::Credential::Operator
-        };
-        StepFail {
-            message: format!("{}{}", who.prefix(), f.message),
-            ..f
-        }
-    }
-
     /// Converge one link. Never fails: every problem becomes a condition.
     pub async fn reconcile(&self, input: &Input<'_>) -> Outcome {
         let mut r = report::Report::new(input);

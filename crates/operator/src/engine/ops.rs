@@ -10,6 +10,8 @@ use bnerd_cloud::{
     CloudError, CreatePort, Neutron, NeutronErrorKind, Port, PortQuery, Route, Router,
 };
 
+use super::plan::StepFail;
+use super::plan::share::Credential;
 use super::plan::unwind::{UnwindError, detach_blocked, gateway_routes_via, reverse_to_remove};
 
 /// The cloud side of the operator: one Neutron credential and the fabric it serves.
@@ -37,6 +39,24 @@ impl<'a> Engine<'a> {
             net,
             fabric,
             customer: None,
+        }
+    }
+
+    /// A cross-tenant link's failure messages say which credential failed: the operator's
+    /// (gateway route) or the customer's (its router's reverse routes). A same-tenant link's
+    /// read as they always did.
+    pub(crate) fn named(&self, f: StepFail, customer_side: bool) -> StepFail {
+        let Some(c) = &self.customer else {
+            return f;
+        };
+        let who = if customer_side {
+            Credential::Customer(c.secret)
+        } else {
+            Credential::Operator
+        };
+        StepFail {
+            message: format!("{}{}", who.prefix(), f.message),
+            ..f
         }
     }
 
