@@ -2,8 +2,9 @@
 //! credential already resolved, the leg lives in the customer's project with an address
 //! Neutron picks, the gateway route stays on the operator's credential, reverse routes go on
 //! the customer's router, failures name the credential, and a leg that comes back elsewhere
-//! is TransitIPMismatch. The credential resolution and the RBAC share step are not wired yet;
-//! these tests share the network the way that step will.
+//! is TransitIPMismatch, and the transit network is shared with the customer's project
+//! (TransitNetworkShared) after the router is found and before the leg. The credential
+//! resolution from the Secret is not wired yet: these tests hand the engine a resolved one.
 
 use std::sync::Arc;
 
@@ -23,7 +24,7 @@ struct Side {
 }
 
 async fn customer_side(env: &Env) -> Side {
-    let side = match &env.fake {
+    match &env.fake {
         Some(cloud) => Side {
             net: Arc::new(cloud.client("customer")),
             project: "customer".into(),
@@ -40,17 +41,29 @@ async fn customer_side(env: &Env) -> Side {
                 project: lab["LAB_CUSTOMER_PROJECT_ID"].clone(),
             }
         }
-    };
-    // What the share step will do: the operator shares its transit network with the project.
+    }
+}
+
+/// A cloud admin on the same cloud (for a share made by hand).
+fn admin_of(env: &Env) -> Arc<dyn NeutronAdmin> {
+    match &env.fake {
+        Some(cloud) => Arc::new(cloud.admin("admin")),
+        None => {
+            let lab = bnerd_testkit::lab_env().expect("lab.env");
+            Arc::new(bnerd_testkit::lab_client(&lab, "ADMIN"))
+        }
+    }
+}
+
+/// The operator's own rules sharing the transit network with `project`.
+async fn own_shares(env: &Env, project: &str) -> usize {
     env.net
-        .create_rbac_policy(&ShareNetwork {
-            network_id: env.fabric.transit_network_id.clone(),
-            action: ACCESS_AS_SHARED.into(),
-            target_tenant: side.project.clone(),
-        })
+        .list_rbac_policies(&env.fabric.transit_network_id)
         .await
-        .expect("share the transit network");
-    side
+        .unwrap()
+        .iter()
+        .filter(|p| p.target_tenant == project && p.action == ACCESS_AS_SHARED)
+        .count()
 }
 
 fn cross(name: &str, router: &str, cidr: &str, project: &str) -> ClusterLinkSpec {
@@ -148,6 +161,9 @@ async fn cross_tenant_link_is_ready(mut env: Env) {
     );
     reconcile(&mut env, "diehl01", &side).await;
     assert_ready(&env, "diehl01");
+    let (s, r, _) = env.condition("diehl01", "TransitNetworkShared");
+    assert_eq!((s.as_str(), r.as_str()), ("True", "Shared"));
+    assert_eq!(own_shares(&env, &side.project).await, 1);
     let st = env.link("diehl01").status.clone().unwrap();
     assert_eq!(
         st.customer_project_id.as_deref(),
@@ -168,8 +184,33 @@ async fn cross_tenant_link_is_ready(mut env: Env) {
         side.net.get_router(&router.id).await.unwrap().routes,
         vec![Route::new("100.64.81.0/24", "10.254.0.250")]
     );
+    // A second link in the same project, on its own router, shares the one rule.
+    let other = side.net.create_router(&unique("diehl02")).await.unwrap();
+    env.add_link(
+        "diehl02",
+        cross("diehl02", &other.id, "10.233.0.0/16", &side.project),
+    );
+    reconcile(&mut env, "diehl02", &side).await;
+    assert_ready(&env, "diehl02");
+    assert_eq!(
+        own_shares(&env, &side.project).await,
+        1,
+        "one RBAC rule per project"
+    );
+    delete(&mut env, "diehl02", &side).await;
+    side.net.delete_router(&other.id).await.unwrap();
+
+    // A resync of a converged link writes nothing.
+    if let Some(cloud) = &env.fake {
+        cloud.reset_counters();
+    }
     let out = reconcile(&mut env, "diehl01", &side).await;
     assert!(out.actions.is_empty(), "{:?}", out.actions);
+    if let Some(cloud) = &env.fake {
+        let (reads, writes) = cloud.read_write_counts();
+        assert_eq!(writes, 0, "resync writes");
+        assert!(reads <= 4, "resync reads: {reads}");
+    }
 
     delete(&mut env, "diehl01", &side).await;
     assert!(gateway_routes(&env).await.is_empty());
@@ -198,6 +239,20 @@ both!(cross_tenant_link_is_ready);
 /// credential that failed.
 async fn failures_name_the_credential(mut env: Env) {
     let side = customer_side(&env).await;
+    // "a link whose serviceClusterRouter can't be resolved in the customer project
+    // (LegAttached=False/RouterResolveFailed) shares nothing."
+    env.add_link(
+        "blind",
+        cross("blind", "no-such-router", "10.237.0.0/16", &side.project),
+    );
+    reconcile(&mut env, "blind", &side).await;
+    let (_, r, m) = env.condition("blind", "LegAttached");
+    assert_eq!(r, "RouterResolveFailed");
+    assert!(m.starts_with("customer credential (secret "), "{m}");
+    assert_eq!(own_shares(&env, &side.project).await, 0, "nothing shared");
+    assert_eq!(env.condition("blind", "TransitNetworkShared").0, "Unknown");
+    delete(&mut env, "blind", &side).await;
+
     let router = side.net.create_router(&unique("one-router")).await.unwrap();
     env.add_link(
         "first",
@@ -223,17 +278,6 @@ async fn failures_name_the_credential(mut env: Env) {
     );
     assert!(m.contains("already has a port on subnet"), "{m}");
     delete(&mut env, "second", &side).await;
-
-    // A router the customer credential cannot see is RouterResolveFailed, on its credential.
-    env.add_link(
-        "blind",
-        cross("blind", "no-such-router", "10.237.0.0/16", &side.project),
-    );
-    reconcile(&mut env, "blind", &side).await;
-    let (_, r, m) = env.condition("blind", "LegAttached");
-    assert_eq!(r, "RouterResolveFailed");
-    assert!(m.starts_with("customer credential (secret "), "{m}");
-    delete(&mut env, "blind", &side).await;
 
     // A foreign route for the CIDR on the gateway router: the operator's side fails.
     env.add_routes(
@@ -327,3 +371,72 @@ async fn transit_ip_mismatch_is_terminal(mut env: Env) {
     side.net.delete_router(&router.id).await.unwrap();
 }
 both!(transit_ip_mismatch_is_terminal);
+
+/// "If such a rule already exists but belongs to someone else (for example an admin made it
+/// by hand), … Neutron answers the create with a conflict (409 DuplicateRbacPolicy). That is
+/// not an error": the customer sees the network, so it is Shared.
+async fn a_hand_made_share_ends_shared(mut env: Env) {
+    let side = customer_side(&env).await;
+    admin_of(&env)
+        .create_rbac_policy(&ShareNetwork {
+            network_id: env.fabric.transit_network_id.clone(),
+            action: ACCESS_AS_SHARED.into(),
+            target_tenant: side.project.clone(),
+        })
+        .await
+        .expect("the admin shares by hand");
+    let router = side.net.create_router(&unique("hand")).await.unwrap();
+    env.add_link(
+        "hand",
+        cross("hand", &router.id, "10.232.0.0/16", &side.project),
+    );
+    reconcile(&mut env, "hand", &side).await;
+    assert_ready(&env, "hand");
+    assert_eq!(env.condition("hand", "TransitNetworkShared").1, "Shared");
+    assert_eq!(
+        own_shares(&env, &side.project).await,
+        0,
+        "the admin's rule serves"
+    );
+    delete(&mut env, "hand", &side).await;
+    side.net.delete_router(&router.id).await.unwrap();
+}
+both!(a_hand_made_share_ends_shared);
+
+/// "If the operator's own credential isn't allowed to create that RBAC rule
+/// (TransitNetworkShared=False/TransitNetworkNotShared), the condition message names the
+/// one-time command an OpenStack admin runs instead"; no leg is created.
+#[tokio::test]
+async fn a_refused_share_names_the_command() {
+    let cloud = bnerd_cloud_fake::FakeCloud::new();
+    let mut env = bnerd_testkit::fake_env_with(cloud.clone()).await;
+    let side = customer_side(&env).await;
+    let router = side.net.create_router("refused").await.unwrap();
+    cloud.inject(
+        bnerd_cloud_fake::Op::CreateRbacPolicy,
+        bnerd_cloud_fake::Fault::Error {
+            status: 403,
+            kind: "PolicyNotAuthorized".into(),
+            message: "create_rbac_policy is disallowed by policy".into(),
+        },
+        1,
+    );
+    env.add_link(
+        "refused",
+        cross("refused", &router.id, "10.231.0.0/16", &side.project),
+    );
+    reconcile(&mut env, "refused", &side).await;
+    let (s, r, m) = env.condition("refused", "TransitNetworkShared");
+    assert_eq!(
+        (s.as_str(), r.as_str()),
+        ("False", "TransitNetworkNotShared")
+    );
+    let command = format!(
+        "openstack network rbac create --type network --action access_as_shared --target-project {} {}",
+        side.project, env.fabric.transit_network_id
+    );
+    assert!(m.contains(&command), "{m}");
+    assert!(m.starts_with("operator credential: "), "{m}");
+    assert_eq!(env.condition("refused", "LegAttached").0, "Unknown");
+    assert_eq!(env.ports().await.len(), 1, "no leg without the share");
+}

@@ -153,13 +153,47 @@ fn leg_side(f: StepFail) -> (Who, StepFail) {
     (Who::Leg, f)
 }
 
+/// The router the spec names, and what was read finding it. On a cross-tenant link this
+/// comes first: "RouterResolveFailed is checked before the transit network is shared, so it
+/// leaves no share behind".
+pub(crate) struct Resolved {
+    ports: Vec<Port>,
+    router: Router,
+    seen: Seen,
+}
+
+pub(crate) async fn resolve(e: &Engine<'_>, input: &Input<'_>) -> Result<Resolved, StepFail> {
+    let found = async {
+        let ports = ops::transit_ports(e)
+            .await
+            .map_err(|err| operator(call_failed(LegCall::ListPorts, &err)))?;
+        let own: Vec<&Port> = ports
+            .iter()
+            .filter(|p| rules::is_own(p, input.uid))
+            .collect();
+        let (found, mut seen) = observe_router(e, &input.spec.service_cluster_router, &own).await;
+        let router =
+            rules::resolve_router(&input.spec.service_cluster_router, found).map_err(leg_side)?;
+        // Listed or read whole: its routes serve the reverse step.
+        seen.service.get_or_insert_with(|| router.clone());
+        Ok(Resolved {
+            ports,
+            router,
+            seen,
+        })
+    }
+    .await;
+    found.map_err(|(who, f)| e.named(f, matches!(who, Who::Leg)))
+}
+
 pub(crate) async fn ensure(
     e: &Engine<'_>,
     input: &Input<'_>,
     valid: &Valid,
+    resolved: Resolved,
     actions: &mut Vec<Action>,
 ) -> Result<Leg, StepFail> {
-    ensure_leg(e, input, valid, actions)
+    ensure_leg(e, input, valid, resolved, actions)
         .await
         .map_err(|(who, f)| e.named(f, matches!(who, Who::Leg)))
 }
@@ -205,25 +239,15 @@ async fn refuse_mismatch(
     (Who::Leg, f)
 }
 
-fn mismatch_held(input: &Input<'_>) -> bool {
-    bnerd_api::conditions::find(
-        &input.status.conditions,
-        bnerd_api::ConditionType::LegAttached,
-    )
-    .is_some_and(|c| {
-        c.status == "False" && c.reason == bnerd_api::Reason::TransitIPMismatch.as_str()
-    })
-}
-
 async fn ensure_leg(
     e: &Engine<'_>,
     input: &Input<'_>,
     valid: &Valid,
+    resolved: Resolved,
     actions: &mut Vec<Action>,
 ) -> Result<Leg, (Who, StepFail)> {
     let want_tags = link_tags(input.name, input.uid);
     let mut lost = BTreeSet::new();
-    let mut resolved: Option<(Router, Seen)> = None;
     let cross_tenant = e.customer.is_some();
     // Only a cross-tenant leg can come back elsewhere: Neutron picks its address.
     let mut recorded_ip: Option<Ipv4Addr> = if cross_tenant {
@@ -235,28 +259,22 @@ async fn ensure_leg(
     } else {
         None
     };
-    let held = cross_tenant && mismatch_held(input);
+    let held = cross_tenant && rules::mismatch_recorded(&input.status.conditions);
+    let Resolved {
+        ports,
+        router,
+        seen,
+    } = resolved;
+    let mut listed = Some(ports);
+    let mut next_seen = Some(seen);
     for _ in 0..MAX_ROUNDS {
-        let ports = ops::transit_ports(e)
-            .await
-            .map_err(|err| operator(call_failed(LegCall::ListPorts, &err)))?;
-        let (router, mut seen) = match resolved.take() {
-            Some(r) => r,
-            None => {
-                let own: Vec<&Port> = ports
-                    .iter()
-                    .filter(|p| rules::is_own(p, input.uid))
-                    .collect();
-                let (found, seen) =
-                    observe_router(e, &input.spec.service_cluster_router, &own).await;
-                let router = rules::resolve_router(&input.spec.service_cluster_router, found)
-                    .map_err(leg_side)?;
-                let mut seen = seen;
-                // Listed or read whole: its routes serve the reverse step.
-                seen.service.get_or_insert_with(|| router.clone());
-                (router, seen)
-            }
+        let ports = match listed.take() {
+            Some(p) => p,
+            None => ops::transit_ports(e)
+                .await
+                .map_err(|err| operator(call_failed(LegCall::ListPorts, &err)))?,
         };
+        let mut seen = next_seen.take().unwrap_or_default();
         let chosen = loop {
             let view = LegView {
                 uid: input.uid,
@@ -347,9 +365,8 @@ async fn ensure_leg(
             }
         };
         let Some(mut port) = chosen else {
-            // Ports changed: look again. Routes changed on both routers; the router the spec
-            // names did not.
-            resolved = Some((router, Seen::default()));
+            // Ports changed: look again. Routes changed on both routers (nothing read stays
+            // current); the router the spec names did not.
             continue;
         };
         let settle = rules::settle(&port, &want_tags, &router.id);
@@ -384,7 +401,7 @@ async fn ensure_leg(
         return Ok(Leg {
             port_id: port.id,
             ip,
-            router_id: router.id,
+            router_id: router.id.clone(),
             seen,
         });
     }

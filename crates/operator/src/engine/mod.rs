@@ -13,6 +13,7 @@ mod ops;
 pub mod plan;
 mod report;
 mod reverse_routes;
+mod share;
 mod unwind;
 
 use bnerd_api::ConditionType;
@@ -47,7 +48,24 @@ impl Engine<'_> {
         }
         r.pass(ConditionType::Validated, plan::validated::valid_message());
 
-        let leg = match leg::ensure(self, input, &valid, &mut r.actions).await {
+        let leg = match leg::resolve(self, input).await {
+            Ok(resolved) => {
+                if let Some(c) = &self.customer {
+                    // After the router is found, before the leg: the customer may only create
+                    // a port on the transit network once it is shared with its project.
+                    match share::ensure(self, c).await {
+                        Ok(msg) => r.pass(ConditionType::TransitNetworkShared, msg),
+                        Err(f) => {
+                            r.fail(ConditionType::TransitNetworkShared, f);
+                            return r.finish();
+                        }
+                    }
+                }
+                leg::ensure(self, input, &valid, resolved, &mut r.actions).await
+            }
+            Err(f) => Err(f),
+        };
+        let leg = match leg {
             Ok(leg) => leg,
             Err(f) => {
                 if gateway_route::withdraw_orphaned(self, input, &mut r.actions).await {

@@ -22,8 +22,22 @@ fn true_reason(t: ConditionType) -> Reason {
     }
 }
 
+/// The conditions a cross-tenant link carries today. TenantIsolationAttested and
+/// CredentialsResolved join once the engine resolves the customer's credential itself
+/// (issue 8); until then the caller hands it a resolved one.
+const CROSS_TENANT: &[ConditionType] = &[
+    ConditionType::Validated,
+    ConditionType::TransitNetworkShared,
+    ConditionType::LegAttached,
+    ConditionType::RouteInstalled,
+    ConditionType::ReverseRoutesInstalled,
+    ConditionType::Ready,
+];
+
 pub(crate) struct Report {
     pub status: ClusterLinkStatus,
+    /// The conditions this link carries, in step order.
+    steps: &'static [ConditionType],
     generation: Option<i64>,
     now: Timestamp,
     done: Vec<ConditionType>,
@@ -36,6 +50,11 @@ pub(crate) struct Report {
 impl Report {
     pub fn new(input: &Input<'_>) -> Self {
         Self {
+            steps: if input.spec.credentials_secret_ref.is_some() {
+                CROSS_TENANT
+            } else {
+                ConditionType::SAME_TENANT
+            },
             status: input.status.clone(),
             generation: input.generation,
             now: Timestamp::now(),
@@ -72,7 +91,7 @@ impl Report {
 
     /// Conditions not reached are Unknown, naming the step that stopped them; Ready sums up.
     pub fn finish(mut self) -> Outcome {
-        for &t in ConditionType::SAME_TENANT {
+        for &t in self.steps {
             if t == ConditionType::Ready || self.done.contains(&t) {
                 continue;
             }
@@ -83,7 +102,8 @@ impl Report {
             let message = format!("not evaluated: {blocker} is not True");
             self.set(t, Status::Unknown, Reason::Blocked, message);
         }
-        let not_true: Vec<&str> = ConditionType::SAME_TENANT
+        let not_true: Vec<&str> = self
+            .steps
             .iter()
             .filter(|t| **t != ConditionType::Ready)
             .filter(|t| !bnerd_api::conditions::is_true(&self.status.conditions, **t))

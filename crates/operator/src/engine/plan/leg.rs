@@ -279,6 +279,15 @@ fn allocate_by_neutron(v: &LegView<'_>) -> LegPlan {
     }
 }
 
+/// Whether the last reconcile ended in TransitIPMismatch (held until a human recreates the
+/// link).
+pub(crate) fn mismatch_recorded(
+    conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+) -> bool {
+    bnerd_api::conditions::find(conditions, bnerd_api::ConditionType::LegAttached)
+        .is_some_and(|c| c.status == "False" && c.reason == Reason::TransitIPMismatch.as_str())
+}
+
 fn mismatch_held() -> StepFail {
     StepFail::terminal(
         Reason::TransitIPMismatch,

@@ -45,6 +45,18 @@ pub fn already_shared(own: &[RbacPolicy], network: &str, project: &str) -> bool 
     })
 }
 
+/// Listing the operator's own rules failed.
+pub fn list_failed(e: &CloudError) -> StepFail {
+    StepFail::cloud(
+        Reason::EnsureNetworkSharedFailed,
+        &format!(
+            "{}listing the transit network's RBAC rules",
+            Credential::Operator.prefix()
+        ),
+        e,
+    )
+}
+
 /// What follows the create attempt on the operator's credential.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AfterCreate {

@@ -1,0 +1,41 @@
+//! TransitNetworkShared, observe and act (cross-tenant only): the operator's own RBAC rules on
+//! the transit network, a create when none shares it with the customer project, and the
+//! customer's own look at the network when the create is refused or collides.
+
+use bnerd_cloud::{ACCESS_AS_SHARED, ShareNetwork};
+
+use super::ops::{Customer, Engine};
+use super::plan::StepFail;
+use super::plan::share::{
+    AfterCreate, after_create, after_visibility, already_shared, list_failed, shared_message,
+};
+
+/// Share the transit network with the customer's project, or prove it already is. Runs at
+/// every reconcile (self-healing a removed rule); writes nothing when one of the operator's
+/// rules is in place.
+pub(crate) async fn ensure(e: &Engine<'_>, c: &Customer<'_>) -> Result<String, StepFail> {
+    let network = &e.fabric.transit_network_id;
+    let project = c.project_id;
+    let own = e
+        .net
+        .list_rbac_policies(network)
+        .await
+        .map_err(|err| list_failed(&err))?;
+    if already_shared(&own, network, project) {
+        return Ok(shared_message(network, project));
+    }
+    let req = ShareNetwork {
+        network_id: network.clone(),
+        action: ACCESS_AS_SHARED.into(),
+        target_tenant: project.to_string(),
+    };
+    let created = e.net.create_rbac_policy(&req).await.map(|_| ());
+    match after_create(created.as_ref().map(|_| ())) {
+        AfterCreate::Shared => Ok(shared_message(network, project)),
+        AfterCreate::Failed(f) => Err(f),
+        AfterCreate::CheckVisibility => {
+            let seen = c.net.get_network(network).await.map(|_| ());
+            after_visibility(seen.as_ref().map(|_| ()), network, project, c.secret)
+        }
+    }
+}
