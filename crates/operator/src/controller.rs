@@ -99,8 +99,16 @@ pub fn link_input<'a>(
         status,
         peers,
         reverse_targets: targets,
+        annotations: link
+            .metadata
+            .annotations
+            .as_ref()
+            .unwrap_or(&NO_ANNOTATIONS),
     })
 }
+
+static NO_ANNOTATIONS: std::collections::BTreeMap<String, String> =
+    std::collections::BTreeMap::new();
 
 async fn apply(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> {
     let name = link.name_any();
@@ -151,6 +159,10 @@ async fn apply(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> {
             Action::requeue(ctx.config.resync_interval)
         }
         Retry::Backoff => Action::requeue(ctx.backoff.next_delay(&name)),
+        Retry::After(d) => {
+            ctx.backoff.reset(&name);
+            Action::requeue(d)
+        }
     })
 }
 

@@ -6,42 +6,204 @@
 //! (TransitNetworkShared) after the router is found and before the leg. The credential
 //! resolution from the Secret is not wired yet: these tests hand the engine a resolved one.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
+use async_trait::async_trait;
 use bnerd_api::gateway::ReverseTarget;
+use bnerd_api::names::ANNOTATION_API_ACCESS;
 use bnerd_api::{ClusterLinkSpec, GatewayRef, SecretRef};
-use bnerd_cloud::{ACCESS_AS_SHARED, NeutronAdmin, Route, ShareNetwork};
+use bnerd_cloud::{
+    ACCESS_AS_SHARED, AuthConfig, AuthMethod, NeutronAdmin, OpenStack, Route, ShareNetwork,
+};
+use bnerd_cloud_fake::FakeCloud;
 use bnerd_testkit::{Env, both, spec, unique};
 use bnerd_vpn_operator::controller::{link_input, peers_of};
-use bnerd_vpn_operator::engine::{Customer, Engine, Outcome, unwind};
+use bnerd_vpn_operator::engine::{
+    Checked, CredentialSource, Customer, CustomerCloud, CustomerCredential, Engine,
+    OperatorIdentity, Outcome, reconcile_cross_tenant, unwind,
+};
 
 const NS: &str = "bnerd-vpn-clusterlinks";
 
-/// The customer's credential on the same cloud as `env`, and its project.
-struct Side {
-    net: Arc<dyn NeutronAdmin>,
-    project: String,
+/// Where the customer's clients come from: the fake cloud, or the lab at the operator's own
+/// Keystone endpoint (on the API that keeps create-body tags when the env uses it).
+enum Backend {
+    Fake(FakeCloud),
+    Lab {
+        lab: BTreeMap<String, String>,
+        neutron_url: Option<String>,
+    },
 }
 
-async fn customer_side(env: &Env) -> Side {
-    match &env.fake {
-        Some(cloud) => Side {
-            net: Arc::new(cloud.client("customer")),
-            project: "customer".into(),
-        },
-        None => {
-            let lab = bnerd_testkit::lab_env().expect("lab.env");
-            let mut client = bnerd_testkit::lab_app_cred_client(&lab, "CUSTOMER");
-            if env.fabric.tags_at_create {
-                // The customer creates the leg: it must talk to the API that keeps tags too.
-                client = client.with_neutron_url(lab["LAB_NEUTRON_TAGGED_URL"].clone());
+/// A Secret's data.
+type SecretData = BTreeMap<String, Vec<u8>>;
+
+/// The controller's part, as a test stand-in: Secrets in a map, counted reads and clients.
+struct Source {
+    backend: Backend,
+    /// By (namespace, name).
+    secrets: Mutex<BTreeMap<(String, String), SecretData>>,
+    reads: AtomicUsize,
+    clients: AtomicUsize,
+    /// What was found out per application credential (the controller keys it by Secret
+    /// version).
+    checked: Mutex<BTreeMap<String, Checked>>,
+}
+
+#[async_trait]
+impl CredentialSource for Source {
+    async fn secret(&self, r: &SecretRef) -> Result<Option<SecretData>, String> {
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        let map = self.secrets.lock().unwrap();
+        Ok(map.get(&(r.namespace.clone(), r.name.clone())).cloned())
+    }
+
+    fn client(&self, c: &CustomerCredential) -> Arc<dyn CustomerCloud> {
+        self.clients.fetch_add(1, Ordering::Relaxed);
+        self.backend.clients(c).1
+    }
+
+    fn checked(&self, c: &CustomerCredential) -> Option<Checked> {
+        self.checked.lock().unwrap().get(&c.id).cloned()
+    }
+
+    fn remember(&self, c: &CustomerCredential, checked: Checked) {
+        self.checked.lock().unwrap().insert(c.id.clone(), checked);
+    }
+}
+
+impl Backend {
+    /// A client on this application credential (the test fixtures also create routers
+    /// with it, so it keeps the lab-only calls).
+    fn clients(&self, c: &CustomerCredential) -> (Arc<dyn NeutronAdmin>, Arc<dyn CustomerCloud>) {
+        match self {
+            Backend::Fake(cloud) => {
+                let client = Arc::new(cloud.client_with_app_cred(&c.id, c.secret.expose()));
+                (client.clone(), client)
             }
-            Side {
-                net: Arc::new(client),
-                project: lab["LAB_CUSTOMER_PROJECT_ID"].clone(),
+            Backend::Lab { lab, neutron_url } => {
+                let client = OpenStack::new(AuthConfig {
+                    auth_url: lab["OS_AUTH_URL"].clone(),
+                    region: Some("RegionOne".into()),
+                    interface: "public".into(),
+                    method: AuthMethod::ApplicationCredential {
+                        id: c.id.clone(),
+                        secret: c.secret.clone(),
+                    },
+                })
+                .expect("client");
+                let client = Arc::new(match neutron_url {
+                    Some(u) => client.with_neutron_url(u.clone()),
+                    None => client,
+                });
+                (client.clone(), client)
             }
         }
     }
+}
+
+/// The customer's side of a test: its credentials as Secrets, its project, a client.
+struct Side {
+    source: Source,
+    operator: OperatorIdentity,
+    project: String,
+    net: Arc<dyn NeutronAdmin>,
+    /// (id, secret) of the customer's member application credential.
+    member: (String, String),
+}
+
+impl Side {
+    /// Write `clusterlink-<link>` with these keys.
+    fn put_secret(&self, link: &str, pairs: &[(&str, &str)]) {
+        let data = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.as_bytes().to_vec()))
+            .collect();
+        self.source
+            .secrets
+            .lock()
+            .unwrap()
+            .insert((NS.into(), format!("clusterlink-{link}")), data);
+    }
+
+    /// The member credential, as hq writes it.
+    fn put_member_secret(&self, link: &str) {
+        let (id, secret) = self.member.clone();
+        self.put_secret(
+            link,
+            &[
+                ("OS_APPLICATION_CREDENTIAL_ID", &id),
+                ("OS_APPLICATION_CREDENTIAL_SECRET", &secret),
+            ],
+        );
+    }
+
+    /// An application credential by its lab.env name, or made in the fake.
+    fn app_cred(&self, lab_key: &str, fake_project: &str, roles: &[&str]) -> (String, String) {
+        match &self.source.backend {
+            Backend::Fake(cloud) => cloud.application_credential(fake_project, roles),
+            Backend::Lab { lab, .. } => (
+                lab[&format!("LAB_{lab_key}_AC_ID")].clone(),
+                lab[&format!("LAB_{lab_key}_AC_SECRET")].clone(),
+            ),
+        }
+    }
+}
+
+async fn customer_side(env: &Env) -> Side {
+    let (backend, operator, project) = match &env.fake {
+        Some(cloud) => (
+            Backend::Fake(cloud.clone()),
+            OperatorIdentity {
+                project_id: "operator".into(),
+                auth_url: "http://127.0.0.1:5000/v3".into(),
+                region: Some("RegionOne".into()),
+            },
+            "customer".to_string(),
+        ),
+        None => {
+            let lab = bnerd_testkit::lab_env().expect("lab.env");
+            let operator = OperatorIdentity {
+                project_id: lab["LAB_OPERATOR_PROJECT_ID"].clone(),
+                auth_url: lab["OS_AUTH_URL"].clone(),
+                region: Some("RegionOne".into()),
+            };
+            let project = lab["LAB_CUSTOMER_PROJECT_ID"].clone();
+            let neutron_url = env
+                .fabric
+                .tags_at_create
+                .then(|| lab["LAB_NEUTRON_TAGGED_URL"].clone());
+            (Backend::Lab { lab, neutron_url }, operator, project)
+        }
+    };
+    let source = Source {
+        backend,
+        secrets: Mutex::new(BTreeMap::new()),
+        reads: AtomicUsize::new(0),
+        clients: AtomicUsize::new(0),
+        checked: Mutex::new(BTreeMap::new()),
+    };
+    let mut side = Side {
+        source,
+        operator,
+        project: project.clone(),
+        net: Arc::new(FakeCloud::new().client("nobody")),
+        member: (String::new(), String::new()),
+    };
+    side.member = side.app_cred("CUSTOMER", "customer", &["member"]);
+    let (id, secret) = side.member.clone();
+    side.net = side
+        .source
+        .backend
+        .clients(&CustomerCredential {
+            id,
+            secret: bnerd_cloud::SecretString::new(secret),
+        })
+        .0;
+    side
 }
 
 /// A cloud admin on the same cloud (for a share made by hand).
@@ -84,39 +246,49 @@ fn idx(env: &Env, name: &str) -> usize {
         .expect("link")
 }
 
+/// Add a cross-tenant link as infra writes it: the attestation annotation next to the spec,
+/// and hq's Secret with the customer's member credential.
+fn add(env: &mut Env, side: &Side, name: &str, router: &str, cidr: &str) {
+    env.add_link(name, cross(name, router, cidr, &side.project));
+    let i = idx(env, name);
+    env.links[i].metadata.annotations =
+        Some([(ANNOTATION_API_ACCESS.to_string(), "none".to_string())].into());
+    side.put_member_secret(name);
+}
+
 async fn reconcile(env: &mut Env, name: &str, side: &Side) -> Outcome {
     let i = idx(env, name);
     let all: Vec<Arc<_>> = env.links.iter().cloned().map(Arc::new).collect();
     let l = env.links[i].clone();
     let peers = peers_of(&l, &all);
     let status = l.status.clone().unwrap_or_default();
-    let secret = format!("{NS}/clusterlink-{name}");
     let input = link_input(&l, &status, &peers, &env.reverse).expect("uid");
-    let engine = Engine {
-        net: env.net.as_ref(),
-        fabric: &env.fabric,
-        customer: Some(Customer {
-            net: side.net.as_ref(),
-            project_id: &side.project,
-            secret: &secret,
-        }),
-    };
-    let out = engine.reconcile(&input).await;
+    let out = reconcile_cross_tenant(
+        env.net.as_ref(),
+        &env.fabric,
+        &side.source,
+        &side.operator,
+        NS,
+        &input,
+    )
+    .await;
     env.links[i].status = Some(out.status.clone());
     out
 }
 
+/// Delete with the customer's working credential (the controller resolves it the same way).
 async fn delete(env: &mut Env, name: &str, side: &Side) {
     let i = idx(env, name);
     let l = env.links[i].clone();
     let status = l.status.clone().unwrap_or_default();
     let secret = format!("{NS}/clusterlink-{name}");
     let input = link_input(&l, &status, &[], &env.reverse).expect("uid");
+    let customer_net: &dyn bnerd_cloud::Neutron = side.net.as_ref();
     let engine = Engine {
         net: env.net.as_ref(),
         fabric: &env.fabric,
         customer: Some(Customer {
-            net: side.net.as_ref(),
+            net: customer_net,
             project_id: &side.project,
             secret: &secret,
         }),
@@ -155,10 +327,7 @@ async fn cross_tenant_link_is_ready(mut env: Env) {
         service_cidr: "100.64.81.0/24".into(),
         port_fixed_ip: "10.254.0.250".into(),
     }];
-    env.add_link(
-        "diehl01",
-        cross("diehl01", &router.name, "10.234.0.0/16", &side.project),
-    );
+    add(&mut env, &side, "diehl01", &router.name, "10.234.0.0/16");
     reconcile(&mut env, "diehl01", &side).await;
     assert_ready(&env, "diehl01");
     let (s, r, _) = env.condition("diehl01", "TransitNetworkShared");
@@ -186,10 +355,7 @@ async fn cross_tenant_link_is_ready(mut env: Env) {
     );
     // A second link in the same project, on its own router, shares the one rule.
     let other = side.net.create_router(&unique("diehl02")).await.unwrap();
-    env.add_link(
-        "diehl02",
-        cross("diehl02", &other.id, "10.233.0.0/16", &side.project),
-    );
+    add(&mut env, &side, "diehl02", &other.id, "10.233.0.0/16");
     reconcile(&mut env, "diehl02", &side).await;
     assert_ready(&env, "diehl02");
     assert_eq!(
@@ -241,10 +407,7 @@ async fn failures_name_the_credential(mut env: Env) {
     let side = customer_side(&env).await;
     // "a link whose serviceClusterRouter can't be resolved in the customer project
     // (LegAttached=False/RouterResolveFailed) shares nothing."
-    env.add_link(
-        "blind",
-        cross("blind", "no-such-router", "10.237.0.0/16", &side.project),
-    );
+    add(&mut env, &side, "blind", "no-such-router", "10.237.0.0/16");
     reconcile(&mut env, "blind", &side).await;
     let (_, r, m) = env.condition("blind", "LegAttached");
     assert_eq!(r, "RouterResolveFailed");
@@ -254,16 +417,10 @@ async fn failures_name_the_credential(mut env: Env) {
     delete(&mut env, "blind", &side).await;
 
     let router = side.net.create_router(&unique("one-router")).await.unwrap();
-    env.add_link(
-        "first",
-        cross("first", &router.id, "10.235.0.0/16", &side.project),
-    );
+    add(&mut env, &side, "first", &router.id, "10.235.0.0/16");
     reconcile(&mut env, "first", &side).await;
     assert_ready(&env, "first");
-    env.add_link(
-        "second",
-        cross("second", &router.id, "10.236.0.0/16", &side.project),
-    );
+    add(&mut env, &side, "second", &router.id, "10.236.0.0/16");
     reconcile(&mut env, "second", &side).await;
     let (s, r, m) = env.condition("second", "LegAttached");
     assert_eq!(
@@ -287,10 +444,7 @@ async fn failures_name_the_credential(mut env: Env) {
     .await
     .unwrap();
     let other = side.net.create_router(&unique("other")).await.unwrap();
-    env.add_link(
-        "clash",
-        cross("clash", &other.id, "10.238.0.0/16", &side.project),
-    );
+    add(&mut env, &side, "clash", &other.id, "10.238.0.0/16");
     reconcile(&mut env, "clash", &side).await;
     let (_, r, m) = env.condition("clash", "RouteInstalled");
     assert_eq!(r, "RouteConflict");
@@ -309,10 +463,7 @@ both!(failures_name_the_credential);
 async fn transit_ip_mismatch_is_terminal(mut env: Env) {
     let side = customer_side(&env).await;
     let router = side.net.create_router(&unique("mm")).await.unwrap();
-    env.add_link(
-        "mm",
-        cross("mm", &router.id, "10.239.0.0/16", &side.project),
-    );
+    add(&mut env, &side, "mm", &router.id, "10.239.0.0/16");
     reconcile(&mut env, "mm", &side).await;
     assert_ready(&env, "mm");
     let old = env.transit_ip("mm").unwrap();
@@ -386,10 +537,7 @@ async fn a_hand_made_share_ends_shared(mut env: Env) {
         .await
         .expect("the admin shares by hand");
     let router = side.net.create_router(&unique("hand")).await.unwrap();
-    env.add_link(
-        "hand",
-        cross("hand", &router.id, "10.232.0.0/16", &side.project),
-    );
+    add(&mut env, &side, "hand", &router.id, "10.232.0.0/16");
     reconcile(&mut env, "hand", &side).await;
     assert_ready(&env, "hand");
     assert_eq!(env.condition("hand", "TransitNetworkShared").1, "Shared");
@@ -421,10 +569,7 @@ async fn a_refused_share_names_the_command() {
         },
         1,
     );
-    env.add_link(
-        "refused",
-        cross("refused", &router.id, "10.231.0.0/16", &side.project),
-    );
+    add(&mut env, &side, "refused", &router.id, "10.231.0.0/16");
     reconcile(&mut env, "refused", &side).await;
     let (s, r, m) = env.condition("refused", "TransitNetworkShared");
     assert_eq!(

@@ -6,6 +6,7 @@
 //! that decision, and `report` turns the results into conditions. A failing step sets its own
 //! condition False and the later ones Unknown; nothing after it touches the cloud.
 
+mod credentials;
 mod gateway_route;
 mod leg;
 mod model;
@@ -18,36 +19,43 @@ mod unwind;
 
 use bnerd_api::ConditionType;
 
+pub use credentials::{Checked, CredentialSource, CustomerCloud, OperatorIdentity};
 pub use model::{Action, ActionKind, Input, Outcome, Retry};
 pub use ops::{Customer, Engine};
 pub use plan::reverse_routes::GatewayProblem;
+pub use plan::tenant::CustomerCredential;
 pub use plan::unwind::UnwindPlan;
 pub use plan::{Peer, StepFail};
 pub use report::{Transition, deleting_status, transitions};
 pub use unwind::unwind;
 
 impl Engine<'_> {
-    /// Converge one link. Never fails: every problem becomes a condition.
+    /// Converge one link. Never fails: every problem becomes a condition. A cross-tenant
+    /// link needs its customer's credential: through [`reconcile_cross_tenant`], or already
+    /// resolved in `customer`.
     pub async fn reconcile(&self, input: &Input<'_>) -> Outcome {
         let mut r = report::Report::new(input);
-        let spec = input.spec;
-
-        let valid = match plan::validated::plan(spec, self.fabric.transit_subnet) {
-            Ok(v) => v,
-            Err(f) => {
-                r.fail(ConditionType::Validated, f);
-                return r.finish();
-            }
+        let Some(valid) = validate(self.fabric, input, &mut r) else {
+            return r.finish();
         };
-        if spec.credentials_secret_ref.is_some() && self.customer.is_none() {
+        if input.spec.credentials_secret_ref.is_some() && self.customer.is_none() {
             r.fail(
                 ConditionType::Validated,
                 plan::validated::cross_tenant_unsupported(),
             );
             return r.finish();
         }
-        r.pass(ConditionType::Validated, plan::validated::valid_message());
+        self.converge(input, &valid, &mut r).await;
+        r.finish()
+    }
 
+    /// Every step after Validated (and, cross-tenant, after the credential).
+    async fn converge(
+        &self,
+        input: &Input<'_>,
+        valid: &plan::validated::Valid,
+        r: &mut report::Report,
+    ) {
         let leg = match leg::resolve(self, input).await {
             Ok(resolved) => {
                 if let Some(c) = &self.customer {
@@ -57,11 +65,11 @@ impl Engine<'_> {
                         Ok(msg) => r.pass(ConditionType::TransitNetworkShared, msg),
                         Err(f) => {
                             r.fail(ConditionType::TransitNetworkShared, f);
-                            return r.finish();
+                            return;
                         }
                     }
                 }
-                leg::ensure(self, input, &valid, resolved, &mut r.actions).await
+                leg::ensure(self, input, valid, resolved, &mut r.actions).await
             }
             Err(f) => Err(f),
         };
@@ -72,7 +80,7 @@ impl Engine<'_> {
                     r.status.gateway_route = None;
                 }
                 r.fail(ConditionType::LegAttached, f);
-                return r.finish();
+                return;
             }
         };
         r.status.leg_port_id = Some(leg.port_id.clone());
@@ -89,7 +97,7 @@ impl Engine<'_> {
             ),
         );
 
-        match gateway_route::ensure(self, input, &valid, &leg, &mut r.actions).await {
+        match gateway_route::ensure(self, input, valid, &leg, &mut r.actions).await {
             Ok((msg, route)) => {
                 r.status.gateway_route = Some(route);
                 r.pass(ConditionType::RouteInstalled, msg);
@@ -108,6 +116,85 @@ impl Engine<'_> {
             Ok(msg) => r.pass(ConditionType::ReverseRoutesInstalled, msg),
             Err(f) => r.fail(ConditionType::ReverseRoutesInstalled, self.named(f, true)),
         }
-        r.finish()
     }
+}
+
+/// Validated, the first step of every link.
+fn validate(
+    fabric: &bnerd_cloud::fabric::Fabric,
+    input: &Input<'_>,
+    r: &mut report::Report,
+) -> Option<plan::validated::Valid> {
+    match plan::validated::plan(input.spec, fabric.transit_subnet) {
+        Ok(v) => {
+            r.pass(ConditionType::Validated, plan::validated::valid_message());
+            Some(v)
+        }
+        Err(f) => {
+            r.fail(ConditionType::Validated, f);
+            None
+        }
+    }
+}
+
+/// The seed's "fixed 15s requeue" for most credential failures.
+const CREDENTIALS_RETRY: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Converge a cross-tenant link (seed: "Cross-tenant ClusterLinks"): Validated →
+/// TenantIsolationAttested → CredentialsResolved → (router, TransitNetworkShared, leg) →
+/// RouteInstalled → ReverseRoutesInstalled. Nothing touches OpenStack before the
+/// attestation, and nothing changes before the credential is resolved.
+pub async fn reconcile_cross_tenant(
+    net: &dyn bnerd_cloud::Neutron,
+    fabric: &bnerd_cloud::fabric::Fabric,
+    source: &dyn CredentialSource,
+    operator: &OperatorIdentity,
+    credentials_namespace: &str,
+    input: &Input<'_>,
+) -> Outcome {
+    let mut r = report::Report::new(input);
+    let Some(valid) = validate(fabric, input, &mut r) else {
+        return r.finish();
+    };
+    let Some(secret_ref) = input.spec.credentials_secret_ref.as_ref() else {
+        return Engine::same_tenant(net, fabric).reconcile(input).await;
+    };
+    match credentials::attestation(input, secret_ref) {
+        Ok(msg) => r.pass(ConditionType::TenantIsolationAttested, msg),
+        Err(f) => {
+            r.fail(ConditionType::TenantIsolationAttested, f);
+            return r.finish();
+        }
+    }
+    let resolved = match credentials::resolve(
+        source,
+        operator,
+        credentials_namespace,
+        input,
+        secret_ref,
+    )
+    .await
+    {
+        Ok(c) => c,
+        Err((f, q)) => {
+            if q == plan::tenant::Requeue::Fixed15s {
+                r.requeue_after(CREDENTIALS_RETRY);
+            }
+            r.fail(ConditionType::CredentialsResolved, f);
+            return r.finish();
+        }
+    };
+    r.pass(ConditionType::CredentialsResolved, resolved.message.clone());
+    let customer_net: &dyn bnerd_cloud::Neutron = resolved.client.as_ref();
+    let engine = Engine {
+        net,
+        fabric,
+        customer: Some(Customer {
+            net: customer_net,
+            project_id: &resolved.project_id,
+            secret: &resolved.secret,
+        }),
+    };
+    engine.converge(input, &valid, &mut r).await;
+    r.finish()
 }

@@ -1,6 +1,9 @@
 //! What a reconcile takes in and gives back, shared by every step: a leaf the steps and the
 //! orchestrator both read, so neither depends on the other for its vocabulary.
 
+use std::collections::BTreeMap;
+use std::time::Duration;
+
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::{ClusterLinkSpec, ClusterLinkStatus};
 
@@ -18,6 +21,8 @@ pub struct Input<'a> {
     pub peers: &'a [Peer],
     /// Gateways needing a reverse route on this link's service router.
     pub reverse_targets: &'a [ReverseTarget],
+    /// metadata.annotations (the attestation, the abandon hatch).
+    pub annotations: &'a BTreeMap<String, String>,
 }
 
 /// When to look again.
@@ -27,6 +32,8 @@ pub enum Retry {
     Resync,
     /// A transient failure: back off and try again.
     Backoff,
+    /// Look again after this long (the seed's "fixed 15s requeue").
+    After(Duration),
 }
 
 /// Something the reconcile did to the cloud, worth an Event of its own.

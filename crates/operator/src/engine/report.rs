@@ -22,11 +22,11 @@ fn true_reason(t: ConditionType) -> Reason {
     }
 }
 
-/// The conditions a cross-tenant link carries today. TenantIsolationAttested and
-/// CredentialsResolved join once the engine resolves the customer's credential itself
-/// (issue 8); until then the caller hands it a resolved one.
+/// The conditions a cross-tenant link carries (DESIGN 6.4), Ready last.
 const CROSS_TENANT: &[ConditionType] = &[
     ConditionType::Validated,
+    ConditionType::TenantIsolationAttested,
+    ConditionType::CredentialsResolved,
     ConditionType::TransitNetworkShared,
     ConditionType::LegAttached,
     ConditionType::RouteInstalled,
@@ -43,6 +43,8 @@ pub(crate) struct Report {
     done: Vec<ConditionType>,
     first_failure: Option<ConditionType>,
     retryable: bool,
+    /// A fixed look-again the failing step asked for (the seed's 15 s for credentials).
+    retry_after: Option<std::time::Duration>,
     pub actions: Vec<Action>,
     pub gateway_problems: Vec<GatewayProblem>,
 }
@@ -61,6 +63,7 @@ impl Report {
             done: vec![],
             first_failure: None,
             retryable: false,
+            retry_after: None,
             actions: vec![],
             gateway_problems: vec![],
         }
@@ -87,6 +90,12 @@ impl Report {
         self.retryable |= f.retryable;
         self.first_failure.get_or_insert(t);
         self.set(t, Status::False, f.reason, f.message);
+    }
+
+    /// Look again after `d` rather than at the resync interval (unless a retryable failure
+    /// backs off sooner).
+    pub fn requeue_after(&mut self, d: std::time::Duration) {
+        self.retry_after = Some(d);
     }
 
     /// Conditions not reached are Unknown, naming the step that stopped them; Ready sums up.
@@ -130,10 +139,10 @@ impl Report {
         });
         Outcome {
             status: self.status,
-            retry: if self.retryable {
-                Retry::Backoff
-            } else {
-                Retry::Resync
+            retry: match (self.retryable, self.retry_after) {
+                (true, _) => Retry::Backoff,
+                (false, Some(d)) => Retry::After(d),
+                (false, None) => Retry::Resync,
             },
             actions: self.actions,
             gateway_problems: self.gateway_problems,

@@ -30,6 +30,37 @@ pub enum Requeue {
     Resync,
 }
 
+/// When a CredentialsResolved failure is looked at again (seed's table): refusals and what
+/// needs a human at the resync interval, everything else at a fixed 15 s.
+pub fn requeue_of(f: &StepFail) -> Requeue {
+    match f.reason {
+        Reason::CredentialsPrivileged
+        | Reason::CredentialsProjectMismatch
+        | Reason::CredentialsProjectChanged => Requeue::Resync,
+        _ => Requeue::Fixed15s,
+    }
+}
+
+/// The credential could not be used to authenticate (or its Secret not be read).
+pub fn auth_failed(secret: &str, why: &str) -> (StepFail, Requeue) {
+    (
+        StepFail::terminal(
+            Reason::AuthFailed,
+            format!(
+                "secret {secret}: authenticating with its application credential failed: {why}"
+            ),
+        ),
+        Requeue::Fixed15s,
+    )
+}
+
+/// CredentialsResolved=True's message.
+pub fn resolved_message(secret: &str, project: &str) -> String {
+    format!(
+        "secret {secret}: a member-scoped application credential of project {project}, the project spec.customerProjectID names"
+    )
+}
+
 /// "TenantIsolationAttested … NotAttested — the annotation above is missing or not exactly
 /// "none". Terminal until it's set; zero OpenStack calls made."
 pub fn attested(annotation: Option<&str>, secret: &SecretRef) -> Result<String, StepFail> {
@@ -345,6 +376,34 @@ mod tests {
         let bin = data(&[(KEY_AC_ID, b"a"), (KEY_AC_SECRET, &[0xff, 0xfe])]);
         let (f, _) = credential_from_secret(&r, Some(&bin), &OP).unwrap_err();
         assert!(f.message.contains("not UTF-8"));
+    }
+
+    #[test]
+    fn requeue_classes() {
+        // "fixed 15s requeue" for most; refusals "re-checked at the resync interval".
+        let f = |reason| StepFail::terminal(reason, "m");
+        for r in [
+            Reason::SecretNotFound,
+            Reason::SecretNamespaceNotAllowed,
+            Reason::SecretNameNotAllowed,
+            Reason::CredentialsInvalid,
+            Reason::AuthFailed,
+            Reason::CredentialsAreOperatorProject,
+        ] {
+            assert_eq!(requeue_of(&f(r)), Requeue::Fixed15s, "{r}");
+        }
+        for r in [
+            Reason::CredentialsPrivileged,
+            Reason::CredentialsProjectMismatch,
+            Reason::CredentialsProjectChanged,
+        ] {
+            assert_eq!(requeue_of(&f(r)), Requeue::Resync, "{r}");
+        }
+        let (f, q) = auth_failed(
+            "ns/n",
+            "Keystone answered HTTP 404 to the token request: Not Found",
+        );
+        assert_eq!((f.reason, q), (Reason::AuthFailed, Requeue::Fixed15s));
     }
 
     #[test]

@@ -1,0 +1,155 @@
+//! TenantIsolationAttested and CredentialsResolved, observe and act (cross-tenant only): the
+//! attestation annotation, the Secret (read through a [`CredentialSource`], only when the
+//! ref is allowed), a client on the customer's application credential, its token, the
+//! privilege probe — each decided by `plan::tenant` and `plan::credentials`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bnerd_api::SecretRef;
+use bnerd_api::names::ANNOTATION_API_ACCESS;
+use bnerd_cloud::{Identity, Neutron};
+
+use super::model::Input;
+use super::plan::StepFail;
+use super::plan::credentials::{check_role_names, verdict};
+use super::plan::tenant::{
+    CustomerCredential, OperatorEndpoint, Requeue, attested, auth_failed, credential_from_secret,
+    project_checks, requeue_of, resolved_message,
+};
+
+/// A client of the customer's cloud: Neutron for the leg, Keystone for who it is.
+pub trait CustomerCloud: Neutron + Identity {}
+impl<T: Neutron + Identity + ?Sized> CustomerCloud for T {}
+
+/// Where a cross-tenant link's credential comes from. The controller reads Secrets in the
+/// credentials namespace and caches one client per Secret version; tests use the fake cloud
+/// or the lab.
+#[async_trait]
+pub trait CredentialSource: Send + Sync {
+    /// The Secret's data; `Ok(None)` when it does not exist. `Err` says why it could not be
+    /// read (the message must not carry a value of it).
+    async fn secret(&self, r: &SecretRef) -> Result<Option<BTreeMap<String, Vec<u8>>>, String>;
+    /// A client that authenticates with this application credential at the operator's own
+    /// endpoint (never one a Secret names).
+    fn client(&self, c: &CustomerCredential) -> Arc<dyn CustomerCloud>;
+    /// What an earlier reconcile found out about this credential (the same Secret version):
+    /// "The roles are checked when the operator first authenticates with a Secret version,
+    /// not again", and a refused one is "not re-authenticated for the same Secret version".
+    fn checked(&self, _c: &CustomerCredential) -> Option<Checked> {
+        None
+    }
+    /// Remember a definitive finding about this credential.
+    fn remember(&self, _c: &CustomerCredential, _checked: Checked) {}
+}
+
+/// A credential's definitive findings: its project, and the refusal when it is privileged.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    pub project_id: String,
+    pub refused: Option<StepFail>,
+}
+
+/// Who the operator is, for the checks that compare a credential against it.
+#[derive(Debug, Clone)]
+pub struct OperatorIdentity {
+    pub project_id: String,
+    pub auth_url: String,
+    pub region: Option<String>,
+}
+
+/// A resolved customer credential.
+pub struct Resolved {
+    pub client: Arc<dyn CustomerCloud>,
+    pub project_id: String,
+    /// `<ns>/<name>`
+    pub secret: String,
+    pub message: String,
+}
+
+fn with_requeue(f: StepFail) -> (StepFail, Requeue) {
+    let q = requeue_of(&f);
+    (f, q)
+}
+
+/// "Without it, the condition TenantIsolationAttested reads False/NotAttested and no
+/// OpenStack call is made at all — not even to resolve the credential."
+pub fn attestation(input: &Input<'_>, r: &SecretRef) -> Result<String, StepFail> {
+    attested(
+        input
+            .annotations
+            .get(ANNOTATION_API_ACCESS)
+            .map(String::as_str),
+        r,
+    )
+}
+
+/// CredentialsResolved, in the seed's order: the ref (before any read), the Secret, the
+/// token, the roles, the projects, then the privilege probe.
+pub async fn resolve(
+    source: &dyn CredentialSource,
+    operator: &OperatorIdentity,
+    credentials_namespace: &str,
+    input: &Input<'_>,
+    r: &SecretRef,
+) -> Result<Resolved, (StepFail, Requeue)> {
+    let secret = format!("{}/{}", r.namespace, r.name);
+    super::plan::tenant::secret_ref_allowed(input.name, r, credentials_namespace)?;
+    let data = source
+        .secret(r)
+        .await
+        .map_err(|why| auth_failed(&secret, &format!("reading the Secret failed: {why}")))?;
+    let endpoint = OperatorEndpoint {
+        auth_url: &operator.auth_url,
+        region: operator.region.as_deref(),
+    };
+    let cred = credential_from_secret(r, data.as_ref(), &endpoint)?;
+    let client = source.client(&cred);
+    let checked = match source.checked(&cred) {
+        Some(c) => c,
+        None => {
+            let token = client
+                .token_info()
+                .await
+                .map_err(|e| auth_failed(&secret, &e.to_string()))?;
+            let refused = match check_role_names(&secret, &token.roles) {
+                // A role list is fixed when an application credential is made.
+                Err(f) => Some(f),
+                Ok(()) => match verdict(&secret, &token.roles, &client.probe_admin_read().await) {
+                    Err(f) if f.retryable => return Err(with_requeue(f)),
+                    Err(f) => Some(f),
+                    Ok(()) => None,
+                },
+            };
+            let c = Checked {
+                project_id: token.project_id,
+                refused,
+            };
+            source.remember(&cred, c.clone());
+            c
+        }
+    };
+    if let Some(f) = checked.refused {
+        return Err(with_requeue(f));
+    }
+    let spec_project = input
+        .spec
+        .customer_project_id
+        .as_deref()
+        .unwrap_or_default();
+    project_checks(
+        r,
+        &checked.project_id,
+        spec_project,
+        &operator.project_id,
+        input.status.customer_project_id.as_deref(),
+        input.status.leg_port_id.is_some(),
+    )?;
+    Ok(Resolved {
+        message: resolved_message(&secret, &checked.project_id),
+        client,
+        project_id: checked.project_id,
+        secret,
+    })
+}
