@@ -23,7 +23,7 @@ use bnerd_testkit::{Env, both, spec, unique};
 use bnerd_vpn_operator::controller::{link_input, peers_of};
 use bnerd_vpn_operator::engine::{
     Checked, CredentialSource, Customer, CustomerCloud, CustomerCredential, Engine,
-    OperatorIdentity, Outcome, reconcile_cross_tenant, unwind,
+    OperatorIdentity, Outcome, Retry, reconcile_cross_tenant, unwind,
 };
 
 const NS: &str = "bnerd-vpn-clusterlinks";
@@ -585,3 +585,349 @@ async fn a_refused_share_names_the_command() {
     assert_eq!(env.condition("refused", "LegAttached").0, "Unknown");
     assert_eq!(env.ports().await.len(), 1, "no leg without the share");
 }
+
+/// One expected refusal of the credential gates.
+struct Gate {
+    condition: &'static str,
+    reason: &'static str,
+    /// A text the message must contain.
+    says: String,
+    /// The seed's look-again for it.
+    retry: Retry,
+    /// The Secret may not even be read (its ref is refused first).
+    secret_read: bool,
+    /// No client may be built: no OpenStack call, not even to authenticate.
+    client_built: bool,
+}
+
+/// Reconcile a link that must stop at a gate, and check nothing was shared or created.
+async fn refused(env: &mut Env, side: &Side, name: &str, want: Gate) {
+    let reads = side.source.reads.load(Ordering::Relaxed);
+    let clients = side.source.clients.load(Ordering::Relaxed);
+    let ports = env.ports().await.len();
+    let out = reconcile(env, name, side).await;
+    let (s, r, m) = env.condition(name, want.condition);
+    assert_eq!(
+        (s.as_str(), r.as_str()),
+        ("False", want.reason),
+        "{name}: {m}"
+    );
+    assert!(m.contains(&want.says), "{name}: {m}");
+    assert_eq!(out.retry, want.retry, "{name}");
+    assert_eq!(
+        side.source.reads.load(Ordering::Relaxed) > reads,
+        want.secret_read,
+        "{name}: Secret read"
+    );
+    assert_eq!(
+        side.source.clients.load(Ordering::Relaxed) > clients,
+        want.client_built,
+        "{name}: OpenStack client built"
+    );
+    assert_eq!(env.condition(name, "TransitNetworkShared").0, "Unknown");
+    assert_eq!(env.condition(name, "Ready").0, "False");
+    assert_eq!(
+        own_shares(env, &side.project).await,
+        0,
+        "{name}: nothing shared"
+    );
+    assert_eq!(env.ports().await.len(), ports, "{name}: nothing created");
+}
+
+/// Every CredentialsResolved / TenantIsolationAttested refusal of the seed's table, each by
+/// its real cause: "nothing is shared, created or attached".
+async fn every_credential_gate_refuses(mut env: Env) {
+    let side = customer_side(&env).await;
+    let router = side.net.create_router(&unique("gates")).await.unwrap();
+    let fifteen = Retry::After(std::time::Duration::from_secs(15));
+    let gate = |condition, reason, says: &str, retry, secret_read, client_built| Gate {
+        condition,
+        reason,
+        says: says.to_string(),
+        retry,
+        secret_read,
+        client_built,
+    };
+    let mut n = 0;
+    let mut next = |env: &mut Env| {
+        n += 1;
+        let name = format!("gate{n}");
+        add(
+            env,
+            &side,
+            &name,
+            &router.id,
+            &format!("10.{}.0.0/16", 200 + n),
+        );
+        name
+    };
+
+    // "the annotation above is missing or not exactly "none" … zero OpenStack calls made."
+    let name = next(&mut env);
+    let i = idx(&env, &name);
+    env.links[i].metadata.annotations = None;
+    if let Some(cloud) = env.fake.clone() {
+        cloud.reset_counters();
+        reconcile(&mut env, &name, &side).await;
+        assert!(cloud.calls().is_empty(), "{:?}", cloud.calls());
+    }
+    let says = format!("secret {NS}/clusterlink-{name}");
+    refused(
+        &mut env,
+        &side,
+        &name,
+        gate(
+            "TenantIsolationAttested",
+            "NotAttested",
+            &says,
+            Retry::Resync,
+            false,
+            false,
+        ),
+    )
+    .await;
+
+    // "A ref into any other namespace is rejected" / "a ref naming any other Secret …
+    // before the Secret is read."
+    let name = next(&mut env);
+    let i = idx(&env, &name);
+    env.links[i]
+        .spec
+        .credentials_secret_ref
+        .as_mut()
+        .unwrap()
+        .namespace = "default".into();
+    refused(
+        &mut env,
+        &side,
+        &name,
+        gate(
+            "CredentialsResolved",
+            "SecretNamespaceNotAllowed",
+            NS,
+            fifteen,
+            false,
+            false,
+        ),
+    )
+    .await;
+    let name = next(&mut env);
+    let i = idx(&env, &name);
+    env.links[i]
+        .spec
+        .credentials_secret_ref
+        .as_mut()
+        .unwrap()
+        .name = "clusterlink-gate1".into();
+    let says = format!("clusterlink-{name}");
+    refused(
+        &mut env,
+        &side,
+        &name,
+        gate(
+            "CredentialsResolved",
+            "SecretNameNotAllowed",
+            &says,
+            fifteen,
+            false,
+            false,
+        ),
+    )
+    .await;
+
+    // SecretNotFound
+    let name = next(&mut env);
+    side.source
+        .secrets
+        .lock()
+        .unwrap()
+        .remove(&(NS.to_string(), format!("clusterlink-{name}")));
+    refused(
+        &mut env,
+        &side,
+        &name,
+        gate(
+            "CredentialsResolved",
+            "SecretNotFound",
+            "does not exist",
+            fifteen,
+            true,
+            false,
+        ),
+    )
+    .await;
+
+    // CredentialsInvalid: a missing key, username/password, another Keystone (never asked).
+    let (id, secret) = side.member.clone();
+    for (pairs, says) in [
+        (
+            vec![("OS_APPLICATION_CREDENTIAL_ID", id.as_str())],
+            "OS_APPLICATION_CREDENTIAL_SECRET",
+        ),
+        (
+            vec![
+                ("OS_USERNAME", "customer"),
+                ("OS_PASSWORD", "pw-never-shown"),
+            ],
+            "username/password",
+        ),
+        (
+            vec![
+                ("OS_APPLICATION_CREDENTIAL_ID", id.as_str()),
+                ("OS_APPLICATION_CREDENTIAL_SECRET", secret.as_str()),
+                ("OS_AUTH_URL", "https://keystone.attacker.example/v3"),
+            ],
+            "OS_AUTH_URL",
+        ),
+    ] {
+        let name = next(&mut env);
+        side.put_secret(&name, &pairs);
+        refused(
+            &mut env,
+            &side,
+            &name,
+            gate(
+                "CredentialsResolved",
+                "CredentialsInvalid",
+                says,
+                fifteen,
+                true,
+                false,
+            ),
+        )
+        .await;
+        let (_, _, m) = env.condition(&name, "CredentialsResolved");
+        assert!(
+            !m.contains("attacker") && !m.contains("pw-never-shown"),
+            "{m}"
+        );
+    }
+
+    // AuthFailed: a revoked application credential.
+    let revoked = match &side.source.backend {
+        Backend::Fake(cloud) => {
+            let (id, secret) = cloud.application_credential("customer", &["member"]);
+            cloud.revoke_application_credential(&id);
+            (id, secret)
+        }
+        Backend::Lab { .. } => side.app_cred("CUSTOMER_REVOKED", "", &[]),
+    };
+    let name = next(&mut env);
+    side.put_secret(
+        &name,
+        &[
+            ("OS_APPLICATION_CREDENTIAL_ID", &revoked.0),
+            ("OS_APPLICATION_CREDENTIAL_SECRET", &revoked.1),
+        ],
+    );
+    refused(
+        &mut env,
+        &side,
+        &name,
+        gate(
+            "CredentialsResolved",
+            "AuthFailed",
+            "HTTP 404",
+            fifteen,
+            true,
+            true,
+        ),
+    )
+    .await;
+
+    // CredentialsPrivileged: by role name, and by a policy that makes another role admin
+    // (the lab's Neutron policy.yaml makes net_operator cloud admin; the fake is told so).
+    if let Backend::Fake(cloud) = &side.source.backend {
+        let _ = cloud.clone().privileged_roles(&["net_operator"]);
+    }
+    for (key, roles, says) in [
+        ("CUSTOMER_PRIV", &["admin", "member"][..], "\"admin\""),
+        (
+            "CUSTOMER_POLICYPRIV",
+            &["net_operator", "member"][..],
+            "was allowed",
+        ),
+    ] {
+        let (id, secret) = side.app_cred(key, "customer", roles);
+        let name = next(&mut env);
+        side.put_secret(
+            &name,
+            &[
+                ("OS_APPLICATION_CREDENTIAL_ID", &id),
+                ("OS_APPLICATION_CREDENTIAL_SECRET", &secret),
+            ],
+        );
+        refused(
+            &mut env,
+            &side,
+            &name,
+            gate(
+                "CredentialsResolved",
+                "CredentialsPrivileged",
+                says,
+                Retry::Resync,
+                true,
+                true,
+            ),
+        )
+        .await;
+    }
+
+    // CredentialsAreOperatorProject: the operator's own credential pasted into the Secret.
+    let (id, secret) = side.app_cred("OPERATOR", "operator", &["member"]);
+    let name = next(&mut env);
+    side.put_secret(
+        &name,
+        &[
+            ("OS_APPLICATION_CREDENTIAL_ID", &id),
+            ("OS_APPLICATION_CREDENTIAL_SECRET", &secret),
+        ],
+    );
+    refused(
+        &mut env,
+        &side,
+        &name,
+        gate(
+            "CredentialsResolved",
+            "CredentialsAreOperatorProject",
+            &side.operator.project_id,
+            fifteen,
+            true,
+            true,
+        ),
+    )
+    .await;
+
+    // CredentialsProjectMismatch: another customer's credential; the message names both.
+    let (id, secret) = side.app_cred("CUSTOMER2", "customer2", &["member"]);
+    let other_project = match &side.source.backend {
+        Backend::Fake(_) => "customer2".to_string(),
+        Backend::Lab { lab, .. } => lab["LAB_CUSTOMER2_PROJECT_ID"].clone(),
+    };
+    let name = next(&mut env);
+    side.put_secret(
+        &name,
+        &[
+            ("OS_APPLICATION_CREDENTIAL_ID", &id),
+            ("OS_APPLICATION_CREDENTIAL_SECRET", &secret),
+        ],
+    );
+    refused(
+        &mut env,
+        &side,
+        &name,
+        gate(
+            "CredentialsResolved",
+            "CredentialsProjectMismatch",
+            &other_project,
+            Retry::Resync,
+            true,
+            true,
+        ),
+    )
+    .await;
+    let (_, _, m) = env.condition(&name, "CredentialsResolved");
+    assert!(m.contains(&side.project), "names both projects: {m}");
+    side.net.delete_router(&router.id).await.unwrap();
+}
+both!(every_credential_gate_refuses);
