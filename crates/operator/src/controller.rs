@@ -5,15 +5,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bnerd_api::gateway::ReverseTarget;
-use bnerd_api::names::{FIELD_MANAGER, FINALIZER};
-use bnerd_api::{ClusterLink, ClusterLinkStatus};
+use bnerd_api::names::{ANNOTATION_ABANDON, FIELD_MANAGER, FINALIZER};
+use bnerd_api::{ClusterLink, ClusterLinkStatus, ConditionType};
 use bnerd_cloud::Neutron;
+use bnerd_cloud::OpenStack;
 use bnerd_cloud::fabric::Fabric;
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
@@ -23,8 +26,11 @@ use tracing::{info, warn};
 
 use crate::backoff::Backoff;
 use crate::config::Config;
+use crate::customers::CustomerClients;
+use crate::engine::plan::unwind::abandoned;
 use crate::engine::{
-    Engine, GatewayProblem, Input, Peer, Retry, deleting_status, transitions, unwind,
+    Engine, GatewayProblem, Held, Input, OperatorIdentity, Peer, Retry, deleting_status,
+    failed_status, reconcile_cross_tenant, transitions, unwind, unwind_cross_tenant,
 };
 use crate::gateways::{fan_out, reverse_targets};
 
@@ -43,6 +49,10 @@ pub enum Error {
 pub struct Context {
     pub client: Client,
     pub net: Arc<dyn Neutron>,
+    /// Who the operator is (cross-tenant credentials are checked against it).
+    pub operator: OperatorIdentity,
+    /// One cached client per cross-tenant link.
+    pub customers: CustomerClients,
     pub fabric: Fabric,
     pub config: Config,
     pub recorder: Recorder,
@@ -115,10 +125,23 @@ async fn apply(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> {
     let status = link.status.clone().unwrap_or_default();
     let peers = peers_of(&link, &ctx.links.state());
     let targets = reverse_targets(&ctx.client).await?;
-    let engine = Engine::same_tenant(ctx.net.as_ref(), &ctx.fabric);
-    let outcome = engine
-        .reconcile(&link_input(&link, &status, &peers, &targets)?)
-        .await;
+    let input = link_input(&link, &status, &peers, &targets)?;
+    let outcome = if link.is_cross_tenant() {
+        let source = ctx.customers.source(&ctx.client, &name);
+        reconcile_cross_tenant(
+            ctx.net.as_ref(),
+            &ctx.fabric,
+            &source,
+            &ctx.operator,
+            &ctx.config.credentials_namespace,
+            &input,
+        )
+        .await
+    } else {
+        Engine::same_tenant(ctx.net.as_ref(), &ctx.fabric)
+            .reconcile(&input)
+            .await
+    };
 
     if outcome.status != status {
         let api: Api<ClusterLink> = Api::all(ctx.client.clone());
@@ -217,7 +240,26 @@ async fn remove(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> 
         vec![]
     });
     let input = link_input(&link, &status, &[], &targets)?;
-    if let Err(f) = unwind(&engine, &input, &targets).await {
+    let unwound = if link.is_cross_tenant() {
+        let source = ctx.customers.source(&ctx.client, &name);
+        let held = unwind_cross_tenant(
+            ctx.net.as_ref(),
+            &ctx.fabric,
+            &source,
+            &ctx.operator,
+            &ctx.config.credentials_namespace,
+            &input,
+            &targets,
+        )
+        .await;
+        match held {
+            Ok(done) => done,
+            Err(held) => return hold_or_abandon(&link, ctx, &status, held).await,
+        }
+    } else {
+        unwind(&engine, &input, &targets).await
+    };
+    if let Err(f) = unwound {
         let stuck = deleting_status(&status, &f, link.metadata.generation);
         if stuck != status {
             let api: Api<ClusterLink> = Api::all(ctx.client.clone());
@@ -239,6 +281,7 @@ async fn remove(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> 
         }
         return Err(Error::Unwind(f.message));
     }
+    ctx.customers.forget(&name);
     info!(clusterlink = %name, "unwound gateway route, attachment and leg port");
     let reference = link.object_ref(&());
     publish(
@@ -251,6 +294,67 @@ async fn remove(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> 
     .await;
     ctx.backoff.reset(&link.name_any());
     Ok(Action::await_change())
+}
+
+/// A deleting cross-tenant link whose customer side is out of reach: held with
+/// CredentialsResolved=False until the Secret is fixed — or released, leaving the customer
+/// side behind, when a human set the abandon annotation (never the operator).
+async fn hold_or_abandon(
+    link: &ClusterLink,
+    ctx: &Context,
+    status: &ClusterLinkStatus,
+    held: Held,
+) -> Result<Action, Error> {
+    let name = link.name_any();
+    let reference = link.object_ref(&());
+    let abandon = link
+        .annotations()
+        .get(ANNOTATION_ABANDON)
+        .is_some_and(|v| v == "true");
+    if abandon && held.gateway.is_ok() {
+        let note = abandoned(status);
+        warn!(clusterlink = %name, "{note}");
+        publish(
+            ctx,
+            &reference,
+            EventType::Warning,
+            "CustomerResourcesAbandoned",
+            &note,
+        )
+        .await;
+        ctx.customers.forget(&name);
+        ctx.backoff.reset(&name);
+        return Ok(Action::await_change());
+    }
+    let stuck = failed_status(
+        status,
+        ConditionType::CredentialsResolved,
+        &held.credentials,
+        link.metadata.generation,
+    );
+    if stuck != *status {
+        let api: Api<ClusterLink> = Api::all(ctx.client.clone());
+        let patch = json!({"apiVersion": "ipsec.bnerd.net/v1alpha1", "kind": "ClusterLink", "status": stuck});
+        api.patch_status(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await?;
+        publish(
+            ctx,
+            &reference,
+            EventType::Warning,
+            held.credentials.reason.as_str(),
+            &held.credentials.message,
+        )
+        .await;
+    }
+    let why = match held.gateway {
+        Ok(()) => held.credentials.message,
+        Err(f) => format!("{}; {}", f.message, held.credentials.message),
+    };
+    Err(Error::Unwind(why))
 }
 
 async fn reconcile(link: Arc<ClusterLink>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -273,9 +377,23 @@ fn error_policy(link: Arc<ClusterLink>, err: &Error, ctx: Arc<Context>) -> Actio
 }
 
 /// Run the ClusterLink controller until a shutdown signal.
-pub async fn run(client: Client, net: Arc<dyn Neutron>, fabric: Fabric, config: Config) {
+pub async fn run(
+    client: Client,
+    cloud: Arc<OpenStack>,
+    operator: OperatorIdentity,
+    fabric: Fabric,
+    config: Config,
+) {
     let links: Api<ClusterLink> = Api::all(client.clone());
+    // A rotated Secret is picked up at once: `clusterlink-<name>` maps to its link. Only the
+    // credentials namespace is watched (the chart's Role allows nothing else).
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &config.credentials_namespace);
     let controller = Controller::new(links, watcher::Config::default().any_semantic())
+        .watches(secrets, watcher::Config::default(), |s: Secret| {
+            s.name_any()
+                .strip_prefix("clusterlink-")
+                .map(ObjectRef::<ClusterLink>::new)
+        })
         .with_config(kube::runtime::controller::Config::default().concurrency(config.concurrency));
     let reporter = Reporter {
         controller: "bnerd-vpn-operator".into(),
@@ -284,7 +402,9 @@ pub async fn run(client: Client, net: Arc<dyn Neutron>, fabric: Fabric, config: 
     let ctx = Arc::new(Context {
         recorder: Recorder::new(client.clone(), reporter),
         client,
-        net,
+        customers: CustomerClients::new(cloud.clone()),
+        net: cloud,
+        operator,
         fabric,
         config,
         backoff: Backoff::default(),

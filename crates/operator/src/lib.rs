@@ -7,5 +7,6 @@
 pub mod backoff;
 pub mod config;
 pub mod controller;
+pub mod customers;
 pub mod engine;
 pub mod gateways;

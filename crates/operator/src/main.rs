@@ -1,9 +1,10 @@
 use std::sync::Arc;
 
 use bnerd_cloud::fabric::Fabric;
-use bnerd_cloud::{AuthConfig, OpenStack};
+use bnerd_cloud::{AuthConfig, Identity, OpenStack};
 use bnerd_vpn_operator::config::{Args, Config};
 use bnerd_vpn_operator::controller;
+use bnerd_vpn_operator::engine::OperatorIdentity;
 use clap::Parser;
 use tracing::{error, info};
 
@@ -47,9 +48,18 @@ async fn run() -> Result<(), String> {
         tags_at_create = fabric.tags_at_create,
         "fabric checked"
     );
+    let token = cloud
+        .token_info()
+        .await
+        .map_err(|e| format!("operator credential: {e}"))?;
+    let operator = OperatorIdentity {
+        project_id: token.project_id,
+        auth_url: cloud.auth_config().auth_url.clone(),
+        region: cloud.auth_config().region.clone(),
+    };
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("kubernetes client: {e}"))?;
-    controller::run(client, Arc::new(cloud), fabric, config).await;
+    controller::run(client, Arc::new(cloud), operator, fabric, config).await;
     Ok(())
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use bnerd_api::ClusterLink;
 use bnerd_api::names::{FINALIZER, tag_link_uid};
-use bnerd_cloud::{PortQuery, Route};
+use bnerd_cloud::{Neutron, PortQuery, Route};
 use bnerd_testkit::kube_lab::{install_crd, kube_client};
 use bnerd_testkit::{Env, lab_env_for, lab_or_skip, operator_os_env, unique};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -578,4 +578,217 @@ async fn gateway_changes_fan_out_to_every_link() {
         log.contains("re-triggering every ClusterLink"),
         "the fan-out did not log: {log}"
     );
+}
+
+/// The Secret hq writes for a cross-tenant link, in the operator's credentials namespace.
+async fn put_credentials_secret(client: &Client, link: &str, id: &str, secret: &str) {
+    use k8s_openapi::api::core::v1::{Namespace, Secret};
+    let ns = bnerd_api::names::DEFAULT_CREDENTIALS_NAMESPACE;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let _ = namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}})).expect("namespace"),
+        )
+        .await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let s: Secret = serde_json::from_value(json!({
+        "metadata": {"name": format!("clusterlink-{link}"), "labels": {"bnerd-test": "e2e"}},
+        "type": "Opaque",
+        "stringData": {
+            "OS_APPLICATION_CREDENTIAL_ID": id,
+            "OS_APPLICATION_CREDENTIAL_SECRET": secret,
+        },
+    }))
+    .expect("secret");
+    secrets
+        .create(&PostParams::default(), &s)
+        .await
+        .expect("create secret");
+}
+
+async fn delete_credentials_secret(client: &Client, link: &str) {
+    use k8s_openapi::api::core::v1::Secret;
+    let ns = bnerd_api::names::DEFAULT_CREDENTIALS_NAMESPACE;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let _ = secrets
+        .delete(&format!("clusterlink-{link}"), &DeleteParams::default())
+        .await;
+}
+
+fn condition(l: &ClusterLink, type_: &str) -> Option<(String, String, String)> {
+    l.status.as_ref().and_then(|s| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == type_)
+            .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+    })
+}
+
+/// The operator binary converges a cross-tenant link from its Secret (customer-owned leg,
+/// the network shared with the customer's project), holds its finalizer while the Secret is
+/// gone (the gateway route already removed), finishes the unwind once the Secret is back,
+/// and releases a second one by the abandon annotation with a Warning Event.
+#[tokio::test]
+async fn operator_binary_cross_tenant_link() {
+    let test = "operator_binary_cross_tenant_link";
+    let Some((client, kubeconfig)) = kube_client(test).await else {
+        return;
+    };
+    let Some(lab) = lab_or_skip(test) else {
+        return;
+    };
+    install_crd(&client).await;
+    let env = lab_env_for("e2e").await.expect("lab");
+    let g = |k: &str| lab.get(k).cloned().unwrap_or_default();
+    let customer = bnerd_testkit::lab_app_cred_client(&lab, "CUSTOMER");
+    let router = bnerd_cloud::NeutronAdmin::create_router(&customer, &unique("e2e-cust"))
+        .await
+        .expect("customer router");
+    let project = g("LAB_CUSTOMER_PROJECT_ID");
+
+    let _exclusive = kube_lab_exclusive(&kubeconfig).await;
+    sweep_leftovers(&client).await;
+    let (op, log) = spawn_operator(&kubeconfig, &lab, &env, "3s");
+    let api: Api<ClusterLink> = Api::all(client.clone());
+    let create = async |name: &str, cidr: &str| {
+        put_credentials_secret(
+            &client,
+            name,
+            &g("LAB_CUSTOMER_AC_ID"),
+            &g("LAB_CUSTOMER_AC_SECRET"),
+        )
+        .await;
+        let mut l = link(
+            name,
+            json!({
+                "serviceClusterRouter": router.id, "serviceClusterCIDR": cidr,
+                "credentialsSecretRef": {"name": format!("clusterlink-{name}"), "namespace": bnerd_api::names::DEFAULT_CREDENTIALS_NAMESPACE},
+                "customerProjectID": project,
+            }),
+        );
+        l.metadata.annotations = Some(
+            [(
+                bnerd_api::names::ANNOTATION_API_ACCESS.to_string(),
+                "none".to_string(),
+            )]
+            .into(),
+        );
+        api.create(&PostParams::default(), &l)
+            .await
+            .expect("create link");
+        wait_for("Ready=True", 90, async || {
+            api.get(name).await.ok().filter(ready)
+        })
+        .await
+    };
+
+    let name = unique("e2e-cross");
+    let l = create(&name, "10.226.0.0/16").await;
+    assert_eq!(
+        condition(&l, "TransitNetworkShared")
+            .map(|c| c.1)
+            .as_deref(),
+        Some("Shared")
+    );
+    let st = l.status.clone().expect("status");
+    assert_eq!(st.customer_project_id.as_deref(), Some(project.as_str()));
+    let ip = st.transit_ip.clone().expect("transit ip");
+    let leg = env
+        .net
+        .get_port(st.leg_port_id.as_deref().expect("port"))
+        .await
+        .expect("leg");
+    assert_eq!(leg.project_id, project, "the leg is the customer's port");
+    let want = Route::new("10.226.0.0/16", &ip);
+    assert!(
+        env.get_router(&env.fabric.gateway_router_id)
+            .await
+            .routes
+            .contains(&want)
+    );
+
+    // The Secret disappears, then the link is deleted: the gateway route goes at once, the
+    // customer side waits for a credential.
+    delete_credentials_secret(&client, &name).await;
+    api.delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    let held = wait_for("CredentialsUnavailable", 60, async || {
+        api.get(&name).await.ok().filter(|l| {
+            condition(l, "CredentialsResolved").is_some_and(|c| c.1 == "CredentialsUnavailable")
+        })
+    })
+    .await;
+    assert!(held.metadata.deletion_timestamp.is_some());
+    assert!(
+        !env.get_router(&env.fabric.gateway_router_id)
+            .await
+            .routes
+            .contains(&want),
+        "the data path is cut first"
+    );
+    assert!(
+        env.net.get_port(&leg.id).await.is_ok(),
+        "the customer side waits"
+    );
+    // hq writes the Secret again: the unwind finishes.
+    put_credentials_secret(
+        &client,
+        &name,
+        &g("LAB_CUSTOMER_AC_ID"),
+        &g("LAB_CUSTOMER_AC_SECRET"),
+    )
+    .await;
+    wait_for("object gone", 60, async || {
+        matches!(api.get(&name).await, Err(kube::Error::Api(s)) if s.code == 404).then_some(())
+    })
+    .await;
+    assert!(env.net.get_port(&leg.id).await.unwrap_err().is_not_found());
+    delete_credentials_secret(&client, &name).await;
+
+    // A second link whose customer side is gone for good: the abandon annotation releases it.
+    let name = unique("e2e-abandon");
+    let l = create(&name, "10.227.0.0/16").await;
+    let leg2 = l.status.clone().and_then(|s| s.leg_port_id).expect("port");
+    delete_credentials_secret(&client, &name).await;
+    api.delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_for("held", 60, async || {
+        api.get(&name).await.ok().filter(|l| {
+            condition(l, "CredentialsResolved").is_some_and(|c| c.1 == "CredentialsUnavailable")
+        })
+    })
+    .await;
+    let mark = json!({"metadata": {"annotations": {bnerd_api::names::ANNOTATION_ABANDON: "true"}}});
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&mark))
+        .await
+        .expect("annotate");
+    wait_for("object gone", 60, async || {
+        matches!(api.get(&name).await, Err(kube::Error::Api(s)) if s.code == 404).then_some(())
+    })
+    .await;
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), "default");
+    let note = wait_for("abandon event", 30, async || {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str()))
+            .find(|e| e.reason.as_deref() == Some("CustomerResourcesAbandoned"))
+            .and_then(|e| e.note)
+    })
+    .await;
+    assert!(note.contains(&leg2) && note.contains(&router.id), "{note}");
+
+    drop(op);
+    let log = log.await.unwrap_or_default();
+    assert!(
+        !log.contains(&g("LAB_CUSTOMER_AC_SECRET")),
+        "the operator logged the customer's secret"
+    );
+    // Lab hygiene: the abandoned leg is the customer's to remove by hand.
+    let _ = customer.remove_router_interface(&router.id, &leg2).await;
+    let _ = bnerd_cloud::NeutronAdmin::delete_router(&customer, &router.id).await;
 }

@@ -44,6 +44,20 @@ impl OpenStack {
         })
     }
 
+    /// A client on another credential of the same cloud: the same HTTP connection pool and
+    /// Neutron endpoint override, its own Keystone session.
+    pub fn sibling(&self, auth: AuthConfig) -> Self {
+        Self {
+            http: self.http.clone(),
+            auth,
+            neutron_override: self.neutron_override.clone(),
+            session: Mutex::new(None),
+            page_size: self.page_size,
+            reads: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+        }
+    }
+
     /// Neutron requests sent so far as (reads, writes); a retry after a 401 counts twice,
     /// as it costs the cloud twice. Keystone's token requests are not included.
     pub fn call_counts(&self) -> (u64, u64) {

@@ -26,8 +26,8 @@ pub use plan::reverse_routes::GatewayProblem;
 pub use plan::tenant::CustomerCredential;
 pub use plan::unwind::UnwindPlan;
 pub use plan::{Peer, StepFail};
-pub use report::{Transition, deleting_status, transitions};
-pub use unwind::unwind;
+pub use report::{Transition, deleting_status, failed_status, transitions};
+pub use unwind::{unwind, unwind_gateway};
 
 impl Engine<'_> {
     /// Converge one link. Never fails: every problem becomes a condition. A cross-tenant
@@ -197,4 +197,54 @@ pub async fn reconcile_cross_tenant(
     };
     engine.converge(input, &valid, &mut r).await;
     r.finish()
+}
+
+/// A cross-tenant unwind that cannot reach the customer side.
+#[derive(Debug)]
+pub struct Held {
+    /// CredentialsResolved=False: CredentialsUnavailable or CredentialsProjectMismatch.
+    pub credentials: StepFail,
+    /// Whether the gateway route went (it is removed first, always).
+    pub gateway: Result<(), StepFail>,
+}
+
+/// Delete a cross-tenant link (seed: "Unbind order, and the abandon escape hatch"): the
+/// gateway route on the operator's credential first, always; the customer side only with a
+/// credential that resolves to the project the leg was built in and the one the link names.
+pub async fn unwind_cross_tenant(
+    net: &dyn bnerd_cloud::Neutron,
+    fabric: &bnerd_cloud::fabric::Fabric,
+    source: &dyn CredentialSource,
+    operator: &OperatorIdentity,
+    credentials_namespace: &str,
+    input: &Input<'_>,
+    targets: &[bnerd_api::gateway::ReverseTarget],
+) -> Result<Result<UnwindPlan, StepFail>, Held> {
+    let base = Engine::same_tenant(net, fabric);
+    let gateway = unwind_gateway(&base, input).await;
+    let Some(secret_ref) = input.spec.credentials_secret_ref.as_ref() else {
+        return Ok(unwind(&base, input, targets).await);
+    };
+    let resolved =
+        credentials::resolve(source, operator, credentials_namespace, input, secret_ref).await;
+    let resolved = match resolved {
+        Ok(r) => r,
+        Err((f, _)) => {
+            return Err(Held {
+                credentials: plan::tenant::unavailable(&f),
+                gateway,
+            });
+        }
+    };
+    let customer_net: &dyn bnerd_cloud::Neutron = resolved.client.as_ref();
+    let engine = Engine {
+        net,
+        fabric,
+        customer: Some(Customer {
+            net: customer_net,
+            project_id: &resolved.project_id,
+            secret: &resolved.secret,
+        }),
+    };
+    Ok(unwind(&engine, input, targets).await)
 }

@@ -157,10 +157,20 @@ pub fn deleting_status(
     f: &StepFail,
     generation: Option<i64>,
 ) -> ClusterLinkStatus {
+    failed_status(status, ConditionType::Ready, f, generation)
+}
+
+/// The status with one condition set False for `f` (a held unwind's CredentialsResolved).
+pub fn failed_status(
+    status: &ClusterLinkStatus,
+    t: ConditionType,
+    f: &StepFail,
+    generation: Option<i64>,
+) -> ClusterLinkStatus {
     let mut s = status.clone();
     set_condition(
         &mut s.conditions,
-        ConditionType::Ready,
+        t,
         Status::False,
         f.reason,
         f.message.clone(),

@@ -54,3 +54,29 @@ pub async fn unwind(
     }
     Ok(p)
 }
+
+/// Only this link's gateway-router routes, on the operator's credential: the first step of
+/// every unwind ("this cuts the data path even if the customer credential is completely
+/// unavailable").
+pub async fn unwind_gateway(e: &Engine<'_>, input: &Input<'_>) -> Result<(), StepFail> {
+    let ports = ops::transit_ports(e)
+        .await
+        .map_err(cloud("listing transit ports"))?;
+    let gw_id = &e.fabric.gateway_router_id;
+    let gateway = match e.net.get_router(gw_id).await {
+        Ok(r) => r,
+        Err(err) if err.is_not_found() => return Ok(()),
+        Err(err) => return Err(cloud("reading the gateway router")(err)),
+    };
+    let p = plan(&UnwindView {
+        uid: input.uid,
+        ports: &ports,
+        gateway_routes: &gateway.routes,
+        recorded: input.status.gateway_route.as_ref(),
+        recorded_ip: input.status.transit_ip.as_deref(),
+        spec_cidr: &input.spec.service_cluster_cidr,
+    });
+    ops::remove_routes(e, e.net, &gateway, &p.gateway_remove)
+        .await
+        .map_err(cloud("removing this link's routes from the gateway router"))
+}

@@ -54,6 +54,27 @@ pub fn auth_failed(secret: &str, why: &str) -> (StepFail, Requeue) {
     )
 }
 
+/// A deleting cross-tenant link whose customer credential does not resolve to the project
+/// its leg was built in: CredentialsResolved=False/CredentialsUnavailable (or
+/// CredentialsProjectMismatch for a credential of the wrong project), and the finalizer is
+/// held — "an unreachable credential must never silently strand OpenStack resources".
+pub fn unavailable(f: &StepFail) -> StepFail {
+    let reason = match f.reason {
+        Reason::CredentialsProjectMismatch | Reason::CredentialsProjectChanged => {
+            Reason::CredentialsProjectMismatch
+        }
+        _ => Reason::CredentialsUnavailable,
+    };
+    StepFail {
+        reason,
+        message: format!(
+            "the customer side cannot be unwound ({}); the gateway route is removed and the ClusterLink stays until the Secret is fixed, or a human sets ipsec.bnerd.net/abandon-customer-resources=true",
+            f.message
+        ),
+        retryable: true,
+    }
+}
+
 /// CredentialsResolved=True's message.
 pub fn resolved_message(secret: &str, project: &str) -> String {
     format!(
@@ -376,6 +397,33 @@ mod tests {
         let bin = data(&[(KEY_AC_ID, b"a"), (KEY_AC_SECRET, &[0xff, 0xfe])]);
         let (f, _) = credential_from_secret(&r, Some(&bin), &OP).unwrap_err();
         assert!(f.message.contains("not UTF-8"));
+    }
+
+    #[test]
+    fn a_held_unwind_keeps_a_wrong_project_as_its_reason() {
+        let f = |reason| StepFail::terminal(reason, "m");
+        assert_eq!(
+            unavailable(&f(Reason::SecretNotFound)).reason,
+            Reason::CredentialsUnavailable
+        );
+        assert_eq!(
+            unavailable(&f(Reason::AuthFailed)).reason,
+            Reason::CredentialsUnavailable
+        );
+        for r in [
+            Reason::CredentialsProjectMismatch,
+            Reason::CredentialsProjectChanged,
+        ] {
+            assert_eq!(
+                unavailable(&f(r)).reason,
+                Reason::CredentialsProjectMismatch
+            );
+        }
+        assert!(
+            unavailable(&f(Reason::AuthFailed))
+                .message
+                .contains("abandon-customer-resources=true")
+        );
     }
 
     #[test]

@@ -57,6 +57,37 @@ pub(crate) fn plan(v: &UnwindView<'_>) -> UnwindPlan {
     }
 }
 
+/// What an abandoned customer side leaves behind, for the Warning Event and the log line:
+/// "the port ID and transit IP, if known; the router; every abandoned reverse route".
+pub fn abandoned(status: &bnerd_api::ClusterLinkStatus) -> String {
+    let known = |v: &Option<String>| v.clone().unwrap_or_else(|| "unknown".into());
+    let reverse: Vec<String> = status
+        .reverse_routes
+        .iter()
+        .map(|r| {
+            format!(
+                "{} via {} ({} {}/{})",
+                r.service_cidr,
+                r.next_hop,
+                r.gateway_ref.kind,
+                r.gateway_ref.namespace,
+                r.gateway_ref.name
+            )
+        })
+        .collect();
+    format!(
+        "customer-side resources abandoned (ipsec.bnerd.net/abandon-customer-resources=true), remove them by hand: leg port {} at {} on router {}; reverse routes: {}",
+        known(&status.leg_port_id),
+        known(&status.transit_ip),
+        known(&status.service_router_id),
+        if reverse.is_empty() {
+            "none".to_string()
+        } else {
+            reverse.join(", ")
+        }
+    )
+}
+
 /// Gateway-router routes via one port of ours (a duplicate, or a leg the spec moved).
 pub(crate) fn gateway_routes_via(routes: &[Route], port: &Port) -> Vec<Route> {
     routes
@@ -262,6 +293,35 @@ mod tests {
             reverse_to_remove(&on_router, &[rec], &[t]),
             on_router[..2].to_vec()
         );
+    }
+
+    #[test]
+    fn the_abandon_note_names_everything_left() {
+        let st = bnerd_api::ClusterLinkStatus {
+            leg_port_id: Some("p1".into()),
+            transit_ip: Some("10.254.0.9".into()),
+            service_router_id: Some("r1".into()),
+            reverse_routes: vec![ReverseRoute {
+                service_cidr: "100.64.1.0/24".into(),
+                next_hop: "10.254.0.10".into(),
+                gateway_ref: GatewayRef {
+                    kind: "IPsecGateway".into(),
+                    namespace: "n".into(),
+                    name: "g".into(),
+                },
+            }],
+            ..Default::default()
+        };
+        let m = abandoned(&st);
+        for want in [
+            "p1",
+            "10.254.0.9",
+            "r1",
+            "100.64.1.0/24 via 10.254.0.10 (IPsecGateway n/g)",
+        ] {
+            assert!(m.contains(want), "{want}: {m}");
+        }
+        assert!(abandoned(&Default::default()).contains("leg port unknown"));
     }
 
     #[test]
