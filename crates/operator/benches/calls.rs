@@ -3,7 +3,17 @@
 //! fan-out. Counts come from the fake, whose answers the parity test holds to the lab's;
 //! with a running lab it also times converge, resync and unwind against real Neutron.
 
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use bnerd_api::SecretRef;
+use bnerd_api::names::{ANNOTATION_API_ACCESS, DEFAULT_CREDENTIALS_NAMESPACE};
+use bnerd_vpn_operator::engine::{
+    Checked, CredentialSource, CustomerCloud, CustomerCredential, OperatorIdentity,
+    reconcile_cross_tenant,
+};
 
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::{ClusterLink, ClusterLinkSpec, GatewayRef};
@@ -233,11 +243,105 @@ async fn lab_costs(rounds: usize, tags_at_create: bool) {
     }
 }
 
+/// The customer's credential for the cross-tenant rows: one Secret, one cached finding.
+struct OneSecret {
+    cloud: FakeCloud,
+    data: BTreeMap<String, Vec<u8>>,
+    checked: Mutex<Option<Checked>>,
+}
+
+#[async_trait]
+impl CredentialSource for OneSecret {
+    async fn secret(&self, _r: &SecretRef) -> Result<Option<BTreeMap<String, Vec<u8>>>, String> {
+        Ok(Some(self.data.clone()))
+    }
+    fn client(&self, c: &CustomerCredential) -> Arc<dyn CustomerCloud> {
+        Arc::new(self.cloud.client_with_app_cred(&c.id, c.secret.expose()))
+    }
+    fn checked(&self, _c: &CustomerCredential) -> Option<Checked> {
+        self.checked.lock().unwrap().clone()
+    }
+    fn remember(&self, _c: &CustomerCredential, checked: Checked) {
+        *self.checked.lock().unwrap() = Some(checked);
+    }
+}
+
+/// A cross-tenant link: the share, the customer's leg, attach, the gateway route; then a
+/// resync (the credential's findings cached for its Secret version).
+async fn calls_cross_tenant(honour_create_tags: bool) {
+    let cloud = FakeCloud::new().honour_create_tags(honour_create_tags);
+    let net = cloud.client("operator");
+    let fab = fabric(&net).await;
+    let (id, secret) = cloud.application_credential("customer", &["member"]);
+    let customer = cloud.client_with_app_cred(&id, &secret);
+    let r = customer
+        .create_router("shoot--diehl--diehl01")
+        .await
+        .unwrap();
+    let mut l = link("diehl01", &r.id, "10.234.0.0/16");
+    l.spec.credentials_secret_ref = Some(SecretRef {
+        name: "clusterlink-diehl01".into(),
+        namespace: DEFAULT_CREDENTIALS_NAMESPACE.into(),
+    });
+    l.spec.customer_project_id = Some("customer".into());
+    l.metadata.annotations = Some([(ANNOTATION_API_ACCESS.to_string(), "none".to_string())].into());
+    let source = OneSecret {
+        cloud: cloud.clone(),
+        data: [
+            ("OS_APPLICATION_CREDENTIAL_ID".to_string(), id.into_bytes()),
+            (
+                "OS_APPLICATION_CREDENTIAL_SECRET".to_string(),
+                secret.into_bytes(),
+            ),
+        ]
+        .into(),
+        checked: Mutex::new(None),
+    };
+    let operator = OperatorIdentity {
+        project_id: "operator".into(),
+        auth_url: "http://127.0.0.1:5000/v3".into(),
+        region: None,
+    };
+    let once = async |l: &mut ClusterLink| {
+        let status = l.status.clone().unwrap_or_default();
+        let input = link_input(l, &status, &[], &[]).unwrap();
+        let out = reconcile_cross_tenant(
+            &net,
+            &fab,
+            &source,
+            &operator,
+            DEFAULT_CREDENTIALS_NAMESPACE,
+            &input,
+        )
+        .await;
+        l.status = Some(out.status);
+    };
+    cloud.reset_counters();
+    once(&mut l).await;
+    let (cr, cw) = cloud.read_write_counts();
+    cloud.reset_counters();
+    once(&mut l).await;
+    let (rr, rw) = cloud.read_write_counts();
+    let how = if honour_create_tags {
+        "create-body tags kept"
+    } else {
+        "create-body tags dropped: +1 PUT /ports/{id}/tags"
+    };
+    println!(
+        "calls/converge cross-tenant link ({how}; incl. token + privilege probe): reads={cr} writes={cw}   (share + port + attach + route)"
+    );
+    println!(
+        "calls/resync converged cross-tenant link ({how}): reads={rr} writes={rw}   (target: 0 writes)"
+    );
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     for (by_name, tags) in [(false, false), (true, false), (false, true)] {
         calls(by_name, tags).await;
     }
+    calls_cross_tenant(false).await;
+    calls_cross_tenant(true).await;
     converge_many(200).await;
     fan_out(20, 5).await;
     lab_costs(5, false).await;

@@ -928,6 +928,33 @@ async fn every_credential_gate_refuses(mut env: Env) {
     .await;
     let (_, _, m) = env.condition(&name, "CredentialsResolved");
     assert!(m.contains(&side.project), "names both projects: {m}");
+
+    // "Secret values never reach this operator's … status, or condition messages": no
+    // secret written into any of these Secrets appears in any link's status.
+    let values: Vec<String> = side
+        .source
+        .secrets
+        .lock()
+        .unwrap()
+        .values()
+        .flat_map(|d| {
+            d.iter()
+                .filter(|(k, _)| k.contains("SECRET") || k.contains("PASSWORD"))
+                .map(|(_, v)| String::from_utf8_lossy(v).into_owned())
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(values.len() >= 8, "{}", values.len());
+    for l in &env.links {
+        let text = serde_json::to_string(&l.status).unwrap();
+        for v in &values {
+            assert!(
+                !text.contains(v.as_str()),
+                "a secret value in the status of {:?}",
+                l.metadata.name
+            );
+        }
+    }
     side.net.delete_router(&router.id).await.unwrap();
 }
 both!(every_credential_gate_refuses);
