@@ -580,6 +580,106 @@ async fn gateway_changes_fan_out_to_every_link() {
     );
 }
 
+/// The chart's own RBAC, rendered by the real helm (lab/kube/build.sh), bound to the lab's
+/// unprivileged user `operator-test` instead of the chart's ServiceAccount: the operator
+/// binary then runs with exactly the permissions a Helm install grants it. Returns that
+/// user's kubeconfig.
+async fn chart_rbac_kubeconfig(client: &Client, admin_kubeconfig: &str) -> String {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding, Subject};
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let built = std::process::Command::new("bash")
+        .arg("lab/kube/build.sh")
+        .current_dir(root)
+        .stderr(Stdio::null())
+        .output()
+        .expect("lab/kube/build.sh");
+    let helm = String::from_utf8_lossy(&built.stdout)
+        .lines()
+        .find_map(|l| l.strip_prefix("HELM_BIN=").map(str::to_string))
+        .expect("HELM_BIN from lab/kube/build.sh");
+    let rendered = std::process::Command::new(helm)
+        .args([
+            "template",
+            "e2e",
+            "charts/bnerd-vpn-operator",
+            "-n",
+            "bnerd-e2e",
+        ])
+        .args([
+            "--set",
+            "openstack.routerID=r",
+            "--set",
+            "openstack.transitNetworkID=n",
+        ])
+        .current_dir(root)
+        .output()
+        .expect("helm template");
+    assert!(
+        rendered.status.success(),
+        "{}",
+        String::from_utf8_lossy(&rendered.stderr)
+    );
+    let user = vec![Subject {
+        kind: "User".into(),
+        name: "operator-test".into(),
+        api_group: Some("rbac.authorization.k8s.io".into()),
+        namespace: None,
+    }];
+    let ssa = PatchParams::apply("e2e").force();
+    let text = String::from_utf8_lossy(&rendered.stdout).to_string();
+    for doc in serde_yaml::Deserializer::from_str(&text) {
+        let v: serde_json::Value = match serde::Deserialize::deserialize(doc) {
+            Ok(v) => v,
+            Err(_) => continue,
+        };
+        let name = v["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let ns = v["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        match v["kind"].as_str() {
+            Some("ClusterRole") => {
+                let api: Api<ClusterRole> = Api::all(client.clone());
+                api.patch(&name, &ssa, &Patch::Apply(&v))
+                    .await
+                    .expect("ClusterRole");
+            }
+            Some("ClusterRoleBinding") => {
+                let mut b: ClusterRoleBinding = serde_json::from_value(v).expect("binding");
+                b.subjects = Some(user.clone());
+                let api: Api<ClusterRoleBinding> = Api::all(client.clone());
+                api.patch(&name, &ssa, &Patch::Apply(&b))
+                    .await
+                    .expect("ClusterRoleBinding");
+            }
+            // Only the credentials namespace's Role matters here (the lease Role belongs to a
+            // release namespace this test does not create).
+            Some("Role") if ns == bnerd_api::names::DEFAULT_CREDENTIALS_NAMESPACE => {
+                let api: Api<Role> = Api::namespaced(client.clone(), &ns);
+                api.patch(&name, &ssa, &Patch::Apply(&v))
+                    .await
+                    .expect("Role");
+            }
+            Some("RoleBinding") if ns == bnerd_api::names::DEFAULT_CREDENTIALS_NAMESPACE => {
+                let mut b: RoleBinding = serde_json::from_value(v).expect("binding");
+                b.subjects = Some(user.clone());
+                let api: Api<RoleBinding> = Api::namespaced(client.clone(), &ns);
+                api.patch(&name, &ssa, &Patch::Apply(&b))
+                    .await
+                    .expect("RoleBinding");
+            }
+            _ => {}
+        }
+    }
+    std::path::Path::new(admin_kubeconfig)
+        .with_file_name("kubeconfig-operator-test")
+        .display()
+        .to_string()
+}
+
 /// The Secret hq writes for a cross-tenant link, in the operator's credentials namespace.
 async fn put_credentials_secret(client: &Client, link: &str, id: &str, secret: &str) {
     use k8s_openapi::api::core::v1::{Namespace, Secret};
@@ -625,7 +725,8 @@ fn condition(l: &ClusterLink, type_: &str) -> Option<(String, String, String)> {
     })
 }
 
-/// The operator binary converges a cross-tenant link from its Secret (customer-owned leg,
+/// With exactly the chart's RBAC, the operator binary converges a cross-tenant link from
+/// its Secret in the credentials namespace (customer-owned leg,
 /// the network shared with the customer's project), holds its finalizer while the Secret is
 /// gone (the gateway route already removed), finishes the unwind once the Secret is back,
 /// and releases a second one by the abandon annotation with a Warning Event.
@@ -649,7 +750,11 @@ async fn operator_binary_cross_tenant_link() {
 
     let _exclusive = kube_lab_exclusive(&kubeconfig).await;
     sweep_leftovers(&client).await;
-    let (op, log) = spawn_operator(&kubeconfig, &lab, &env, "3s");
+    // The credentials namespace must exist before the chart's Role in it.
+    put_credentials_secret(&client, "e2e-probe", "x", "y").await;
+    delete_credentials_secret(&client, "e2e-probe").await;
+    let least = chart_rbac_kubeconfig(&client, &kubeconfig).await;
+    let (op, log) = spawn_operator(&least, &lab, &env, "3s");
     let api: Api<ClusterLink> = Api::all(client.clone());
     let create = async |name: &str, cidr: &str| {
         put_credentials_secret(
