@@ -528,7 +528,8 @@ both!(transit_ip_mismatch_is_terminal);
 /// not an error": the customer sees the network, so it is Shared.
 async fn a_hand_made_share_ends_shared(mut env: Env) {
     let side = customer_side(&env).await;
-    admin_of(&env)
+    let admin = admin_of(&env);
+    let rule = admin
         .create_rbac_policy(&ShareNetwork {
             network_id: env.fabric.transit_network_id.clone(),
             action: ACCESS_AS_SHARED.into(),
@@ -548,6 +549,8 @@ async fn a_hand_made_share_ends_shared(mut env: Env) {
     );
     delete(&mut env, "hand", &side).await;
     side.net.delete_router(&router.id).await.unwrap();
+    // The admin's quota of RBAC rules is small (10): a lab that stays up must not fill it.
+    admin.delete_rbac_policy(&rule.id).await.unwrap();
 }
 both!(a_hand_made_share_ends_shared);
 
