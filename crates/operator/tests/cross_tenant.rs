@@ -961,3 +961,75 @@ async fn every_credential_gate_refuses(mut env: Env) {
     side.net.delete_router(&router.id).await.unwrap();
 }
 both!(every_credential_gate_refuses);
+
+/// The share step's cloud failures: "EnsureNetworkSharedFailed (the share attempt failed for
+/// a reason other than a permissions refusal or a conflict …)" and
+/// "NetworkVisibilityCheckFailed (after a refusal or conflict, checking whether the customer
+/// can already see the network also failed)"; both are retried, neither creates a leg.
+#[tokio::test]
+async fn share_failures_are_named_and_retried() {
+    use bnerd_cloud_fake::{Fault, Op};
+    let cloud = FakeCloud::new();
+    let mut env = bnerd_testkit::fake_env_with(cloud.clone()).await;
+    let side = customer_side(&env).await;
+    let router = side.net.create_router("share-faults").await.unwrap();
+    let err = |status: u16, kind: &str| Fault::Error {
+        status,
+        kind: kind.into(),
+        message: "m".into(),
+    };
+    cloud.inject(Op::CreateRbacPolicy, err(500, "HTTPInternalServerError"), 1);
+    add(&mut env, &side, "f500", &router.id, "10.229.0.0/16");
+    let out = reconcile(&mut env, "f500", &side).await;
+    let (s, r, m) = env.condition("f500", "TransitNetworkShared");
+    assert_eq!(
+        (s.as_str(), r.as_str()),
+        ("False", "EnsureNetworkSharedFailed")
+    );
+    assert!(m.starts_with("operator credential: "), "{m}");
+    assert_eq!(out.retry, Retry::Backoff);
+
+    cloud.inject(Op::CreateRbacPolicy, err(403, "PolicyNotAuthorized"), 1);
+    cloud.inject(Op::GetNetwork, err(503, "HTTPServiceUnavailable"), 1);
+    let out = reconcile(&mut env, "f500", &side).await;
+    let (s, r, m) = env.condition("f500", "TransitNetworkShared");
+    assert_eq!(
+        (s.as_str(), r.as_str()),
+        ("False", "NetworkVisibilityCheckFailed")
+    );
+    assert!(m.starts_with("customer credential (secret "), "{m}");
+    assert_eq!(out.retry, Retry::Backoff);
+    assert_eq!(env.ports().await.len(), 1, "no leg without the share");
+
+    // The faults pass: the next reconcile shares and converges.
+    reconcile(&mut env, "f500", &side).await;
+    assert_ready(&env, "f500");
+}
+
+/// "CredentialsProjectChanged — the credential's project doesn't match the one this link's
+/// leg was already built in (or a leg exists with no project ever pinned)": reachable for an
+/// object whose status predates spec.customerProjectID; requeued at the resync interval.
+async fn credentials_project_changed(mut env: Env) {
+    let side = customer_side(&env).await;
+    let router = side.net.create_router(&unique("changed")).await.unwrap();
+    add(&mut env, &side, "changed", &router.id, "10.228.0.0/16");
+    for (built_in, leg) in [(Some("an-older-project"), None), (None, Some("a-leg-port"))] {
+        let i = idx(&env, "changed");
+        env.links[i].status = Some(bnerd_api::ClusterLinkStatus {
+            customer_project_id: built_in.map(String::from),
+            leg_port_id: leg.map(String::from),
+            ..Default::default()
+        });
+        let out = reconcile(&mut env, "changed", &side).await;
+        let (s, r, _) = env.condition("changed", "CredentialsResolved");
+        assert_eq!(
+            (s.as_str(), r.as_str()),
+            ("False", "CredentialsProjectChanged")
+        );
+        assert_eq!(out.retry, Retry::Resync);
+        assert_eq!(own_shares(&env, &side.project).await, 0, "nothing shared");
+    }
+    env.links.clear();
+    side.net.delete_router(&router.id).await.unwrap();
+}
+both!(credentials_project_changed);
