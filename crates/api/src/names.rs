@@ -61,6 +61,10 @@ pub fn leg_port_name(link_name: &str) -> String {
     format!("clusterlink-{link_name}")
 }
 
+/// The Secret keys of a cross-tenant link's application credential.
+pub const KEY_AC_ID: &str = "OS_APPLICATION_CREDENTIAL_ID";
+pub const KEY_AC_SECRET: &str = "OS_APPLICATION_CREDENTIAL_SECRET";
+
 /// The only Secret name a cross-tenant link may reference.
 pub fn credentials_secret_name(link_name: &str) -> String {
     format!("clusterlink-{link_name}")

@@ -168,3 +168,46 @@ pub async fn diagnose(
     }
     Ok(out)
 }
+
+/// What the doctor could get of a cross-tenant link's customer credential.
+pub enum CustomerView {
+    /// A client on the customer's application credential (at the operator's own endpoint).
+    Client(Box<dyn Neutron>),
+    /// Why it could not: the Secret is not readable with the current kubeconfig, or lacks
+    /// the application-credential keys.
+    Unreadable(String),
+}
+
+/// A cross-tenant link to check: its name, its customer project, its credential.
+pub struct CrossTenantLink {
+    pub name: String,
+    pub project: String,
+    pub view: CustomerView,
+}
+
+/// Whether each cross-tenant link's customer can see the transit network (the share the
+/// operator re-ensures at every reconcile), checked with the customer's own credential where
+/// the doctor can read it.
+pub async fn share_findings(network_id: &str, links: &[CrossTenantLink]) -> Vec<Finding> {
+    let mut out = vec![];
+    for l in links {
+        let (name, project) = (&l.name, &l.project);
+        out.push(match &l.view {
+            CustomerView::Unreadable(why) => Finding::ok(format!(
+                "ClusterLink {name}: share with project {project} not checked: {why}"
+            )),
+            CustomerView::Client(net) => match net.get_network(network_id).await {
+                Ok(_) => Finding::ok(format!(
+                    "ClusterLink {name}: the transit network is visible to project {project} (shared)"
+                )),
+                Err(e) if e.is_not_found() => Finding::problem(format!(
+                    "ClusterLink {name}: the transit network {network_id} is not visible to project {project}; the operator shares it at the link's next reconcile, or an OpenStack admin runs once: openstack network rbac create --type network --action access_as_shared --target-project {project} {network_id}"
+                )),
+                Err(e) => Finding::problem(format!(
+                    "ClusterLink {name}: checking the share with project {project} with the customer credential failed: {e}"
+                )),
+            },
+        });
+    }
+    out
+}

@@ -5,7 +5,7 @@
 use std::process::ExitCode;
 
 use bnerd_api::ClusterLink;
-use bnerd_cloud::{AuthConfig, OpenStack, error_chain};
+use bnerd_cloud::{AuthConfig, AuthMethod, OpenStack, SecretString, error_chain};
 use bnerd_clusterlink_cli::{doctor, share};
 use clap::{Parser, Subcommand};
 use kube::api::{Api, ListParams};
@@ -59,6 +59,67 @@ async fn links() -> Result<Vec<ClusterLink>, String> {
         .map_err(|e| format!("listing ClusterLinks: {}", error_chain(&e)))
 }
 
+/// Each cross-tenant link with a client on its customer's credential, read from its Secret
+/// where the current kubeconfig may (the operator's own endpoint is used, never one a Secret
+/// names).
+async fn cross_tenant_views(
+    cloud: &OpenStack,
+    links: &[ClusterLink],
+) -> Result<Vec<doctor::CrossTenantLink>, String> {
+    use bnerd_api::names::{KEY_AC_ID, KEY_AC_SECRET};
+    use k8s_openapi::api::core::v1::Secret;
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| format!("kubernetes client: {}", error_chain(&e)))?;
+    let mut out = vec![];
+    for l in links {
+        let (Some(r), Some(project)) =
+            (&l.spec.credentials_secret_ref, &l.spec.customer_project_id)
+        else {
+            continue;
+        };
+        let api: Api<Secret> = Api::namespaced(client.clone(), &r.namespace);
+        let view = match api.get(&r.name).await {
+            Err(e) => doctor::CustomerView::Unreadable(format!(
+                "cannot read secret {}/{}: {}",
+                r.namespace,
+                r.name,
+                error_chain(&e)
+            )),
+            Ok(s) => {
+                let data = s.data.unwrap_or_default();
+                let key = |k: &str| {
+                    data.get(k)
+                        .and_then(|v| String::from_utf8(v.0.clone()).ok())
+                        .filter(|v| !v.trim().is_empty())
+                };
+                match (key(KEY_AC_ID), key(KEY_AC_SECRET)) {
+                    (Some(id), Some(secret)) => {
+                        let auth = AuthConfig {
+                            method: AuthMethod::ApplicationCredential {
+                                id,
+                                secret: SecretString::new(secret),
+                            },
+                            ..cloud.auth_config().clone()
+                        };
+                        doctor::CustomerView::Client(Box::new(cloud.sibling(auth)))
+                    }
+                    _ => doctor::CustomerView::Unreadable(format!(
+                        "secret {}/{} lacks {KEY_AC_ID} or {KEY_AC_SECRET}",
+                        r.namespace, r.name
+                    )),
+                }
+            }
+        };
+        out.push(doctor::CrossTenantLink {
+            name: l.metadata.name.clone().unwrap_or_default(),
+            project: project.clone(),
+            view,
+        });
+    }
+    Ok(out)
+}
+
 async fn run(cli: Cli) -> Result<bool, String> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let network = setting(
@@ -75,9 +136,11 @@ async fn run(cli: Cli) -> Result<bool, String> {
                 "IPSEC_GATEWAY_ROUTER_ID (--gateway-router-id)",
             )?;
             let links = links().await?;
-            let findings = doctor::diagnose(&cloud, &network, &gw, &links)
+            let mut findings = doctor::diagnose(&cloud, &network, &gw, &links)
                 .await
                 .map_err(|e| e.to_string())?;
+            let cross = cross_tenant_views(&cloud, &links).await?;
+            findings.extend(doctor::share_findings(&network, &cross).await);
             for f in &findings {
                 println!(
                     "{} {}",

@@ -124,3 +124,71 @@ async fn doctor_binary_reports_an_orphan_leg() {
     let stdout = String::from_utf8_lossy(&run().stdout).to_string();
     assert!(!stdout.contains(&orphan.id), "{stdout}");
 }
+
+/// `doctor` checks each cross-tenant link's share with the customer's own credential: a
+/// shared network is visible, an unshared one is a problem naming the one-time command, and
+/// an unreadable credential is said so.
+async fn doctor_checks_cross_tenant_shares(env: Env) {
+    use bnerd_clusterlink_cli::doctor::{CrossTenantLink, CustomerView, share_findings};
+    let (customer, project, other): (
+        Box<dyn bnerd_cloud::Neutron>,
+        String,
+        Box<dyn bnerd_cloud::Neutron>,
+    ) = match &env.fake {
+        Some(cloud) => (
+            Box::new(cloud.client("customer")),
+            "customer".into(),
+            Box::new(cloud.client("customer2")),
+        ),
+        None => {
+            let lab = bnerd_testkit::lab_env().expect("lab.env");
+            (
+                Box::new(bnerd_testkit::lab_app_cred_client(&lab, "CUSTOMER")),
+                lab["LAB_CUSTOMER_PROJECT_ID"].clone(),
+                Box::new(bnerd_testkit::lab_app_cred_client(&lab, "CUSTOMER2")),
+            )
+        }
+    };
+    env.net
+        .create_rbac_policy(&ShareNetwork {
+            network_id: env.fabric.transit_network_id.clone(),
+            action: ACCESS_AS_SHARED.into(),
+            target_tenant: project.clone(),
+        })
+        .await
+        .expect("share");
+    let links = vec![
+        CrossTenantLink {
+            name: "shared".into(),
+            project: project.clone(),
+            view: CustomerView::Client(customer),
+        },
+        CrossTenantLink {
+            name: "unshared".into(),
+            project: "customer2-project".into(),
+            view: CustomerView::Client(other),
+        },
+        CrossTenantLink {
+            name: "no-secret".into(),
+            project: "p".into(),
+            view: CustomerView::Unreadable("cannot read secret ns/clusterlink-no-secret".into()),
+        },
+    ];
+    let f = share_findings(&env.fabric.transit_network_id, &links).await;
+    assert!(!f[0].problem && f[0].text.contains("visible"), "{:?}", f[0]);
+    assert!(f[1].problem, "{:?}", f[1]);
+    assert!(
+        f[1].text.contains(&format!(
+            "openstack network rbac create --type network --action access_as_shared --target-project customer2-project {}",
+            env.fabric.transit_network_id
+        )),
+        "{}",
+        f[1].text
+    );
+    assert!(
+        !f[2].problem && f[2].text.contains("not checked"),
+        "{:?}",
+        f[2]
+    );
+}
+both!(doctor_checks_cross_tenant_shares);

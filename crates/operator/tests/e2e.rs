@@ -856,7 +856,15 @@ async fn operator_binary_cross_tenant_link() {
     let name = unique("e2e-abandon");
     let l = create(&name, "10.227.0.0/16").await;
     let leg2 = l.status.clone().and_then(|s| s.leg_port_id).expect("port");
+    // The customer's credential is revoked (Keystone answers 404 to it) before the delete.
     delete_credentials_secret(&client, &name).await;
+    put_credentials_secret(
+        &client,
+        &name,
+        &g("LAB_CUSTOMER_REVOKED_AC_ID"),
+        &g("LAB_CUSTOMER_REVOKED_AC_SECRET"),
+    )
+    .await;
     api.delete(&name, &DeleteParams::default())
         .await
         .expect("delete");
@@ -886,6 +894,7 @@ async fn operator_binary_cross_tenant_link() {
     })
     .await;
     assert!(note.contains(&leg2) && note.contains(&router.id), "{note}");
+    delete_credentials_secret(&client, &name).await;
 
     drop(op);
     let log = log.await.unwrap_or_default();

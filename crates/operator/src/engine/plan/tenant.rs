@@ -14,8 +14,7 @@ use bnerd_api::{Reason, SecretRef};
 use super::StepFail;
 
 /// The Secret keys of the contract.
-pub const KEY_AC_ID: &str = "OS_APPLICATION_CREDENTIAL_ID";
-pub const KEY_AC_SECRET: &str = "OS_APPLICATION_CREDENTIAL_SECRET";
+pub use bnerd_api::names::{KEY_AC_ID, KEY_AC_SECRET};
 pub const KEY_AUTH_URL: &str = "OS_AUTH_URL";
 pub const KEY_REGION: &str = "OS_REGION_NAME";
 /// Keys of a username/password credential: refused, application credentials only.
