@@ -144,14 +144,7 @@ async fn apply(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> {
     };
 
     if outcome.status != status {
-        let api: Api<ClusterLink> = Api::all(ctx.client.clone());
-        let patch = json!({"apiVersion": "ipsec.bnerd.net/v1alpha1", "kind": "ClusterLink", "status": outcome.status});
-        api.patch_status(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&patch),
-        )
-        .await?;
+        write_status(ctx, &name, &outcome.status).await?;
     }
     let reference = link.object_ref(&());
     for t in transitions(&status.conditions, &outcome.status.conditions) {
@@ -208,6 +201,43 @@ async fn publish(
     }
 }
 
+/// Write a link's whole status (server-side apply, our field manager).
+async fn write_status(ctx: &Context, name: &str, status: &ClusterLinkStatus) -> Result<(), Error> {
+    let api: Api<ClusterLink> = Api::all(ctx.client.clone());
+    let patch =
+        json!({"apiVersion": "ipsec.bnerd.net/v1alpha1", "kind": "ClusterLink", "status": status});
+    api.patch_status(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await?;
+    Ok(())
+}
+
+/// A deleting link whose unwind is stuck: its status says why, once, with a Warning Event.
+async fn report_stuck(
+    ctx: &Context,
+    link: &ClusterLink,
+    status: &ClusterLinkStatus,
+    stuck: &ClusterLinkStatus,
+    f: &crate::engine::StepFail,
+) -> Result<(), Error> {
+    if stuck == status {
+        return Ok(());
+    }
+    write_status(ctx, &link.name_any(), stuck).await?;
+    publish(
+        ctx,
+        &link.object_ref(&()),
+        EventType::Warning,
+        f.reason.as_str(),
+        &f.message,
+    )
+    .await;
+    Ok(())
+}
+
 /// A gateway whose reverse route a link could not install hears about it itself: it may live
 /// in a namespace whose owners never look at ClusterLinks.
 async fn warn_gateway(ctx: &Context, link: &str, p: &GatewayProblem) {
@@ -261,24 +291,7 @@ async fn remove(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> 
     };
     if let Err(f) = unwound {
         let stuck = deleting_status(&status, &f, link.metadata.generation);
-        if stuck != status {
-            let api: Api<ClusterLink> = Api::all(ctx.client.clone());
-            let patch = json!({"apiVersion": "ipsec.bnerd.net/v1alpha1", "kind": "ClusterLink", "status": stuck});
-            api.patch_status(
-                &name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&patch),
-            )
-            .await?;
-            publish(
-                ctx,
-                &link.object_ref(&()),
-                EventType::Warning,
-                f.reason.as_str(),
-                &f.message,
-            )
-            .await;
-        }
+        report_stuck(ctx, &link, &status, &stuck, &f).await?;
         return Err(Error::Unwind(f.message));
     }
     ctx.customers.forget(&name);
@@ -332,24 +345,7 @@ async fn hold_or_abandon(
         &held.credentials,
         link.metadata.generation,
     );
-    if stuck != *status {
-        let api: Api<ClusterLink> = Api::all(ctx.client.clone());
-        let patch = json!({"apiVersion": "ipsec.bnerd.net/v1alpha1", "kind": "ClusterLink", "status": stuck});
-        api.patch_status(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&patch),
-        )
-        .await?;
-        publish(
-            ctx,
-            &reference,
-            EventType::Warning,
-            held.credentials.reason.as_str(),
-            &held.credentials.message,
-        )
-        .await;
-    }
+    report_stuck(ctx, link, status, &stuck, &held.credentials).await?;
     let why = match held.gateway {
         Ok(()) => held.credentials.message,
         Err(f) => format!("{}; {}", f.message, held.credentials.message),

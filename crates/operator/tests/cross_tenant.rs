@@ -327,6 +327,8 @@ async fn cross_tenant_link_is_ready(mut env: Env) {
         service_cidr: "100.64.81.0/24".into(),
         port_fixed_ip: "10.254.0.250".into(),
     }];
+    // The gateway's own port holds its portFixedIP, so Neutron cannot pick it for the leg.
+    let gateway_port = env.port_at_ip("10.254.0.250", "gateway-pod").await;
     add(&mut env, &side, "diehl01", &router.name, "10.234.0.0/16");
     reconcile(&mut env, "diehl01", &side).await;
     assert_ready(&env, "diehl01");
@@ -388,7 +390,12 @@ async fn cross_tenant_link_is_ready(mut env: Env) {
             .routes
             .is_empty()
     );
-    assert_eq!(env.ports().await.len(), 1, "only the gateway's own leg");
+    assert_eq!(
+        env.ports().await.len(),
+        2,
+        "only the gateway router's leg and the gateway's port"
+    );
+    env.net.delete_port(&gateway_port.id).await.unwrap();
     // "The RBAC share is never removed automatically on delete".
     let shares = env
         .net
@@ -405,6 +412,9 @@ both!(cross_tenant_link_is_ready);
 /// credential that failed.
 async fn failures_name_the_credential(mut env: Env) {
     let side = customer_side(&env).await;
+    // Someone's port, reserved before any leg exists so Neutron never picks its address
+    // for one; a route via it below is foreign.
+    let foreign = env.port_at_ip("10.254.0.251", "someone").await;
     // "a link whose serviceClusterRouter can't be resolved in the customer project
     // (LegAttached=False/RouterResolveFailed) shares nothing."
     add(&mut env, &side, "blind", "no-such-router", "10.237.0.0/16");
@@ -451,6 +461,7 @@ async fn failures_name_the_credential(mut env: Env) {
     assert!(m.starts_with("operator credential: "), "{m}");
     delete(&mut env, "clash", &side).await;
     delete(&mut env, "first", &side).await;
+    env.net.delete_port(&foreign.id).await.unwrap();
     assert_eq!(env.ports().await.len(), 1);
     side.net.delete_router(&router.id).await.unwrap();
     side.net.delete_router(&other.id).await.unwrap();

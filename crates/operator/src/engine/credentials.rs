@@ -68,6 +68,18 @@ pub struct Resolved {
     pub message: String,
 }
 
+impl Resolved {
+    /// The customer side of the engine for this credential.
+    pub fn customer(&self) -> super::ops::Customer<'_> {
+        let net: &dyn Neutron = self.client.as_ref();
+        super::ops::Customer {
+            net,
+            project_id: &self.project_id,
+            secret: &self.secret,
+        }
+    }
+}
+
 fn with_requeue(f: StepFail) -> (StepFail, Requeue) {
     let q = requeue_of(&f);
     (f, q)

@@ -185,15 +185,10 @@ pub async fn reconcile_cross_tenant(
         }
     };
     r.pass(ConditionType::CredentialsResolved, resolved.message.clone());
-    let customer_net: &dyn bnerd_cloud::Neutron = resolved.client.as_ref();
     let engine = Engine {
         net,
         fabric,
-        customer: Some(Customer {
-            net: customer_net,
-            project_id: &resolved.project_id,
-            secret: &resolved.secret,
-        }),
+        customer: Some(resolved.customer()),
     };
     engine.converge(input, &valid, &mut r).await;
     r.finish()
@@ -236,15 +231,10 @@ pub async fn unwind_cross_tenant(
             });
         }
     };
-    let customer_net: &dyn bnerd_cloud::Neutron = resolved.client.as_ref();
     let engine = Engine {
         net,
         fabric,
-        customer: Some(Customer {
-            net: customer_net,
-            project_id: &resolved.project_id,
-            secret: &resolved.secret,
-        }),
+        customer: Some(resolved.customer()),
     };
     Ok(unwind(&engine, input, targets).await)
 }
