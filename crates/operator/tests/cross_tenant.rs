@@ -299,20 +299,6 @@ async fn delete(env: &mut Env, name: &str, side: &Side) {
     env.links.remove(i);
 }
 
-#[track_caller]
-fn assert_ready(env: &Env, name: &str) {
-    let conditions = env.link(name).status.as_ref().map(|s| &s.conditions);
-    assert_eq!(
-        env.condition(name, "Ready").0,
-        "True",
-        "{name} is not Ready: {conditions:?}"
-    );
-}
-
-async fn gateway_routes(env: &Env) -> Vec<Route> {
-    env.get_router(&env.fabric.gateway_router_id).await.routes
-}
-
 /// "The happy path is Ready with share, leg (customer-owned, Neutron-picked address),
 /// attachment, gateway route and reverse routes"; delete leaves nothing but the share.
 async fn cross_tenant_link_is_ready(mut env: Env) {
@@ -331,7 +317,7 @@ async fn cross_tenant_link_is_ready(mut env: Env) {
     let gateway_port = env.port_at_ip("10.254.0.250", "gateway-pod").await;
     add(&mut env, &side, "diehl01", &router.name, "10.234.0.0/16");
     reconcile(&mut env, "diehl01", &side).await;
-    assert_ready(&env, "diehl01");
+    env.assert_ready("diehl01");
     let (s, r, _) = env.condition("diehl01", "TransitNetworkShared");
     assert_eq!((s.as_str(), r.as_str()), ("True", "Shared"));
     assert_eq!(own_shares(&env, &side.project).await, 1);
@@ -348,7 +334,7 @@ async fn cross_tenant_link_is_ready(mut env: Env) {
     );
     assert!(leg.is_interface_of(&router.id));
     assert_eq!(
-        gateway_routes(&env).await,
+        env.gateway_routes().await,
         vec![Route::new("10.234.0.0/16", &ip)]
     );
     assert_eq!(
@@ -359,7 +345,7 @@ async fn cross_tenant_link_is_ready(mut env: Env) {
     let other = side.net.create_router(&unique("diehl02")).await.unwrap();
     add(&mut env, &side, "diehl02", &other.id, "10.233.0.0/16");
     reconcile(&mut env, "diehl02", &side).await;
-    assert_ready(&env, "diehl02");
+    env.assert_ready("diehl02");
     assert_eq!(
         own_shares(&env, &side.project).await,
         1,
@@ -381,7 +367,7 @@ async fn cross_tenant_link_is_ready(mut env: Env) {
     }
 
     delete(&mut env, "diehl01", &side).await;
-    assert!(gateway_routes(&env).await.is_empty());
+    assert!(env.gateway_routes().await.is_empty());
     assert!(
         side.net
             .get_router(&router.id)
@@ -429,7 +415,7 @@ async fn failures_name_the_credential(mut env: Env) {
     let router = side.net.create_router(&unique("one-router")).await.unwrap();
     add(&mut env, &side, "first", &router.id, "10.235.0.0/16");
     reconcile(&mut env, "first", &side).await;
-    assert_ready(&env, "first");
+    env.assert_ready("first");
     add(&mut env, &side, "second", &router.id, "10.236.0.0/16");
     reconcile(&mut env, "second", &side).await;
     let (s, r, m) = env.condition("second", "LegAttached");
@@ -476,7 +462,7 @@ async fn transit_ip_mismatch_is_terminal(mut env: Env) {
     let router = side.net.create_router(&unique("mm")).await.unwrap();
     add(&mut env, &side, "mm", &router.id, "10.239.0.0/16");
     reconcile(&mut env, "mm", &side).await;
-    assert_ready(&env, "mm");
+    env.assert_ready("mm");
     let old = env.transit_ip("mm").unwrap();
     // The leg vanishes out of band and its address is taken before the next reconcile.
     let leg = env.leg_port_id("mm");
@@ -500,7 +486,7 @@ async fn transit_ip_mismatch_is_terminal(mut env: Env) {
     );
     assert!(m.contains(&old), "{m}");
     assert!(
-        gateway_routes(&env).await.is_empty(),
+        env.gateway_routes().await.is_empty(),
         "no route to the squatter"
     );
     assert_eq!(
@@ -551,7 +537,7 @@ async fn a_hand_made_share_ends_shared(mut env: Env) {
     let router = side.net.create_router(&unique("hand")).await.unwrap();
     add(&mut env, &side, "hand", &router.id, "10.232.0.0/16");
     reconcile(&mut env, "hand", &side).await;
-    assert_ready(&env, "hand");
+    env.assert_ready("hand");
     assert_eq!(env.condition("hand", "TransitNetworkShared").1, "Shared");
     assert_eq!(
         own_shares(&env, &side.project).await,
@@ -1014,7 +1000,7 @@ async fn share_failures_are_named_and_retried() {
 
     // The faults pass: the next reconcile shares and converges.
     reconcile(&mut env, "f500", &side).await;
-    assert_ready(&env, "f500");
+    env.assert_ready("f500");
 }
 
 /// "CredentialsProjectChanged — the credential's project doesn't match the one this link's

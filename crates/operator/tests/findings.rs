@@ -19,20 +19,6 @@ use bnerd_testkit::{Env, spec};
 use bnerd_vpn_operator::controller::link_input;
 use bnerd_vpn_operator::engine::{Engine, unwind};
 
-#[track_caller]
-fn assert_ready(env: &Env, name: &str) {
-    let conditions = env.link(name).status.as_ref().map(|s| &s.conditions);
-    assert_eq!(
-        env.condition(name, "Ready").0,
-        "True",
-        "{name} is not Ready: {conditions:?}"
-    );
-}
-
-async fn gateway_routes(env: &Env) -> Vec<Route> {
-    env.get_router(&env.fabric.gateway_router_id).await.routes
-}
-
 /// A port carrying a link's tags, as a second operator process (or a crash) leaves it.
 async fn tagged_port(env: &Env, link: &ClusterLink, ip: &str) -> bnerd_cloud::Port {
     let name = link.metadata.name.clone().unwrap();
@@ -50,9 +36,9 @@ async fn leg_address_changes_move_the_route(mut env: Env) {
     let cidr = "10.41.0.0/16";
     env.add_link("f1", spec(&a.id, cidr, None));
     env.reconcile("f1").await;
-    assert_ready(&env, "f1");
+    env.assert_ready("f1");
     assert_eq!(
-        gateway_routes(&env).await,
+        env.gateway_routes().await,
         vec![Route::new(cidr, "10.254.0.3")]
     );
 
@@ -62,17 +48,17 @@ async fn leg_address_changes_move_the_route(mut env: Env) {
     env.net.remove_router_interface(&a.id, &old).await.unwrap();
     let squatter = env.port_at_ip("10.254.0.3", "squatter").await;
     env.reconcile("f1").await;
-    assert_ready(&env, "f1");
+    env.assert_ready("f1");
     let ip = env.transit_ip("f1").unwrap();
     assert_ne!(ip, "10.254.0.3");
-    assert_eq!(gateway_routes(&env).await, vec![Route::new(cidr, &ip)]);
+    assert_eq!(env.gateway_routes().await, vec![Route::new(cidr, &ip)]);
 
     // The pinned address changes.
     env.links[0].spec.transit_ip = Some("10.254.0.60".into());
     env.reconcile("f1").await;
-    assert_ready(&env, "f1");
+    env.assert_ready("f1");
     assert_eq!(
-        gateway_routes(&env).await,
+        env.gateway_routes().await,
         vec![Route::new(cidr, "10.254.0.60")]
     );
 
@@ -80,9 +66,9 @@ async fn leg_address_changes_move_the_route(mut env: Env) {
     env.links[0].spec.transit_ip = None;
     env.links[0].spec.service_cluster_router = b.id.clone();
     env.reconcile("f1").await;
-    assert_ready(&env, "f1");
+    env.assert_ready("f1");
     let ip = env.transit_ip("f1").unwrap();
-    assert_eq!(gateway_routes(&env).await, vec![Route::new(cidr, &ip)]);
+    assert_eq!(env.gateway_routes().await, vec![Route::new(cidr, &ip)]);
     assert_eq!(
         env.ports().await.len(),
         3,
@@ -90,7 +76,7 @@ async fn leg_address_changes_move_the_route(mut env: Env) {
     );
 
     env.delete("f1").await;
-    assert!(gateway_routes(&env).await.is_empty());
+    assert!(env.gateway_routes().await.is_empty());
     env.net.delete_port(&squatter.id).await.unwrap();
 }
 both!(leg_address_changes_move_the_route);
@@ -101,7 +87,7 @@ async fn no_route_survives_its_leg(mut env: Env) {
     let svc = env.router("f1b").await;
     env.add_link("f1b", spec(&svc.id, "10.52.0.0/16", Some("10.254.0.20")));
     env.reconcile("f1b").await;
-    assert_ready(&env, "f1b");
+    env.assert_ready("f1b");
     // The leg vanishes and a stranger takes its pinned address.
     let old = env.leg_port_id("f1b");
     env.net
@@ -114,7 +100,7 @@ async fn no_route_survives_its_leg(mut env: Env) {
     assert_eq!((s.as_str(), r.as_str()), ("False", "TransitIPUnavailable"));
     assert!(m.contains(&stranger.id), "{m}");
     assert!(
-        gateway_routes(&env).await.is_empty(),
+        env.gateway_routes().await.is_empty(),
         "no route to the stranger's port"
     );
     assert!(
@@ -144,16 +130,16 @@ async fn route_ownership_survives_a_lost_status(mut env: Env) {
     let svc = env.router("f2").await;
     env.add_link("f2", spec(&svc.id, "10.42.0.0/16", None));
     env.reconcile("f2").await;
-    assert_ready(&env, "f2");
+    env.assert_ready("f2");
     let ip = env.transit_ip("f2").unwrap();
 
     // The patch that recorded the route was lost, then the CIDR changed.
     env.links[0].status.as_mut().unwrap().gateway_route = None;
     env.links[0].spec.service_cluster_cidr = "10.43.0.0/16".into();
     env.reconcile("f2").await;
-    assert_ready(&env, "f2");
+    env.assert_ready("f2");
     assert_eq!(
-        gateway_routes(&env).await,
+        env.gateway_routes().await,
         vec![Route::new("10.43.0.0/16", &ip)],
         "the old route via our leg is gone"
     );
@@ -163,7 +149,7 @@ async fn route_ownership_survives_a_lost_status(mut env: Env) {
     env.links[0].spec.service_cluster_cidr = "10.44.0.0/16".into();
     env.delete("f2").await;
     assert!(
-        gateway_routes(&env).await.is_empty(),
+        env.gateway_routes().await.is_empty(),
         "nothing via {ip} left"
     );
     assert_eq!(env.ports().await.len(), 1, "only the gateway's own leg");
@@ -176,7 +162,7 @@ async fn duplicate_legs_are_removed(mut env: Env) {
     let svc = env.router("f3").await;
     env.add_link("f3", spec(&svc.id, "10.45.0.0/16", None));
     env.reconcile("f3").await;
-    assert_ready(&env, "f3");
+    env.assert_ready("f3");
     let kept = env.leg_port_id("f3");
 
     // A second writer made another leg and routed the CIDR via it too.
@@ -189,7 +175,7 @@ async fn duplicate_legs_are_removed(mut env: Env) {
     .await
     .unwrap();
     let out = env.reconcile("f3").await;
-    assert_ready(&env, "f3");
+    env.assert_ready("f3");
     assert!(
         out.actions
             .iter()
@@ -206,7 +192,7 @@ async fn duplicate_legs_are_removed(mut env: Env) {
             .is_not_found()
     );
     assert_eq!(
-        gateway_routes(&env).await,
+        env.gateway_routes().await,
         vec![Route::new("10.45.0.0/16", "10.254.0.3")]
     );
 
@@ -248,7 +234,7 @@ async fn unwind_removes_reverse_routes_without_status(mut env: Env) {
     env.reverse = vec![target("gw", "g1", "100.64.41.0/24", "10.254.0.10")];
     env.add_link("f4", spec(&svc.id, "10.46.0.0/16", None));
     env.reconcile("f4").await;
-    assert_ready(&env, "f4");
+    env.assert_ready("f4");
     assert_eq!(
         env.get_router(&svc.id).await.routes,
         vec![Route::new("100.64.41.0/24", "10.254.0.10")]
@@ -277,7 +263,7 @@ async fn unwind_removes_reverse_routes_without_status(mut env: Env) {
         "our reverse route went, theirs stayed"
     );
     assert!(
-        gateway_routes(&env).await.is_empty(),
+        env.gateway_routes().await.is_empty(),
         "the data path is cut first"
     );
 
@@ -399,11 +385,11 @@ async fn ha_and_dvr_routers(mut env: Env) {
         let name = format!("f6-{i}");
         env.add_link(&name, spec(&r.id, &format!("10.{}.0.0/16", 48 + i), None));
         env.reconcile(&name).await;
-        assert_ready(&env, &name);
+        env.assert_ready(&name);
         let leg = env.net.get_port(&env.leg_port_id(&name)).await.unwrap();
         assert!(leg.is_interface_of(&r.id), "{}", leg.device_owner);
         let out = env.reconcile(&name).await;
-        assert_ready(&env, &name);
+        env.assert_ready(&name);
         assert!(
             out.actions.is_empty(),
             "resync writes nothing: {:?}",
@@ -420,7 +406,7 @@ async fn ha_and_dvr_routers(mut env: Env) {
     env.net.add_router_interface(&r.id, &hand.id).await.unwrap();
     env.add_link("f6-adopt", spec(&r.id, "10.50.0.0/16", Some("10.254.0.3")));
     env.reconcile("f6-adopt").await;
-    assert_ready(&env, "f6-adopt");
+    env.assert_ready("f6-adopt");
     assert_eq!(env.leg_port_id("f6-adopt"), hand.id);
     env.delete("f6-adopt").await;
     assert_eq!(env.ports().await.len(), 1);
@@ -436,7 +422,7 @@ async fn a_long_link_name_converges(mut env: Env) {
     let name = "l".repeat(253);
     env.add_link(&name, spec(&svc.id, "10.51.0.0/16", None));
     env.reconcile(&name).await;
-    assert_ready(&env, &name);
+    env.assert_ready(&name);
     let leg = env.net.get_port(&env.leg_port_id(&name)).await.unwrap();
     assert!(leg.description.len() <= 255 && leg.name.len() <= 255);
     env.delete(&name).await;
@@ -484,11 +470,11 @@ async fn two_writers_leak_nothing(mut env: Env) {
     }
     for i in 0..4 {
         env.reconcile(&format!("f9-{i}")).await;
-        assert_ready(&env, &format!("f9-{i}"));
+        env.assert_ready(&format!("f9-{i}"));
     }
     let ports = env.ports().await;
     assert_eq!(ports.len(), 5, "one leg per link: {ports:#?}");
-    let gw = gateway_routes(&env).await;
+    let gw = env.gateway_routes().await;
     assert_eq!(gw.len(), 4, "{gw:?}");
     for r in &gw {
         assert!(
@@ -518,7 +504,7 @@ async fn two_writers_leak_nothing(mut env: Env) {
         env.delete(&name).await;
     }
     assert_eq!(env.ports().await.len(), 1, "no leaked port");
-    assert!(gateway_routes(&env).await.is_empty(), "no leaked route");
+    assert!(env.gateway_routes().await.is_empty(), "no leaked route");
 }
 both!(two_writers_leak_nothing);
 
@@ -534,7 +520,7 @@ async fn call_budgets_on_the_fake() {
         env.add_link("b", spec(&svc.name, "10.55.0.0/16", None));
         cloud.reset_counters();
         env.reconcile("b").await;
-        assert_ready(&env, "b");
+        env.assert_ready("b");
         let (_, writes) = cloud.read_write_counts();
         assert_eq!(writes, if keep_tags { 3 } else { 4 }, "converge writes");
         cloud.reset_counters();
@@ -561,7 +547,7 @@ async fn call_budgets_on_the_lab() {
         env.add_link("b", spec(&svc.name, "10.56.0.0/16", None));
         let c0 = client.call_counts();
         env.reconcile("b").await;
-        assert_ready(&env, "b");
+        env.assert_ready("b");
         let c1 = client.call_counts();
         assert_eq!(
             c1.1 - c0.1,
@@ -596,7 +582,7 @@ async fn untagged_marker_port_is_found_without_a_second_create() {
         .await
         .unwrap();
     env.reconcile("m").await;
-    assert_ready(&env, "m");
+    env.assert_ready("m");
     assert_eq!(env.transit_ip("m").as_deref(), Some("10.254.0.7"));
     assert_eq!(env.ports().await.len(), 2);
 }

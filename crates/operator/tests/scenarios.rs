@@ -7,21 +7,11 @@ use bnerd_api::names::{TAG_MANAGED, tag_link_uid};
 use bnerd_cloud::{CreatePort, Route};
 use bnerd_testkit::{Env, both, reconcile_one, spec, unique};
 
-#[track_caller]
-fn assert_ready(env: &Env, name: &str) {
-    let conditions = env.link(name).status.as_ref().map(|s| &s.conditions);
-    assert_eq!(
-        env.condition(name, "Ready").0,
-        "True",
-        "{name} is not Ready: {conditions:?}"
-    );
-}
-
 async fn new_link_is_ready(mut env: Env) {
     let svc = env.router("shoot--services--svc01").await;
     env.add_link("svc01-link", spec(&svc.name, "10.251.0.0/16", None));
     env.reconcile("svc01-link").await;
-    assert_ready(&env, "svc01-link");
+    env.assert_ready("svc01-link");
     assert_eq!(env.transit_ip("svc01-link").as_deref(), Some("10.254.0.3"));
     let port = env.port_at("10.254.0.3").await.expect("leg at .3");
     let uid = env.link("svc01-link").metadata.uid.clone().unwrap();
@@ -81,7 +71,7 @@ async fn allocation_skips_and_pins(mut env: Env) {
     env.add_link("two", spec(&b.name, "10.2.0.0/16", None));
     env.reconcile("two").await;
     assert_eq!(env.transit_ip("two").as_deref(), Some("10.254.0.5"));
-    assert_ready(&env, "two");
+    env.assert_ready("two");
     // Pinned and free: honoured.
     env.add_link("pinned", spec(&c.name, "10.3.0.0/16", Some("10.254.0.77")));
     env.reconcile("pinned").await;
@@ -91,7 +81,7 @@ async fn allocation_skips_and_pins(mut env: Env) {
         "{:?}",
         env.link("pinned").status
     );
-    assert_ready(&env, "pinned");
+    env.assert_ready("pinned");
     // Pinned and held by someone else: refused, naming the holder; nothing created.
     let ports_before = env.ports().await.len();
     env.add_link("blocked", spec(&d.name, "10.4.0.0/16", Some("10.254.0.3")));
@@ -139,7 +129,7 @@ async fn adopts_hand_made_leg(mut env: Env) {
         spec(&svc.name, "10.251.0.0/16", Some("10.254.0.3")),
     );
     let out = env.reconcile("svc01-link").await;
-    assert_ready(&env, "svc01-link");
+    env.assert_ready("svc01-link");
     assert!(
         out.actions
             .iter()
@@ -191,7 +181,7 @@ async fn heals_out_of_band_changes(mut env: Env) {
     let svc = env.router("svc").await;
     env.add_link("heal", spec(&svc.id, "10.9.0.0/16", None));
     env.reconcile("heal").await;
-    assert_ready(&env, "heal");
+    env.assert_ready("heal");
     let want = Route::new("10.9.0.0/16", "10.254.0.3");
 
     // Someone removes the route.
@@ -205,7 +195,7 @@ async fn heals_out_of_band_changes(mut env: Env) {
             .routes
             .contains(&want)
     );
-    assert_ready(&env, "heal");
+    env.assert_ready("heal");
 
     // Someone detaches the leg (Neutron deletes the port with it): rebuilt at the same address.
     let old = env.leg_port_id("heal");
@@ -215,7 +205,7 @@ async fn heals_out_of_band_changes(mut env: Env) {
         .unwrap();
     assert!(env.net.get_port(&old).await.unwrap_err().is_not_found());
     env.reconcile("heal").await;
-    assert_ready(&env, "heal");
+    env.assert_ready("heal");
     let new = env.link("heal").status.clone().unwrap();
     assert_ne!(new.leg_port_id.as_deref(), Some(old.as_str()));
     assert_eq!(new.transit_ip.as_deref(), Some("10.254.0.3"));
@@ -241,7 +231,7 @@ async fn heals_out_of_band_changes(mut env: Env) {
         .await
         .unwrap();
     env.reconcile("loose").await;
-    assert_ready(&env, "loose");
+    env.assert_ready("loose");
     assert_eq!(
         env.link("loose")
             .status
@@ -287,7 +277,7 @@ async fn delete_touches_only_its_own(mut env: Env) {
 
     env.add_link("gone", spec(&svc.name, "10.7.0.0/16", None));
     env.reconcile("gone").await;
-    assert_ready(&env, "gone");
+    env.assert_ready("gone");
     let leg = env.leg_port_id("gone");
 
     env.delete("gone").await;
@@ -405,7 +395,7 @@ async fn bad_input_is_named(mut env: Env) {
     // Second link on the same router: its own port, but the attach fails (one interface per subnet).
     env.add_link("first", spec(&svc.id, "10.11.0.0/16", None));
     env.reconcile("first").await;
-    assert_ready(&env, "first");
+    env.assert_ready("first");
     env.add_link("second", spec(&svc.id, "10.12.0.0/16", None));
     env.reconcile("second").await;
     let (s, r, m) = env.condition("second", "LegAttached");
@@ -449,17 +439,17 @@ async fn spec_changes_converge(mut env: Env) {
     let (a, b) = (env.router("a").await, env.router("b").await);
     env.add_link("mover", spec(&a.id, "10.20.0.0/16", None));
     env.reconcile("mover").await;
-    assert_ready(&env, "mover");
+    env.assert_ready("mover");
     // New CIDR: old route removed, new one installed.
     env.links[0].spec.service_cluster_cidr = "10.21.0.0/16".into();
     env.reconcile("mover").await;
-    assert_ready(&env, "mover");
+    env.assert_ready("mover");
     let gw = env.get_router(&env.fabric.gateway_router_id).await;
     assert_eq!(gw.routes, vec![Route::new("10.21.0.0/16", "10.254.0.3")]);
     // New router: the leg moves.
     env.links[0].spec.service_cluster_router = b.id.clone();
     env.reconcile("mover").await;
-    assert_ready(&env, "mover");
+    env.assert_ready("mover");
     let p = env
         .port_at(env.transit_ip("mover").as_deref().unwrap())
         .await
@@ -469,7 +459,7 @@ async fn spec_changes_converge(mut env: Env) {
     // New pinned IP: rebuilt there, route follows.
     env.links[0].spec.transit_ip = Some("10.254.0.50".into());
     env.reconcile("mover").await;
-    assert_ready(&env, "mover");
+    env.assert_ready("mover");
     assert_eq!(env.transit_ip("mover").as_deref(), Some("10.254.0.50"));
     let gw = env.get_router(&env.fabric.gateway_router_id).await;
     assert_eq!(gw.routes, vec![Route::new("10.21.0.0/16", "10.254.0.50")]);
@@ -483,7 +473,7 @@ async fn named_router_stays_put(mut env: Env) {
     let svc = env.router("named").await;
     env.add_link("named", spec(&svc.name, "10.31.0.0/16", None));
     env.reconcile("named").await;
-    assert_ready(&env, "named");
+    env.assert_ready("named");
     let leg = env
         .link("named")
         .status
@@ -494,7 +484,7 @@ async fn named_router_stays_put(mut env: Env) {
 
     let twin = env.net.create_router(&svc.name).await.unwrap();
     let out = env.reconcile("named").await;
-    assert_ready(&env, "named");
+    env.assert_ready("named");
     assert!(out.actions.is_empty(), "{:?}", out.actions);
     assert_eq!(env.link("named").status.as_ref().unwrap().leg_port_id, leg);
 

@@ -301,6 +301,22 @@ impl Env {
             .expect("link")
     }
 
+    /// The link's Ready condition is True; else the failure shows every condition.
+    #[track_caller]
+    pub fn assert_ready(&self, name: &str) {
+        let conditions = self.link(name).status.as_ref().map(|s| &s.conditions);
+        assert_eq!(
+            self.condition(name, "Ready").0,
+            "True",
+            "{name} is not Ready: {conditions:?}"
+        );
+    }
+
+    /// The gateway router's routes now.
+    pub async fn gateway_routes(&self) -> Vec<Route> {
+        self.get_router(&self.fabric.gateway_router_id).await.routes
+    }
+
     pub fn condition(&self, name: &str, type_: &str) -> (String, String, String) {
         let s = self.link(name).status.clone().unwrap_or_default();
         let c = s
