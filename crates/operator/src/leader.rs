@@ -125,11 +125,27 @@ where
     W: FnOnce(tokio::sync::watch::Receiver<bool>) -> F,
     F: Future<Output = ()>,
 {
-    let manager = build(client, election).await?;
-    health.set_electing(true);
-    info!(lease = %format!("{}/{}", election.namespace, election.name), identity = %election.identity, "waiting to lead");
     let mut shutdown = pin!(shutdown);
     let mut retry = Duration::from_secs(1);
+    // An apiserver that is not there yet (or RBAC not yet applied) is waited for, not a crash
+    // loop: /readyz says why meanwhile.
+    let manager = loop {
+        tokio::select! {
+            biased;
+            () = &mut shutdown => return Ok(()),
+            built = build(client.clone(), election) => match built {
+                Ok(m) => break m,
+                Err(e) => {
+                    warn!(retry_in = ?retry, "{e}");
+                    tokio::time::sleep(retry).await;
+                    retry = (retry * 2).min(election.duration);
+                }
+            }
+        }
+    };
+    retry = Duration::from_secs(1);
+    health.set_electing(true);
+    info!(lease = %format!("{}/{}", election.namespace, election.name), identity = %election.identity, "waiting to lead");
     loop {
         tokio::select! {
             biased;
