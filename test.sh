@@ -34,6 +34,11 @@ step "CRD drift"
 cargo run -q -p bnerd-api --bin crdgen | diff -u charts/bnerd-vpn-operator/crds/clusterlinks.ipsec.bnerd.net.yaml - \
   || { echo "CRD drift: run 'cargo run -p bnerd-api --bin crdgen > charts/bnerd-vpn-operator/crds/clusterlinks.ipsec.bnerd.net.yaml'"; exit 1; }
 
+step "container image (static musl binaries, podman build, size, root filesystem export)"
+# The last line is the image's exported root filesystem; tests/image.rs runs its operator.
+IMAGE_ROOTFS=$(bash image/build.sh | tail -n 1)
+export BNERD_IMAGE_ROOTFS=$IMAGE_ROOTFS BNERD_REQUIRE_IMAGE=1
+
 step "OpenStack lab (Keystone + Neutron)"
 LAB_ENV=$(bash lab/openstack/up.sh)
 export BNERD_LAB_ENV=$LAB_ENV BNERD_REQUIRE_LAB=1
