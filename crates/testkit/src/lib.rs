@@ -82,6 +82,7 @@ pub fn lab_client(env: &BTreeMap<String, String>, who: &str) -> OpenStack {
         region: Some("RegionOne".into()),
         interface: "public".into(),
         method,
+        tls: Default::default(),
     };
     OpenStack::new(auth).expect("client")
 }
@@ -101,6 +102,7 @@ pub fn lab_app_cred_client(env: &BTreeMap<String, String>, who: &str) -> OpenSta
             id: g(&format!("LAB_{who}_AC_ID")),
             secret: SecretString::new(g(&format!("LAB_{who}_AC_SECRET"))),
         },
+        tls: Default::default(),
     };
     OpenStack::new(auth).expect("client")
 }
