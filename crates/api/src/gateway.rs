@@ -11,6 +11,17 @@ pub const GATEWAY_KINDS: &[(&str, &str)] = &[
     ("VPNGateway", "vpngateways"),
 ];
 
+/// The API resource of a gateway kind (both live in our group, v1alpha1).
+pub fn resource(kind: &str, plural: &str) -> kube::api::ApiResource {
+    kube::api::ApiResource {
+        group: crate::names::GROUP.into(),
+        version: "v1alpha1".into(),
+        api_version: format!("{}/v1alpha1", crate::names::GROUP),
+        kind: kind.into(),
+        plural: plural.into(),
+    }
+}
+
 /// One gateway that needs a reverse route: `service_cidr` via `port_fixed_ip`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ReverseTarget {

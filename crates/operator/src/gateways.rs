@@ -6,23 +6,13 @@
 use std::collections::BTreeMap;
 
 use bnerd_api::gateway::{GATEWAY_KINDS, ReverseTarget, reverse_target};
-use bnerd_api::names::GROUP;
 use futures::{Stream, StreamExt, stream};
-use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use tracing::{debug, info, warn};
 
-/// The API resource of a gateway kind (both live in our group, v1alpha1).
-pub fn resource(kind: &str, plural: &str) -> ApiResource {
-    ApiResource {
-        group: GROUP.into(),
-        version: "v1alpha1".into(),
-        api_version: format!("{GROUP}/v1alpha1"),
-        kind: kind.into(),
-        plural: plural.into(),
-    }
-}
+pub use bnerd_api::gateway::resource;
 
 fn target_of(kind: &str, obj: &DynamicObject) -> Option<ReverseTarget> {
     let v = serde_json::to_value(obj).ok()?;

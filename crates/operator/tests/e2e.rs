@@ -5,21 +5,41 @@
 //! process per test and the lock and sweep that keep them apart.
 
 use std::process::Stdio;
-use std::time::Duration;
 
 use bnerd_api::ClusterLink;
 use bnerd_api::names::{FINALIZER, tag_link_uid};
 use bnerd_cloud::{Neutron, PortQuery, Route};
 use bnerd_testkit::kube_lab::{install_crd, kube_client};
-use bnerd_testkit::{Env, lab_env_for, lab_or_skip, operator_os_env, unique};
+use bnerd_testkit::operator_proc::{
+    OperatorCommand, OperatorProcess, TEST_LABEL, is_ready, kube_lab_exclusive, sweep_leftovers,
+    test_link, wait_for,
+};
+use bnerd_testkit::{Env, lab_env_for, lab_or_skip, unique};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 fn link(name: &str, spec: serde_json::Value) -> ClusterLink {
-    serde_json::from_value(json!({"apiVersion": "ipsec.bnerd.net/v1alpha1", "kind": "ClusterLink", "metadata": {"name": name}, "spec": spec}))
-        .expect("link")
+    test_link(name, spec)
+}
+
+/// The cargo-built operator on the lab's settings and `env`'s fabric.
+fn spawn_operator(
+    kubeconfig: &str,
+    lab: &std::collections::BTreeMap<String, String>,
+    env: &Env,
+    resync: &str,
+) -> OperatorProcess {
+    OperatorCommand::new(env!("CARGO_BIN_EXE_bnerd-vpn-operator"))
+        .lab(
+            kubeconfig,
+            lab,
+            &env.fabric.gateway_router_id,
+            &env.fabric.transit_network_id,
+            resync,
+        )
+        .spawn()
 }
 
 fn rejection(e: kube::Error) -> String {
@@ -131,125 +151,6 @@ async fn cel_rules_enforced_by_the_apiserver() {
     }
 }
 
-struct Operator(tokio::process::Child);
-
-impl Drop for Operator {
-    fn drop(&mut self) {
-        let _ = self.0.start_kill();
-    }
-}
-
-/// Operators started by these tests all watch every ClusterLink of the one apiserver, each
-/// with its own transit network: two at once would fight over each other's links, and a
-/// running one would put its finalizer on the CEL test's objects. Every test that writes
-/// ClusterLinks holds this lock, across test processes too (an flock beside the kubeconfig).
-async fn kube_lab_exclusive(kubeconfig: &str) -> std::fs::File {
-    let dir = std::path::Path::new(kubeconfig)
-        .parent()
-        .expect("kubeconfig dir")
-        .to_path_buf();
-    tokio::task::spawn_blocking(move || {
-        let f = std::fs::File::create(dir.join("e2e.lock")).expect("lock file");
-        f.lock().expect("lock");
-        f
-    })
-    .await
-    .expect("lock task")
-}
-
-/// Start the operator binary on the lab's operator credential and `env`'s fabric; the
-/// handle yields its stderr once it has stopped.
-fn spawn_operator(
-    kubeconfig: &str,
-    lab: &std::collections::BTreeMap<String, String>,
-    env: &Env,
-    resync: &str,
-) -> (Operator, tokio::task::JoinHandle<String>) {
-    let bin = env!("CARGO_BIN_EXE_bnerd-vpn-operator");
-    let child = tokio::process::Command::new(bin)
-        .env_clear()
-        .env("HOME", std::env::var("HOME").unwrap_or_default())
-        .env("KUBECONFIG", kubeconfig)
-        .env("RUST_LOG", "info")
-        .envs(operator_os_env(lab))
-        .env("IPSEC_GATEWAY_ROUTER_ID", &env.fabric.gateway_router_id)
-        .env("IPSEC_TRANSIT_NETWORK_ID", &env.fabric.transit_network_id)
-        .env("IPSEC_RESYNC_INTERVAL", resync)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("operator starts");
-    let mut op = Operator(child);
-    let stderr = op.0.stderr.take().expect("stderr");
-    let log = tokio::spawn(async move {
-        use tokio::io::AsyncReadExt;
-        let mut s = String::new();
-        let mut r = stderr;
-        let _ = r.read_to_string(&mut s).await;
-        s
-    });
-    (op, log)
-}
-
-/// Links and gateways an earlier, failed run left behind would be reconciled by this run's
-/// operator against the wrong fabric: strip their finalizers (no operator runs while the
-/// caller holds `kube_lab_exclusive`) and delete them.
-async fn sweep_leftovers(client: &Client) {
-    let links: Api<ClusterLink> = Api::all(client.clone());
-    for l in links
-        .list(&ListParams::default())
-        .await
-        .expect("list links")
-    {
-        let name = l.metadata.name.clone().unwrap_or_default();
-        let strip = json!({"metadata": {"finalizers": null}});
-        let _ = links
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&strip))
-            .await;
-        let _ = links.delete(&name, &DeleteParams::default()).await;
-    }
-    for (kind, plural) in bnerd_api::gateway::GATEWAY_KINDS {
-        let ar = bnerd_vpn_operator::gateways::resource(kind, plural);
-        let gws: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &ar);
-        let Ok(list) = gws.list(&ListParams::default()).await else {
-            continue;
-        };
-        for g in list {
-            let ns = g.metadata.namespace.clone().unwrap_or_default();
-            let api: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
-            let _ = api
-                .delete(
-                    &g.metadata.name.clone().unwrap_or_default(),
-                    &DeleteParams::default(),
-                )
-                .await;
-        }
-    }
-}
-
-async fn wait_for<T>(what: &str, secs: u64, mut f: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = f().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {secs}s waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-}
-
-fn ready(l: &ClusterLink) -> bool {
-    l.status.as_ref().is_some_and(|s| {
-        s.conditions
-            .iter()
-            .any(|c| c.type_ == "Ready" && c.status == "True")
-    })
-}
-
 #[tokio::test]
 async fn operator_binary_converges_heals_and_unwinds() {
     let Some((client, kubeconfig)) =
@@ -267,7 +168,7 @@ async fn operator_binary_converges_heals_and_unwinds() {
 
     let _exclusive = kube_lab_exclusive(&kubeconfig).await;
     sweep_leftovers(&client).await;
-    let (op, log) = spawn_operator(&kubeconfig, &lab, &env, "3s");
+    let op = spawn_operator(&kubeconfig, &lab, &env, "3s");
 
     let api: Api<ClusterLink> = Api::all(client.clone());
     let name = unique("e2e-link");
@@ -281,7 +182,7 @@ async fn operator_binary_converges_heals_and_unwinds() {
     .await
     .expect("create link");
     let l = wait_for("Ready=True", 90, async || {
-        api.get(&name).await.ok().filter(ready)
+        api.get(&name).await.ok().filter(is_ready)
     })
     .await;
     let st = l.status.clone().expect("status");
@@ -365,8 +266,7 @@ async fn operator_binary_converges_heals_and_unwinds() {
         .collect();
     assert!(left.is_empty(), "leaked ports: {left:?}");
 
-    drop(op);
-    let log = log.await.unwrap_or_default();
+    let log = op.stop().await;
     assert!(
         !log.contains(&g("LAB_OPERATOR_PASSWORD")),
         "the operator logged its password"
@@ -471,7 +371,7 @@ async fn gateway_changes_fan_out_to_every_link() {
     let routers = [env.router("fan-a").await, env.router("fan-b").await];
     let _exclusive = kube_lab_exclusive(&kubeconfig).await;
     sweep_leftovers(&client).await;
-    let (op, log) = spawn_operator(&kubeconfig, &lab, &env, "1h");
+    let op = spawn_operator(&kubeconfig, &lab, &env, "1h");
 
     let links: Api<ClusterLink> = Api::all(client.clone());
     let names = [unique("fan-a"), unique("fan-b")];
@@ -489,7 +389,7 @@ async fn gateway_changes_fan_out_to_every_link() {
     }
     for name in &names {
         wait_for("links Ready", 90, async || {
-            links.get(name).await.ok().filter(ready)
+            links.get(name).await.ok().filter(is_ready)
         })
         .await;
     }
@@ -501,7 +401,7 @@ async fn gateway_changes_fan_out_to_every_link() {
     let gateway = |exposures: serde_json::Value| {
         serde_json::from_value::<kube::api::DynamicObject>(json!({
             "apiVersion": "ipsec.bnerd.net/v1alpha1", "kind": "IPsecGateway",
-            "metadata": {"name": gw_name, "namespace": "default"},
+            "metadata": {"name": gw_name, "namespace": "default", "labels": {TEST_LABEL: "true"}},
             "spec": {"reverseExposures": exposures},
             "status": {"serviceCIDR": route.0, "portFixedIP": route.1}
         }))
@@ -572,8 +472,7 @@ async fn gateway_changes_fan_out_to_every_link() {
         assert!(env.get_router(&r.id).await.routes.is_empty());
         env.net.delete_router(&r.id).await.expect("router deleted");
     }
-    drop(op);
-    let log = log.await.unwrap_or_default();
+    let log = op.stop().await;
     assert!(
         log.contains("re-triggering every ClusterLink"),
         "the fan-out did not log: {log}"
@@ -754,7 +653,7 @@ async fn operator_binary_cross_tenant_link() {
     put_credentials_secret(&client, "e2e-probe", "x", "y").await;
     delete_credentials_secret(&client, "e2e-probe").await;
     let least = chart_rbac_kubeconfig(&client, &kubeconfig).await;
-    let (op, log) = spawn_operator(&least, &lab, &env, "3s");
+    let op = spawn_operator(&least, &lab, &env, "3s");
     let api: Api<ClusterLink> = Api::all(client.clone());
     let create = async |name: &str, cidr: &str| {
         put_credentials_secret(
@@ -783,7 +682,7 @@ async fn operator_binary_cross_tenant_link() {
             .await
             .expect("create link");
         wait_for("Ready=True", 90, async || {
-            api.get(name).await.ok().filter(ready)
+            api.get(name).await.ok().filter(is_ready)
         })
         .await
     };
@@ -896,8 +795,7 @@ async fn operator_binary_cross_tenant_link() {
     assert!(note.contains(&leg2) && note.contains(&router.id), "{note}");
     delete_credentials_secret(&client, &name).await;
 
-    drop(op);
-    let log = log.await.unwrap_or_default();
+    let log = op.stop().await;
     for secret in [g("LAB_CUSTOMER_AC_SECRET"), g("LAB_CUSTOMER2_AC_SECRET")] {
         assert!(
             !log.contains(&secret),

@@ -7,6 +7,7 @@
 //! does not depend on the operator, not even for its tests.
 
 pub mod kube_lab;
+pub mod operator_proc;
 
 // `both!` expands in the caller's crate, which need not depend on the fake itself.
 #[doc(hidden)]

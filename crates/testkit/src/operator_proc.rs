@@ -1,0 +1,270 @@
+//! The operator as a process, the way the e2e tests run it: a binary (the cargo-built one, or
+//! the image's own behind a wrapper such as `image/run-rootfs.sh`), the lab's settings in its
+//! environment, stderr kept for the assertions on what it logged.
+//!
+//! Also the lock, the sweep and the wait that keep tests sharing one apiserver apart.
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::time::Duration;
+
+use bnerd_api::ClusterLink;
+use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use serde_json::json;
+
+use crate::operator_os_env;
+
+/// Label on every object an e2e test creates; the sweep removes only these, so a link kept by
+/// `KEEP=1 ./demo.sh` (or anyone's) survives a test run.
+pub const TEST_LABEL: &str = "test.bnerd.net/e2e";
+
+/// How to start one operator process.
+pub struct OperatorCommand {
+    program: String,
+    args: Vec<String>,
+    envs: BTreeMap<String, String>,
+}
+
+impl OperatorCommand {
+    /// `bin` run directly, with an empty environment but `HOME`.
+    pub fn new(bin: &str) -> Self {
+        let mut envs = BTreeMap::new();
+        envs.insert("HOME".into(), std::env::var("HOME").unwrap_or_default());
+        envs.insert("RUST_LOG".into(), "info".into());
+        Self {
+            program: bin.into(),
+            args: Vec::new(),
+            envs,
+        }
+    }
+
+    /// Run `bin` through `wrapper` (e.g. `["image/run-rootfs.sh", "<rootfs>", "--"]`): the
+    /// wrapper's program and arguments come first, then `bin` and its arguments.
+    pub fn wrapped(mut self, wrapper: &[&str]) -> Self {
+        let Some((first, rest)) = wrapper.split_first() else {
+            return self;
+        };
+        let bin = std::mem::replace(&mut self.program, (*first).to_string());
+        let mut args: Vec<String> = rest.iter().map(|s| s.to_string()).collect();
+        args.push(bin);
+        args.append(&mut self.args);
+        self.args = args;
+        self
+    }
+
+    /// The settings every e2e operator gets: the kubeconfig, the lab's operator credential,
+    /// the fabric, the resync period, and a lease of its own so tests never wait for the lease
+    /// of a process an earlier test killed.
+    pub fn lab(
+        self,
+        kubeconfig: &str,
+        lab: &BTreeMap<String, String>,
+        gateway_router_id: &str,
+        transit_network_id: &str,
+        resync: &str,
+    ) -> Self {
+        let mut c = self
+            .env("KUBECONFIG", kubeconfig)
+            .env("IPSEC_GATEWAY_ROUTER_ID", gateway_router_id)
+            .env("IPSEC_TRANSIT_NETWORK_ID", transit_network_id)
+            .env("IPSEC_RESYNC_INTERVAL", resync)
+            .env("IPSEC_LEASE_NAME", &crate::unique("e2e-lease"))
+            .env("IPSEC_LEASE_NAMESPACE", "default")
+            // Port 0: each process binds a free port and logs it; tests that scrape set one.
+            .env("IPSEC_METRICS_ADDR", "127.0.0.1:0");
+        for (k, v) in operator_os_env(lab) {
+            c = c.env(k, &v);
+        }
+        c
+    }
+
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.envs.insert(key.into(), value.into());
+        self
+    }
+
+    pub fn without_env(mut self, key: &str) -> Self {
+        self.envs.remove(key);
+        self
+    }
+
+    pub fn arg(mut self, a: &str) -> Self {
+        self.args.push(a.into());
+        self
+    }
+
+    pub fn spawn(self) -> OperatorProcess {
+        let mut child = tokio::process::Command::new(&self.program)
+            .args(&self.args)
+            .env_clear()
+            .envs(&self.envs)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("operator {} starts: {e}", self.program));
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = tokio::sync::watch::channel(String::new());
+        let log = tokio::spawn(async move {
+            use tokio::io::AsyncBufReadExt;
+            let mut lines = tokio::io::BufReader::new(stderr).lines();
+            let mut all = String::new();
+            while let Ok(Some(l)) = lines.next_line().await {
+                all.push_str(&l);
+                all.push('\n');
+                tx.send_replace(all.clone());
+            }
+            all
+        });
+        OperatorProcess {
+            child,
+            log,
+            live_log: rx,
+        }
+    }
+}
+
+/// A running operator; killed when dropped.
+pub struct OperatorProcess {
+    child: tokio::process::Child,
+    log: tokio::task::JoinHandle<String>,
+    live_log: tokio::sync::watch::Receiver<String>,
+}
+
+impl OperatorProcess {
+    pub fn pid(&self) -> Option<u32> {
+        self.child.id()
+    }
+
+    /// What it has written to stderr so far.
+    pub fn log_so_far(&self) -> String {
+        self.live_log.borrow().clone()
+    }
+
+    /// Wait until its stderr contains `needle`, and return that line.
+    pub async fn wait_for_log(&self, needle: &str, secs: u64) -> String {
+        wait_for(&format!("log line {needle:?}"), secs, async || {
+            self.log_so_far()
+                .lines()
+                .find(|l| l.contains(needle))
+                .map(str::to_string)
+        })
+        .await
+    }
+
+    /// SIGKILL, as a node losing the pod would: no lease release, nothing flushed.
+    pub async fn kill9(mut self) -> String {
+        let _ = self.child.kill().await;
+        self.log.await.unwrap_or_default()
+    }
+
+    /// SIGTERM, as the kubelet does, then wait up to `secs` for it to exit; returns the exit
+    /// status and its stderr.
+    pub async fn terminate(mut self, secs: u64) -> (Option<std::process::ExitStatus>, String) {
+        if let Some(pid) = self.child.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status();
+        }
+        let status = tokio::time::timeout(Duration::from_secs(secs), self.child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok);
+        if status.is_none() {
+            let _ = self.child.kill().await;
+        }
+        (status, self.log.await.unwrap_or_default())
+    }
+
+    /// Stop it (SIGKILL) and return everything it logged.
+    pub async fn stop(self) -> String {
+        self.kill9().await
+    }
+}
+
+/// Operators started by the e2e tests all watch every ClusterLink of the one apiserver, each
+/// with its own transit network: two at once would fight over each other's links, and a
+/// running one would put its finalizer on the CEL test's objects. Every test that writes
+/// ClusterLinks holds this lock, across test processes too (an flock beside the kubeconfig).
+pub async fn kube_lab_exclusive(kubeconfig: &str) -> std::fs::File {
+    let dir = std::path::Path::new(kubeconfig)
+        .parent()
+        .expect("kubeconfig dir")
+        .to_path_buf();
+    tokio::task::spawn_blocking(move || {
+        let f = std::fs::File::create(dir.join("e2e.lock")).expect("lock file");
+        f.lock().expect("lock");
+        f
+    })
+    .await
+    .expect("lock task")
+}
+
+/// A ClusterLink object carrying [`TEST_LABEL`].
+pub fn test_link(name: &str, spec: serde_json::Value) -> ClusterLink {
+    serde_json::from_value(json!({
+        "apiVersion": "ipsec.bnerd.net/v1alpha1", "kind": "ClusterLink",
+        "metadata": {"name": name, "labels": {TEST_LABEL: "true"}},
+        "spec": spec
+    }))
+    .expect("link")
+}
+
+/// Links and gateways an earlier, failed test run left behind would be reconciled by this
+/// run's operator against the wrong fabric: strip their finalizers (no operator runs while
+/// the caller holds `kube_lab_exclusive`) and delete them. Only objects carrying
+/// [`TEST_LABEL`]: whatever else lives on the apiserver is not the tests' to touch.
+pub async fn sweep_leftovers(client: &Client) {
+    let mine = ListParams::default().labels(&format!("{TEST_LABEL}=true"));
+    let links: Api<ClusterLink> = Api::all(client.clone());
+    for l in links.list(&mine).await.expect("list links") {
+        let name = l.metadata.name.clone().unwrap_or_default();
+        let strip = json!({"metadata": {"finalizers": null}});
+        let _ = links
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&strip))
+            .await;
+        let _ = links.delete(&name, &DeleteParams::default()).await;
+    }
+    for (kind, plural) in bnerd_api::gateway::GATEWAY_KINDS {
+        let ar = bnerd_api::gateway::resource(kind, plural);
+        let gws: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &ar);
+        let Ok(list) = gws.list(&mine).await else {
+            continue;
+        };
+        for g in list {
+            let ns = g.metadata.namespace.clone().unwrap_or_default();
+            let api: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
+            let _ = api
+                .delete(
+                    &g.metadata.name.clone().unwrap_or_default(),
+                    &DeleteParams::default(),
+                )
+                .await;
+        }
+    }
+}
+
+/// Poll `f` every 300 ms until it gives a value; fail the test after `secs`.
+pub async fn wait_for<T>(what: &str, secs: u64, mut f: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {secs}s waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Whether the link's Ready condition is True.
+pub fn is_ready(l: &ClusterLink) -> bool {
+    l.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    })
+}
