@@ -37,8 +37,8 @@ pub(super) fn client(tls: &TlsConfig) -> Result<reqwest::Client> {
     // installing it twice is harmless, installing a second kind would make kube panic.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let builder_error = |message: String| CloudError::Transport {
-        method: "-".into(),
-        path: "-".into(),
+        method: "building".into(),
+        path: "the HTTP client".into(),
         message,
     };
     let mut builder = reqwest::Client::builder()
@@ -71,7 +71,31 @@ pub(super) fn client(tls: &TlsConfig) -> Result<reqwest::Client> {
         tracing::info!(setting = %ca.setting, path = %ca.path.display(), certificates = certs.len(), "trusting the CA bundle besides the system's roots");
         builder = builder.tls_certs_merge(certs);
     }
-    builder.build().map_err(|e| builder_error(error_chain(&e)))
+    builder.build().map_err(|e| {
+        let mut message = error_chain(&e);
+        // rustls-platform-verifier reads the system's roots when the client is built, and
+        // refuses to go on with none (an image without a CA bundle), even for http:// URLs.
+        if no_system_roots(&e) && tls.ca.is_none() {
+            message.push_str(
+                " (no CA bundle where the system keeps it, nor in SSL_CERT_FILE/SSL_CERT_DIR; \
+                 install one, or set OS_CACERT or clouds.yaml cacert)",
+            );
+        }
+        builder_error(message)
+    })
+}
+
+fn no_system_roots(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(rustls::Error::General(m)) = err.downcast_ref::<rustls::Error>()
+            && m.contains("No CA certificates")
+        {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
 }
 
 /// Where a Neutron request goes: a path under the endpoint, or the `next` link of a page,
