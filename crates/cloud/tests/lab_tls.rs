@@ -12,7 +12,7 @@ use bnerd_cloud::{
     AuthConfig, CloudError, CreatePort, Identity, Neutron, NeutronAdmin, OpenStack, PortQuery,
     TlsConfig,
 };
-use bnerd_testkit::{lab_client, lab_tls_client, lab_tls_or_skip, unique};
+use bnerd_testkit::{lab_tls_client, lab_tls_or_skip, unique};
 
 #[tokio::test]
 async fn lab_through_tls_with_the_lab_ca() {
@@ -86,39 +86,6 @@ async fn lab_through_tls_with_the_lab_ca() {
     created.sort();
     assert_eq!(listed, created);
     assert_eq!(pages, 3, "5 ports at 2 a page: 2 + 2 + 1");
-}
-
-/// The same calls over plain HTTP and over TLS, to see what TLS costs once the connection is
-/// up (the pool keeps it: one handshake, then requests on it).
-#[tokio::test]
-async fn lab_tls_costs_one_handshake() {
-    let test = "lab_tls_costs_one_handshake";
-    let Some((env, tls)) = lab_tls_or_skip(test) else {
-        return;
-    };
-    let network = env
-        .get("LAB_TRANSIT_NETWORK_ID")
-        .cloned()
-        .expect("lab.env lacks LAB_TRANSIT_NETWORK_ID");
-    let mut lines = vec![];
-    for (what, client) in [
-        ("plain", lab_client(&env, "OPERATOR")),
-        ("tls", lab_tls_client(&env, &tls, "OPERATOR")),
-    ] {
-        client.token_info().await.expect("token");
-        let t = Instant::now();
-        client.get_network(&network).await.expect("first read");
-        let first = t.elapsed();
-        let t = Instant::now();
-        for _ in 0..10 {
-            client.get_network(&network).await.expect("read");
-        }
-        lines.push(format!(
-            "{what}: first read {first:?}, 10 more {:?}",
-            t.elapsed()
-        ));
-    }
-    eprintln!("{test}: {}", lines.join("; "));
 }
 
 #[tokio::test]

@@ -163,3 +163,32 @@ async fn operator_without_any_ca_bundle_says_so() {
     );
     let _ = op.stop().await;
 }
+
+/// `OS_INSECURE=true` (as clouds.yaml `verify: false`): the lab's certificate is taken without
+/// its CA, the fabric checks pass through TLS, and the operator warns once, naming the setting.
+#[tokio::test]
+async fn operator_with_verification_off_warns_once() {
+    let test = "operator_with_verification_off_warns_once";
+    let Some((lab, tls)) = lab_tls_or_skip(test) else {
+        return;
+    };
+    let g = |k: &str| {
+        lab.get(k)
+            .cloned()
+            .unwrap_or_else(|| panic!("lab.env lacks {k}"))
+    };
+    let mut cmd = OperatorCommand::new(env!("CARGO_BIN_EXE_bnerd-vpn-operator"))
+        .env("IPSEC_TRANSIT_NETWORK_ID", &g("LAB_TRANSIT_NETWORK_ID"))
+        .env("IPSEC_GATEWAY_ROUTER_ID", &g("LAB_GATEWAY_ROUTER_ID"))
+        .env("OS_INSECURE", "true");
+    for (k, v) in operator_tls_os_env(&lab, &tls) {
+        cmd = cmd.env(k, &v);
+    }
+    let op = cmd.without_env("OS_CACERT").spawn();
+    op.wait_for_log("fabric checked", 60).await;
+    let log = op.stop().await;
+    let warnings: Vec<&str> = log.lines().filter(|l| l.contains("NOT verified")).collect();
+    assert_eq!(warnings.len(), 1, "{log}");
+    assert!(warnings[0].contains("OS_INSECURE=true"), "{log}");
+    assert!(!log.contains("UnknownIssuer"), "{log}");
+}
