@@ -59,6 +59,19 @@ pub enum FabricError {
     NoSafeRouteUpdate,
 }
 
+impl FabricError {
+    /// The cloud did not answer, or answered with a server error: weather, worth retrying;
+    /// not a fabric that is set up wrong.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            FabricError::Network { source, .. }
+            | FabricError::Router { source, .. }
+            | FabricError::Extensions(source) => source.is_retryable(),
+            _ => false,
+        }
+    }
+}
+
 /// What the loaded extensions let the operator do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Extensions {

@@ -6,6 +6,7 @@ pub mod auth;
 pub mod error;
 pub mod fabric;
 pub mod http;
+pub mod observe;
 pub mod secret;
 pub mod types;
 

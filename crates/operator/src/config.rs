@@ -1,10 +1,13 @@
 //! Operator settings from flags or environment. A wrong or missing setting stops the
 //! operator at startup with the setting named.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Parser;
 use thiserror::Error;
+
+pub use crate::logging::LogFormat;
 
 #[derive(Debug, Clone, Parser)]
 #[command(
@@ -28,6 +31,26 @@ pub struct Args {
     /// ClusterLinks reconciled in parallel.
     #[arg(long, env = "IPSEC_CONCURRENCY", default_value_t = 4)]
     pub concurrency: u16,
+    /// Log lines as JSON (for collectors) or text.
+    #[arg(long, env = "IPSEC_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+    /// Address of the one port serving /healthz, /readyz and /metrics (port 0: any free one).
+    #[arg(long, env = "IPSEC_METRICS_ADDR", default_value = "0.0.0.0:8080")]
+    pub metrics_addr: String,
+    /// Reconcile only while holding the Lease (needed for more than one replica).
+    #[arg(long, env = "IPSEC_LEADER_ELECT", default_value_t = true, action = clap::ArgAction::Set)]
+    pub leader_elect: bool,
+    /// Name of the coordination.k8s.io/v1 Lease the replicas elect a leader on.
+    #[arg(long, env = "IPSEC_LEASE_NAME", default_value = "bnerd-vpn-operator")]
+    pub lease_name: String,
+    /// Namespace of that Lease: default POD_NAMESPACE, else the pod's service-account
+    /// namespace, else the kubeconfig's namespace.
+    #[arg(long, env = "IPSEC_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// How long a leader's Lease lasts without renewal: a standby takes over this long after
+    /// the leader dies, and a leader that cannot renew stops before it runs out.
+    #[arg(long, env = "IPSEC_LEASE_DURATION", default_value = "15s")]
+    pub lease_duration: String,
 }
 
 /// Validated settings.
@@ -38,6 +61,19 @@ pub struct Config {
     pub resync_interval: Duration,
     pub credentials_namespace: String,
     pub concurrency: u16,
+    pub log_format: LogFormat,
+    pub metrics_addr: SocketAddr,
+    /// None: no leader election, this process always reconciles.
+    pub lease: Option<LeaseConfig>,
+}
+
+/// The leader election's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseConfig {
+    pub name: String,
+    /// None: decided at startup from the pod's namespace or the kubeconfig.
+    pub namespace: Option<String>,
+    pub duration: Duration,
 }
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -50,6 +86,9 @@ pub enum ConfigError {
         message: String,
     },
 }
+
+/// The shortest lease: renewal starts a third before its end and must finish in time.
+pub const MIN_LEASE: Duration = Duration::from_secs(6);
 
 /// Parse `300`, `300s`, `5m`, `1h`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
@@ -98,6 +137,32 @@ impl TryFrom<Args> for Config {
                 message: "must be at least 1".into(),
             });
         }
+        let metrics_addr = a.metrics_addr.parse().map_err(|_| ConfigError::Invalid {
+            setting: "IPSEC_METRICS_ADDR (--metrics-addr)",
+            message: format!("{:?} is not an address:port", a.metrics_addr),
+        })?;
+        let lease_duration =
+            parse_duration(&a.lease_duration).map_err(|message| ConfigError::Invalid {
+                setting: "IPSEC_LEASE_DURATION (--lease-duration)",
+                message,
+            })?;
+        if lease_duration < MIN_LEASE {
+            return Err(ConfigError::Invalid {
+                setting: "IPSEC_LEASE_DURATION (--lease-duration)",
+                message: format!(
+                    "must be at least {}s: the leader renews a third of it before the end",
+                    MIN_LEASE.as_secs()
+                ),
+            });
+        }
+        if a.leader_elect && a.lease_name.trim().is_empty() {
+            return Err(ConfigError::Missing("IPSEC_LEASE_NAME (--lease-name)"));
+        }
+        let lease = a.leader_elect.then(|| LeaseConfig {
+            name: a.lease_name.clone(),
+            namespace: a.lease_namespace.filter(|n| !n.trim().is_empty()),
+            duration: lease_duration,
+        });
         Ok(Config {
             gateway_router_id: need(
                 a.gateway_router_id,
@@ -110,6 +175,9 @@ impl TryFrom<Args> for Config {
             resync_interval,
             credentials_namespace: a.credentials_namespace,
             concurrency: a.concurrency,
+            log_format: a.log_format,
+            metrics_addr,
+            lease,
         })
     }
 }
@@ -166,5 +234,36 @@ mod tests {
         .unwrap();
         assert_eq!(c.credentials_namespace, "bnerd-vpn-clusterlinks");
         assert_eq!(c.resync_interval, Duration::from_secs(300));
+        assert_eq!(c.log_format, LogFormat::Text);
+        assert_eq!(c.metrics_addr.to_string(), "0.0.0.0:8080");
+        assert_eq!(
+            c.lease,
+            Some(LeaseConfig {
+                name: "bnerd-vpn-operator".into(),
+                namespace: None,
+                duration: Duration::from_secs(15)
+            })
+        );
+    }
+
+    #[test]
+    fn operations_settings_are_checked() {
+        let ids = ["--gateway-router-id", "r", "--transit-network-id", "n"];
+        let with = |extra: &[&str]| {
+            let mut v = ids.to_vec();
+            v.extend_from_slice(extra);
+            Config::try_from(args(&v))
+        };
+        let c = with(&["--leader-elect", "false", "--log-format", "json"]).unwrap();
+        assert_eq!(c.lease, None);
+        assert_eq!(c.log_format, LogFormat::Json);
+        let e = with(&["--metrics-addr", "8080"]).unwrap_err();
+        assert!(e.to_string().starts_with("IPSEC_METRICS_ADDR"), "{e}");
+        let e = with(&["--lease-duration", "2s"]).unwrap_err();
+        assert!(e.to_string().contains("at least 6s"), "{e}");
+        assert!(
+            Args::try_parse_from(["op", "--log-format", "xml"]).is_err(),
+            "clap names the allowed values"
+        );
     }
 }

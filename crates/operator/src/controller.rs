@@ -2,7 +2,6 @@
 //! with server-side apply, publish Events for condition transitions.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::names::{ANNOTATION_ABANDON, FIELD_MANAGER, FINALIZER};
@@ -22,7 +21,7 @@ use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use thiserror::Error;
-use tracing::{info, warn};
+use tracing::{Instrument, info, warn};
 
 use crate::backoff::Backoff;
 use crate::config::Config;
@@ -33,6 +32,8 @@ use crate::engine::{
     failed_status, reconcile_cross_tenant, transitions, unwind, unwind_cross_tenant,
 };
 use crate::gateways::{fan_out, reverse_targets};
+use crate::health::Health;
+use crate::metrics::{Metrics, ReconcileResult};
 
 #[derive(Debug, Error)]
 pub enum Error {
@@ -58,6 +59,7 @@ pub struct Context {
     pub recorder: Recorder,
     pub backoff: Backoff,
     pub links: Store<ClusterLink>,
+    pub metrics: Arc<Metrics>,
 }
 
 /// Other links' claims, from the informer cache.
@@ -120,7 +122,21 @@ pub fn link_input<'a>(
 static NO_ANNOTATIONS: std::collections::BTreeMap<String, String> =
     std::collections::BTreeMap::new();
 
-async fn apply(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> {
+/// A link Ready at its current generation before this reconcile: whatever the reconcile had
+/// to change again was changed out of band (self-heal).
+fn was_converged(link: &ClusterLink, status: &ClusterLinkStatus) -> bool {
+    status.conditions.iter().any(|c| {
+        c.type_ == ConditionType::Ready.as_str()
+            && c.status == "True"
+            && c.observed_generation == link.metadata.generation
+    })
+}
+
+async fn apply(
+    link: Arc<ClusterLink>,
+    ctx: &Context,
+    retrying: &std::sync::atomic::AtomicBool,
+) -> Result<Action, Error> {
     let name = link.name_any();
     let status = link.status.clone().unwrap_or_default();
     let peers = peers_of(&link, &ctx.links.state());
@@ -146,6 +162,17 @@ async fn apply(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> {
     if outcome.status != status {
         write_status(ctx, &name, &outcome.status).await?;
     }
+    ctx.metrics
+        .link_conditions(&name, &outcome.status.conditions);
+    if was_converged(&link, &status) {
+        for a in &outcome.actions {
+            ctx.metrics.drift_repaired(a.kind.as_str());
+        }
+    }
+    retrying.store(
+        !matches!(outcome.retry, Retry::Resync),
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let reference = link.object_ref(&());
     for t in transitions(&status.conditions, &outcome.status.conditions) {
         let type_ = if t.status == "False" {
@@ -295,6 +322,7 @@ async fn remove(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> 
         return Err(Error::Unwind(f.message));
     }
     ctx.customers.forget(&name);
+    ctx.metrics.forget_link(&name, &status.conditions);
     info!(clusterlink = %name, "unwound gateway route, attachment and leg port");
     let reference = link.object_ref(&());
     publish(
@@ -336,6 +364,7 @@ async fn hold_or_abandon(
         )
         .await;
         ctx.customers.forget(&name);
+        ctx.metrics.forget_link(&name, &status.conditions);
         ctx.backoff.reset(&name);
         return Ok(Action::await_change());
     }
@@ -354,15 +383,26 @@ async fn hold_or_abandon(
 }
 
 async fn reconcile(link: Arc<ClusterLink>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = std::time::Instant::now();
+    let span = tracing::info_span!("reconcile", clusterlink = %link.name_any());
     let api: Api<ClusterLink> = Api::all(ctx.client.clone());
-    finalizer(&api, FINALIZER, link, |ev| async {
+    let retrying = std::sync::atomic::AtomicBool::new(false);
+    let done = finalizer(&api, FINALIZER, link, |ev| async {
         match ev {
-            Finalizer::Apply(l) => apply(l, &ctx).await,
+            Finalizer::Apply(l) => apply(l, &ctx, &retrying).await,
             Finalizer::Cleanup(l) => remove(l, &ctx).await,
         }
     })
+    .instrument(span)
     .await
-    .map_err(|e| Error::Finalizer(Box::new(e)))
+    .map_err(|e| Error::Finalizer(Box::new(e)));
+    let result = match &done {
+        Err(_) => ReconcileResult::Error,
+        Ok(_) if retrying.load(std::sync::atomic::Ordering::Relaxed) => ReconcileResult::Retry,
+        Ok(_) => ReconcileResult::Ok,
+    };
+    ctx.metrics.reconciled(result, started.elapsed());
+    done
 }
 
 fn error_policy(link: Arc<ClusterLink>, err: &Error, ctx: Arc<Context>) -> Action {
@@ -372,13 +412,21 @@ fn error_policy(link: Arc<ClusterLink>, err: &Error, ctx: Arc<Context>) -> Actio
     Action::requeue(delay)
 }
 
-/// Run the ClusterLink controller until a shutdown signal.
+/// What the controller reports to, besides Kubernetes.
+pub struct Observers {
+    pub metrics: Arc<Metrics>,
+    pub health: Arc<Health>,
+}
+
+/// Run the ClusterLink controller until `stop` turns true; reconciles in flight then finish.
 pub async fn run(
     client: Client,
     cloud: Arc<OpenStack>,
     operator: OperatorIdentity,
     fabric: Fabric,
     config: Config,
+    observers: Observers,
+    mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let links: Api<ClusterLink> = Api::all(client.clone());
     // A rotated Secret is picked up at once: `clusterlink-<name>` maps to its link. Only the
@@ -405,18 +453,31 @@ pub async fn run(
         config,
         backoff: Backoff::default(),
         links: controller.store(),
+        metrics: observers.metrics,
     });
-    controller
+    let store = ctx.links.clone();
+    let health = observers.health;
+    let synced = async move {
+        if store.wait_until_ready().await.is_ok() {
+            health.set_synced(true);
+            info!("ClusterLink cache synced");
+        }
+        std::future::pending::<()>().await
+    };
+    let stopped = async move {
+        let _ = stop.wait_for(|s| *s).await;
+    };
+    let run = controller
         .reconcile_all_on(fan_out(ctx.client.clone()))
-        .shutdown_on_signal()
+        .graceful_shutdown_on(stopped)
         .run(reconcile, error_policy, ctx)
         .for_each(|res| async move {
             if let Err(e) = res {
                 tracing::debug!(error = %e, "controller event");
             }
-        })
-        .await;
+        });
+    tokio::select! {
+        () = run => {}
+        () = synced => {}
+    }
 }
-
-/// Wait this long between fabric checks when the cloud is not reachable at startup.
-pub const STARTUP_RETRY: Duration = Duration::from_secs(5);

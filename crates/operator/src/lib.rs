@@ -10,3 +10,8 @@ pub mod controller;
 pub mod customers;
 pub mod engine;
 pub mod gateways;
+pub mod health;
+pub mod leader;
+pub mod logging;
+pub mod metrics;
+pub mod startup;

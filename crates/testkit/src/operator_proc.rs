@@ -153,6 +153,35 @@ impl OperatorProcess {
         .await
     }
 
+    /// The address its health/metrics port is bound to, from its log.
+    pub async fn served_address(&self) -> String {
+        let line = self.wait_for_log("serving /healthz", 60).await;
+        let at = line
+            .find("127.0.0.1:")
+            .expect("a loopback address in the line");
+        line[at..]
+            .chars()
+            .take_while(|c| c.is_ascii_digit() || *c == '.' || *c == ':')
+            .collect()
+    }
+
+    /// Whether it is still running.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Wait up to `secs` for it to exit by itself; its exit status and stderr.
+    pub async fn exited(mut self, secs: u64) -> (Option<std::process::ExitStatus>, String) {
+        let status = tokio::time::timeout(Duration::from_secs(secs), self.child.wait())
+            .await
+            .ok()
+            .and_then(Result::ok);
+        if status.is_none() {
+            let _ = self.child.kill().await;
+        }
+        (status, self.log.await.unwrap_or_default())
+    }
+
     /// SIGKILL, as a node losing the pod would: no lease release, nothing flushed.
     pub async fn kill9(mut self) -> String {
         let _ = self.child.kill().await;
@@ -216,6 +245,7 @@ pub fn test_link(name: &str, spec: serde_json::Value) -> ClusterLink {
 /// the caller holds `kube_lab_exclusive`) and delete them. Only objects carrying
 /// [`TEST_LABEL`]: whatever else lives on the apiserver is not the tests' to touch.
 pub async fn sweep_leftovers(client: &Client) {
+    sweep_leases(client).await;
     let mine = ListParams::default().labels(&format!("{TEST_LABEL}=true"));
     let links: Api<ClusterLink> = Api::all(client.clone());
     for l in links.list(&mine).await.expect("list links") {
@@ -241,6 +271,67 @@ pub async fn sweep_leftovers(client: &Client) {
                     &DeleteParams::default(),
                 )
                 .await;
+        }
+    }
+}
+
+/// One plain HTTP/1.1 GET on loopback: (status, body). Enough for /healthz, /readyz and
+/// /metrics, without an HTTP client in the harness.
+pub async fn http_get(addr: &str, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut s = tokio::net::TcpStream::connect(addr)
+        .await
+        .unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+    s.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .expect("send");
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).await.expect("read");
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let status = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("status line");
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// The value of one sample in a Prometheus text exposition, by its exact name and labels
+/// (`name{a="b"}`), or None when absent.
+pub fn sample(metrics: &str, series: &str) -> Option<f64> {
+    metrics.lines().find_map(|l| {
+        let (name, value) = l.rsplit_once(' ')?;
+        (name == series).then(|| value.parse().ok())?
+    })
+}
+
+/// The sum of every sample of a metric whose labels contain all of `having`.
+pub fn sum_of(metrics: &str, name: &str, having: &[&str]) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) || l.starts_with(&format!("{name} ")))
+        .filter(|l| having.iter().all(|h| l.contains(h)))
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .sum()
+}
+
+/// The Leases the harness gave earlier operators (`e2e-lease-*` in `default`): released or
+/// run out, they are only clutter.
+pub async fn sweep_leases(client: &Client) {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let leases: Api<Lease> = Api::namespaced(client.clone(), "default");
+    if let Ok(list) = leases.list(&ListParams::default()).await {
+        for l in list {
+            let name = l.metadata.name.unwrap_or_default();
+            if name.starts_with("e2e-lease-") {
+                let _ = leases.delete(&name, &DeleteParams::default()).await;
+            }
         }
     }
 }

@@ -7,12 +7,14 @@ mod neutron;
 mod session;
 mod transport;
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::Mutex;
 
 use crate::auth::AuthConfig;
 use crate::error::Result;
+use crate::observe::{Call, CallObserver, Service};
 
 use session::Session;
 pub use transport::{MAX_BODY_BYTES, MAX_PAGES, POOL_IDLE};
@@ -28,6 +30,8 @@ pub struct OpenStack {
     /// Neutron requests sent: GETs, and everything else.
     reads: AtomicU64,
     writes: AtomicU64,
+    /// Told of every request sent (metrics); shared by siblings.
+    observer: Option<Arc<dyn CallObserver>>,
 }
 
 impl OpenStack {
@@ -41,6 +45,7 @@ impl OpenStack {
             page_size: None,
             reads: AtomicU64::new(0),
             writes: AtomicU64::new(0),
+            observer: None,
         })
     }
 
@@ -56,6 +61,7 @@ impl OpenStack {
             page_size: self.page_size,
             reads: AtomicU64::new(0),
             writes: AtomicU64::new(0),
+            observer: self.observer.clone(),
         }
     }
 
@@ -66,6 +72,23 @@ impl OpenStack {
             self.reads.load(Ordering::Relaxed),
             self.writes.load(Ordering::Relaxed),
         )
+    }
+
+    /// Tell `observer` of every request this client and its siblings send.
+    pub fn with_observer(mut self, observer: Arc<dyn CallObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    fn observed(&self, service: Service, method: &str, path: &str, status: Option<u16>) {
+        if let Some(o) = &self.observer {
+            let operation = crate::observe::operation(method, path);
+            o.observe(&Call {
+                service,
+                operation: &operation,
+                status,
+            });
+        }
     }
 
     /// Use this Neutron URL instead of the catalog's.

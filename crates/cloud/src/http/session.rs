@@ -74,13 +74,14 @@ impl OpenStack {
             };
         }
         let url = format!("{}/auth/tokens", self.auth.auth_url);
-        let resp = self
-            .http
-            .post(&url)
-            .json(&body)
-            .send()
-            .await
-            .map_err(|e| transport("POST", "/v3/auth/tokens", e))?;
+        let resp = self.http.post(&url).json(&body).send().await;
+        self.observed(
+            crate::observe::Service::Keystone,
+            "POST",
+            "/v3/auth/tokens",
+            resp.as_ref().ok().map(|r| r.status().as_u16()),
+        );
+        let resp = resp.map_err(|e| transport("POST", "/v3/auth/tokens", e))?;
         let status = resp.status();
         let token = resp
             .headers()

@@ -161,7 +161,14 @@ impl OpenStack {
                 &self.writes
             };
             counter.fetch_add(1, Ordering::Relaxed);
-            let resp = match req.send().await {
+            let sent = req.send().await;
+            self.observed(
+                crate::observe::Service::Neutron,
+                m,
+                &neutron_path(path),
+                sent.as_ref().ok().map(|r| r.status().as_u16()),
+            );
+            let resp = match sent {
                 Ok(resp) => resp,
                 // A read changes nothing, so a broken connection is worth one more try on a
                 // fresh one; a write's outcome is unknown and is left to the reconcile,
@@ -258,6 +265,11 @@ impl OpenStack {
         let bytes = self.call(method, path, Some(body), None).await?;
         decode(&bytes, key, &m, path)
     }
+}
+
+/// The path as Neutron sees it (under `/v2.0`), so operations read like Neutron's API reference.
+fn neutron_path(path: &str) -> String {
+    format!("/v2.0{path}")
 }
 
 pub(super) fn transport(method: &str, path: &str, e: reqwest::Error) -> CloudError {

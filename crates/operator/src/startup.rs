@@ -1,0 +1,184 @@
+//! The leader's first contact with the cloud, and the fabric checks that follow it.
+//!
+//! A cloud that does not answer when the pod starts is weather: the operator retries with
+//! backoff and reports not ready instead of exiting (a crash loop would only add restarts to
+//! the outage). The fabric checks (transit network not shared, one subnet, the gateway
+//! router's leg, the extensions) run again at every resync interval: a fabric changed by hand
+//! later is reported by an Event and `bnerd_fabric_check_ok`, once per change.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bnerd_cloud::fabric::{Fabric, FabricError};
+use bnerd_cloud::{Identity, OpenStack};
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event, EventType, Recorder};
+use tracing::{info, warn};
+
+use crate::config::Config;
+use crate::engine::OperatorIdentity;
+use crate::health::Health;
+use crate::metrics::Metrics;
+
+/// Longest wait between two startup attempts.
+pub const MAX_RETRY: Duration = Duration::from_secs(60);
+
+/// What a check found wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub message: String,
+    /// The cloud did not answer (as opposed to answering that the fabric is wrong).
+    pub unreachable: bool,
+}
+
+async fn check(cloud: &OpenStack, config: &Config) -> Result<(Fabric, OperatorIdentity), Problem> {
+    let fabric = Fabric::discover(cloud, &config.transit_network_id, &config.gateway_router_id)
+        .await
+        .map_err(|e: FabricError| Problem {
+            unreachable: e.is_unreachable(),
+            message: e.to_string(),
+        })?;
+    let token = cloud.token_info().await.map_err(|e| Problem {
+        unreachable: e.is_retryable(),
+        message: format!("operator credential: {e}"),
+    })?;
+    let operator = OperatorIdentity {
+        project_id: token.project_id,
+        auth_url: cloud.auth_config().auth_url.clone(),
+        region: cloud.auth_config().region.clone(),
+    };
+    Ok((fabric, operator))
+}
+
+/// Check the fabric and learn the operator's project, retrying until both succeed.
+pub async fn connect(
+    cloud: &OpenStack,
+    config: &Config,
+    health: &Health,
+    metrics: &Metrics,
+) -> (Fabric, OperatorIdentity) {
+    let mut retry = Duration::from_secs(1);
+    loop {
+        match check(cloud, config).await {
+            Ok((fabric, operator)) => {
+                health.set_cloud(None);
+                metrics.set_fabric_ok(true);
+                info!(
+                    transit_network = %fabric.transit_network_id,
+                    subnet = %fabric.transit_subnet,
+                    gateway_router = %fabric.gateway_router_id,
+                    extraroute_atomic = fabric.extraroute_atomic,
+                    revision_if_match = fabric.revision_if_match,
+                    tags_at_create = fabric.tags_at_create,
+                    "fabric checked"
+                );
+                return (fabric, operator);
+            }
+            Err(p) => {
+                warn!(retry_in = ?retry, unreachable = p.unreachable, "startup check failed: {}", p.message);
+                health.set_cloud(Some(p.message));
+                metrics.set_fabric_ok(false);
+                tokio::time::sleep(retry).await;
+                retry = (retry * 2).min(MAX_RETRY);
+            }
+        }
+    }
+}
+
+/// What a fabric check changes: the Event to publish, if any, and the state to remember.
+/// Pure, so the once-per-change rule is tested without a cloud.
+pub fn fabric_transition(
+    before: Option<&Problem>,
+    now: Option<&Problem>,
+) -> Option<(EventType, &'static str, String)> {
+    match (before, now) {
+        (None, None) => None,
+        (Some(_), None) => Some((
+            EventType::Normal,
+            "FabricCheckPassed",
+            "the transit network, its subnet and the gateway router's leg check out again".into(),
+        )),
+        (b, Some(p)) if b == Some(p) => None,
+        (_, Some(p)) => Some((
+            EventType::Warning,
+            if p.unreachable {
+                "FabricCheckUnreachable"
+            } else {
+                "FabricCheckFailed"
+            },
+            p.message.clone(),
+        )),
+    }
+}
+
+/// Re-run the fabric checks every resync interval, forever (the caller drops it).
+pub async fn watch_fabric(
+    cloud: Arc<OpenStack>,
+    config: Config,
+    health: Arc<Health>,
+    metrics: Arc<Metrics>,
+    events: Option<(Recorder, ObjectReference)>,
+) {
+    let mut last: Option<Problem> = None;
+    loop {
+        tokio::time::sleep(config.resync_interval).await;
+        let now = check(&cloud, &config).await.err();
+        health.set_cloud(
+            now.as_ref()
+                .filter(|p| p.unreachable)
+                .map(|p| p.message.clone()),
+        );
+        metrics.set_fabric_ok(now.is_none());
+        if let Some((type_, reason, note)) = fabric_transition(last.as_ref(), now.as_ref()) {
+            if type_ == EventType::Warning {
+                warn!(reason, "fabric check: {note}");
+            } else {
+                info!(reason, "fabric check: {note}");
+            }
+            if let Some((recorder, reference)) = &events {
+                let ev = Event {
+                    type_,
+                    reason: reason.into(),
+                    note: Some(note.chars().take(1000).collect()),
+                    action: "FabricCheck".into(),
+                    secondary: None,
+                };
+                if let Err(e) = recorder.publish(&ev, reference).await {
+                    warn!(error = %e, "publishing the fabric check event failed");
+                }
+            }
+        }
+        last = now;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(m: &str, unreachable: bool) -> Problem {
+        Problem {
+            message: m.into(),
+            unreachable,
+        }
+    }
+
+    #[test]
+    fn one_event_per_change_of_the_fabric() {
+        assert_eq!(fabric_transition(None, None), None);
+        let shared = p("transit network n is shared", false);
+        let (t, r, note) = fabric_transition(None, Some(&shared)).unwrap();
+        assert_eq!((t, r), (EventType::Warning, "FabricCheckFailed"));
+        assert!(note.contains("shared"));
+        assert_eq!(
+            fabric_transition(Some(&shared), Some(&shared)),
+            None,
+            "the same problem again is not news"
+        );
+        let down = p("connection refused", true);
+        let (_, r, _) = fabric_transition(Some(&shared), Some(&down)).unwrap();
+        assert_eq!(r, "FabricCheckUnreachable");
+        let (t, r, _) = fabric_transition(Some(&down), None).unwrap();
+        assert_eq!((t, r), (EventType::Normal, "FabricCheckPassed"));
+    }
+}
