@@ -1,7 +1,8 @@
 //! The operator binary through the lab's HTTPS endpoint: Keystone at `LAB_TLS_AUTH_URL`,
 //! Neutron from the catalog's `LAB_TLS_REGION` (the same Neutron behind a TLS-terminating
 //! proxy), the lab CA as `OS_CACERT`. A ClusterLink converges to Ready and unwinds cleanly;
-//! without `OS_CACERT` the operator says which certificate it refused and what to set.
+//! without `OS_CACERT` the operator says which certificate it refused and what to set; with
+//! `OS_INSECURE=true` it goes through and warns once.
 
 use bnerd_api::ClusterLink;
 use bnerd_cloud::{PortQuery, Route};
@@ -125,6 +126,24 @@ async fn operator_binary_through_tls() {
     assert!(left.is_empty(), "leaked ports: {left:?}");
 
     let log = op.stop().await;
+
+    // OS_INSECURE=true (as clouds.yaml `verify: false`): the lab's certificate is taken
+    // without its CA, the fabric checks pass through TLS, and the operator warns once, naming
+    // the setting. Still under the lock, with no link of this fabric left.
+    let insecure = operator_through_tls(&kubeconfig, &lab, &tls, &env)
+        .without_env("OS_CACERT")
+        .env("OS_INSECURE", "true")
+        .spawn();
+    insecure.wait_for_log("fabric checked", 60).await;
+    let insecure_log = insecure.stop().await;
+    let warnings: Vec<&str> = insecure_log
+        .lines()
+        .filter(|l| l.contains("NOT verified"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{insecure_log}");
+    assert!(warnings[0].contains("OS_INSECURE=true"), "{insecure_log}");
+    assert!(!insecure_log.contains("UnknownIssuer"), "{insecure_log}");
+
     eprintln!("{test}: Ready after {ready_after:?}, deleted after {gone_after:?}");
     let password = lab
         .get("LAB_OPERATOR_PASSWORD")
@@ -162,33 +181,4 @@ async fn operator_without_any_ca_bundle_says_so() {
         "{line}"
     );
     let _ = op.stop().await;
-}
-
-/// `OS_INSECURE=true` (as clouds.yaml `verify: false`): the lab's certificate is taken without
-/// its CA, the fabric checks pass through TLS, and the operator warns once, naming the setting.
-#[tokio::test]
-async fn operator_with_verification_off_warns_once() {
-    let test = "operator_with_verification_off_warns_once";
-    let Some((lab, tls)) = lab_tls_or_skip(test) else {
-        return;
-    };
-    let g = |k: &str| {
-        lab.get(k)
-            .cloned()
-            .unwrap_or_else(|| panic!("lab.env lacks {k}"))
-    };
-    let mut cmd = OperatorCommand::new(env!("CARGO_BIN_EXE_bnerd-vpn-operator"))
-        .env("IPSEC_TRANSIT_NETWORK_ID", &g("LAB_TRANSIT_NETWORK_ID"))
-        .env("IPSEC_GATEWAY_ROUTER_ID", &g("LAB_GATEWAY_ROUTER_ID"))
-        .env("OS_INSECURE", "true");
-    for (k, v) in operator_tls_os_env(&lab, &tls) {
-        cmd = cmd.env(k, &v);
-    }
-    let op = cmd.without_env("OS_CACERT").spawn();
-    op.wait_for_log("fabric checked", 60).await;
-    let log = op.stop().await;
-    let warnings: Vec<&str> = log.lines().filter(|l| l.contains("NOT verified")).collect();
-    assert_eq!(warnings.len(), 1, "{log}");
-    assert!(warnings[0].contains("OS_INSECURE=true"), "{log}");
-    assert!(!log.contains("UnknownIssuer"), "{log}");
 }
