@@ -11,7 +11,7 @@ echo "== starting kube-apiserver (first run builds it from Go modules: ~7 min)"
 export KUBECONFIG=$(bash lab/kube/up.sh | tail -n 1)
 echo "== building the operator"
 cargo build -q -p bnerd-vpn-operator
-kubectl apply --server-side -f charts/bnerd-vpn-operator/crds/ >/dev/null
+kubectl apply --server-side -f charts/bnerd-vpn-operator/files/clusterlinks.ipsec.bnerd.net.yaml >/dev/null
 kubectl wait --for=condition=Established crd/clusterlinks.ipsec.bnerd.net --timeout=30s >/dev/null
 LOG=$(mktemp /tmp/bnerd-vpn-operator.XXXX.log)
 OS_CLOUD=lab-operator OS_CLIENT_CONFIG_FILE=$LAB_CLOUDS_YAML \

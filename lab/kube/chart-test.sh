@@ -1,32 +1,53 @@
 #!/usr/bin/env bash
 # Checks the Helm chart charts/bnerd-vpn-operator against the local kubelab apiserver:
-# lint, required values, image tag defaults, a real server-side apply, and the
-# operator's RBAC (Secrets readable ONLY in the credentials namespace).
+# lint, required values, values.schema.json rejections, rendering (env, probes, PDB,
+# Service, ServiceMonitor, dashboard, CA bundle, the CRD template), a real server-side
+# apply, the operator's RBAC (every verb the binary uses, and denials for what it must
+# not do), and `helm upgrade` from chart 0.2.0 (lab/kube/testdata/*-0.2.0.tgz) with a
+# ClusterLink in place, then rollback, uninstall and a reinstall: the CRD and the link
+# must survive all of it.
 #
 # Usage: lab/kube/chart-test.sh
 # Env:   CHART_TEST_KEEP=1  leave the applied objects in place (for debugging)
 #
 # kubelab runs no controllers: the Deployment never gets pods, which is fine here.
 # It also has no namespace controller, so deleted namespaces would stay Terminating;
-# the cleanup finalizes the (emptied) test namespaces itself. The CRDs are applied
-# but NOT deleted at the end, because other tests share this apiserver and deleting
-# a CRD deletes all its objects.
+# the cleanup finalizes the (emptied) test namespaces itself. The CRD is applied but
+# NOT deleted at the end, because other tests share this apiserver and deleting a CRD
+# deletes all its objects; the upgrade test strips the Helm ownership it gave the CRD,
+# leaving it as a 0.2.0 install leaves it (not owned by any release). The whole run
+# holds the e2e tests' lock ($KLAB/e2e.lock), since it changes that shared CRD.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 CHART=charts/bnerd-vpn-operator
+OLD_CHART=lab/kube/testdata/bnerd-vpn-operator-0.2.0.tgz
+VERSION=$(sed -n 's/^version: //p' "$CHART/Chart.yaml")
 REL=chart-test
 NS=chart-test-bnerd-vpn                # release namespace (created by this script)
 CREDS_NS=chart-test-bnerd-vpn-creds    # credentials namespace (created by the chart)
 SA=chart-test-bnerd-vpn-operator       # <release>-<chart>, see _helpers.tpl
 SA_USER=system:serviceaccount:$NS:$SA
-SET_IDS=(--set openstack.routerID=11111111-2222-3333-4444-555555555555
-         --set openstack.transitNetworkID=66666666-7777-8888-9999-000000000000)
+CRD=clusterlinks.ipsec.bnerd.net
+CRD_FILE=$CHART/files/$CRD.yaml
+ROUTER=11111111-2222-3333-4444-555555555555
+TRANSIT=66666666-7777-8888-9999-000000000000
+SET_IDS=(--set openstack.routerID=$ROUTER --set openstack.transitNetworkID=$TRANSIT)
+SET_REQ=("${SET_IDS[@]}" --set openstack.cloudsSecret=chart-test-clouds)
+# The upgrade test's releases, namespaces and link.
+UREL=chart-test-up
+UREL2=chart-test-up2
+UNS=chart-test-upgrade
+UCREDS=chart-test-upgrade-creds
+ULINK=chart-test-upgrade-link
 
 T0=$(date +%s.%N)
 elapsed() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
 
+for c in jq yq kubectl flock; do
+  command -v "$c" >/dev/null || { echo "chart-test: $c not found (Debian packages jq, yq)" >&2; exit 1; }
+done
 eval "$(lab/kube/build.sh)"
 KUBECONFIG=$(lab/kube/up.sh | tail -1)
 export KUBECONFIG
@@ -36,9 +57,16 @@ PASSED=0
 pass() { PASSED=$((PASSED + 1)); echo "ok   $PASSED: $*"; }
 fail() { echo "FAIL: $*" >&2; echo "chart-test: $PASSED passed, 1 failed ($(elapsed) s)" >&2; exit 1; }
 
+# The e2e tests take this lock around everything they do on the apiserver (see
+# kube_lab_exclusive in crates/operator/tests/e2e.rs); the upgrade test below changes the
+# shared CRD and creates a ClusterLink, which must not meet a running operator.
+exec 8>"$(dirname "$KUBECONFIG")/e2e.lock"
+flock -w 1200 8 || fail "waited 20 min for $(dirname "$KUBECONFIG")/e2e.lock"
+
 TMP=$(mktemp -d)
 RENDERED=$TMP/rendered.yaml
 APPLIED=0
+UPGRADE=0
 
 # finalize_ns <ns>: a deleted namespace stays Terminating without the namespace
 # controller; once its objects are gone, clear spec.finalizers like that controller does.
@@ -54,6 +82,34 @@ finalize_ns() {
   return 1
 }
 
+# disown_crd: the CRD as chart 0.2.0 leaves it (installed from crds/, owned by no release).
+disown_crd() {
+  kubectl get crd "$CRD" >/dev/null 2>&1 || return 0
+  kubectl label crd "$CRD" app.kubernetes.io/managed-by- app.kubernetes.io/instance- \
+    app.kubernetes.io/name- app.kubernetes.io/version- helm.sh/chart- >/dev/null
+  kubectl annotate crd "$CRD" meta.helm.sh/release-name- meta.helm.sh/release-namespace- \
+    helm.sh/resource-policy- >/dev/null
+}
+
+# remove_upgrade_test: the upgrade test's releases, link, RBAC and namespaces.
+remove_upgrade_test() {
+  local r
+  for r in "$UREL" "$UREL2"; do
+    helm uninstall "$r" -n "$UNS" --ignore-not-found >/dev/null 2>&1 || true
+    kubectl delete clusterrole,clusterrolebinding -l app.kubernetes.io/instance="$r" --ignore-not-found >/dev/null
+  done
+  if kubectl get clusterlink "$ULINK" >/dev/null 2>&1; then
+    # no operator runs here; a finalizer could only come from someone else's operator
+    kubectl patch clusterlink "$ULINK" --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null || true
+    kubectl delete clusterlink "$ULINK" --ignore-not-found --wait=false >/dev/null
+  fi
+  kubectl delete secret -n "$UNS" chart-test-clouds --ignore-not-found >/dev/null 2>&1 || true
+  # the CRD as the file has it (a failed run may have left the "0.2.0" text), owned by nobody
+  kubectl apply --server-side --force-conflicts --field-manager=chart-test -f "$CRD_FILE" >/dev/null || true
+  disown_crd
+  finalize_ns "$UCREDS" && finalize_ns "$UNS"
+}
+
 cleanup() {
   local rc=$?
   if [[ ${CHART_TEST_KEEP:-0} == 1 ]]; then
@@ -63,12 +119,17 @@ cleanup() {
   if [[ $APPLIED == 1 ]]; then
     kubectl delete -f "$RENDERED" --ignore-not-found --wait=false >/dev/null || rc=1
     kubectl delete secret -n "$CREDS_NS" chart-test-creds --ignore-not-found --wait=false >/dev/null 2>&1 || true
+    # (objects left in a finalized namespace would stay in etcd and come back with it)
+    kubectl delete lease -n "$NS" "$SA" --ignore-not-found --wait=false >/dev/null 2>&1 || true
     finalize_ns "$CREDS_NS" || rc=1
     finalize_ns "$NS" || rc=1
     # cluster-scoped RBAC must be gone
     if kubectl get clusterrole,clusterrolebinding "$SA" >/dev/null 2>&1; then
       echo "chart-test: cleanup left cluster RBAC $SA behind" >&2; rc=1
     fi
+  fi
+  if [[ $UPGRADE == 1 ]]; then
+    remove_upgrade_test || rc=1
   fi
   rm -rf "$TMP"
   return "$rc"
@@ -79,120 +140,264 @@ trap cleanup EXIT
 for ns in "$CREDS_NS" "$NS"; do
   if kubectl get ns "$ns" >/dev/null 2>&1; then
     echo "chart-test: removing leftover namespace $ns" >&2
-    helm template "$REL" "$CHART" -n "$NS" "${SET_IDS[@]}" \
+    helm template "$REL" "$CHART" -n "$NS" "${SET_REQ[@]}" --set crds.enabled=false \
       --set clusterLink.credentialsNamespace="$CREDS_NS" \
       | kubectl delete -f - --ignore-not-found --wait=false >/dev/null 2>&1 || true
     kubectl delete secret -n "$CREDS_NS" chart-test-creds --ignore-not-found >/dev/null 2>&1 || true
+    kubectl delete lease -n "$NS" "$SA" --ignore-not-found >/dev/null 2>&1 || true
     finalize_ns "$ns"
   fi
 done
+if kubectl get ns "$UNS" >/dev/null 2>&1 || kubectl get ns "$UCREDS" >/dev/null 2>&1; then
+  echo "chart-test: removing the leftovers of an earlier upgrade test" >&2
+  remove_upgrade_test
+fi
 
 # --- (1) lint -----------------------------------------------------------------
-out=$(helm lint --strict "$CHART" "${SET_IDS[@]}" 2>&1) || fail "helm lint --strict: $out"
+out=$(helm lint --strict "$CHART" "${SET_REQ[@]}" 2>&1) || fail "helm lint --strict: $out"
 pass "helm lint --strict"
+out=$(helm lint --strict "$CHART" "${SET_REQ[@]}" --set metrics.serviceMonitor.enabled=true \
+  --set metrics.dashboard.enabled=true --set-string openstack.caBundle="-----BEGIN CERTIFICATE-----" 2>&1) \
+  || fail "helm lint --strict with the ServiceMonitor, dashboard and CA bundle on: $out"
+pass "helm lint --strict with every optional object on"
+[[ $VERSION == 0.3.0 ]] && grep -q '^appVersion: "0.3.0"$' "$CHART/Chart.yaml" \
+  || fail "Chart.yaml: version '$VERSION', want 0.3.0 and appVersion \"0.3.0\""
+pass "Chart version and appVersion 0.3.0"
+[[ ! -e $CHART/crds ]] || fail "$CHART/crds exists: Helm never upgrades crds/, the CRD is a template"
+pass "no crds/ directory (the CRD is a template)"
 
 # --- (2) required values --------------------------------------------------------
-if out=$(helm template "$REL" "$CHART" 2>&1); then fail "helm template without openstack.routerID succeeded"; fi
-grep -q 'openstack.routerID is required' <<<"$out" \
-  || fail "missing openstack.routerID: error does not name it: $out"
-pass "helm template fails naming openstack.routerID when unset"
+# expect_fail <what> <grep -E pattern> <helm template args...>
+expect_fail() {
+  local what=$1 want=$2 out; shift 2
+  if out=$(helm template "$REL" "$CHART" -n "$NS" "$@" 2>&1); then fail "$what: rendered, want an error"; fi
+  grep -qE -- "$want" <<<"$out" || fail "$what: the error does not say '$want': $out"
+  pass "$what: refused ($(grep -oE -- "$want" <<<"$out" | head -1))"
+}
+expect_fail "openstack.routerID unset" 'openstack.routerID is required'
+expect_fail "openstack.transitNetworkID unset" 'openstack.transitNetworkID is required' \
+  --set openstack.routerID=$ROUTER
+expect_fail "openstack.cloudsSecret unset" \
+  "openstack.cloudsSecret is required: .*kubectl -n $NS create secret generic .*--from-file=clouds.yaml" "${SET_IDS[@]}"
 
-if out=$(helm template "$REL" "$CHART" --set openstack.routerID=r 2>&1); then
-  fail "helm template without openstack.transitNetworkID succeeded"
-fi
-grep -q 'openstack.transitNetworkID is required' <<<"$out" \
-  || fail "missing openstack.transitNetworkID: error does not name it: $out"
-pass "helm template fails naming openstack.transitNetworkID when unset"
+# --- (3) values.schema.json -----------------------------------------------------
+expect_fail "logFormat=yaml" "at '/logFormat': value must be one of 'json', 'text'" "${SET_REQ[@]}" --set logFormat=yaml
+expect_fail "replicaCount=0" "at '/replicaCount': minimum" "${SET_REQ[@]}" --set replicaCount=0
+expect_fail "resyncInterval as a number" "at '/resyncInterval': got number, want string" "${SET_REQ[@]}" --set resyncInterval=300
+expect_fail "resyncInterval=5x" "at '/resyncInterval': '5x' does not match pattern" "${SET_REQ[@]}" --set-string resyncInterval=5x
+expect_fail "leaderElection.leaseDuration=0s" "at '/leaderElection/leaseDuration'" "${SET_REQ[@]}" --set leaderElection.leaseDuration=0s
+expect_fail "openstack.routerID not a UUID" "at '/openstack/routerID'" "${SET_REQ[@]}" --set openstack.routerID=gateway-router
+expect_fail "openstack.transitNetworkID as a number" "at '/openstack/transitNetworkID'" "${SET_REQ[@]}" --set openstack.transitNetworkID=42
+expect_fail "openstack.cloudsSecret not a Secret name" "at '/openstack/cloudsSecret'" "${SET_REQ[@]}" --set openstack.cloudsSecret=My_Secret
+expect_fail "openstack.caBundle not PEM" "at '/openstack/caBundle'" "${SET_REQ[@]}" --set openstack.caBundle=/etc/ssl/ca.pem
+expect_fail "metrics.port=70000" "at '/metrics/port': maximum" "${SET_REQ[@]}" --set metrics.port=70000
+expect_fail "a misspelt key (replicas)" "additional properties 'replicas' not allowed" "${SET_REQ[@]}" --set replicas=3
+expect_fail "podAntiAffinity.type=sometimes" "at '/podAntiAffinity/type'" "${SET_REQ[@]}" --set podAntiAffinity.type=sometimes
+expect_fail "crds.keep as a string" "at '/crds/keep'" "${SET_REQ[@]}" --set-string crds.keep=yes
+# the chart's own checks across values
+expect_fail "replicaCount=2 without leader election" "replicaCount > 1 needs leaderElection.enabled=true" \
+  "${SET_REQ[@]}" --set leaderElection.enabled=false
+expect_fail "PDB minAvailable >= replicaCount" 'podDisruptionBudget.minAvailable \(2\) must be below replicaCount \(2\)' \
+  "${SET_REQ[@]}" --set podDisruptionBudget.minAvailable=2
+expect_fail "caBundle and caBundleConfigMap both set" "openstack.caBundle and openstack.caBundleConfigMap are both set" \
+  "${SET_REQ[@]}" --set-string openstack.caBundle="-----BEGIN CERTIFICATE-----" --set openstack.caBundleConfigMap=ca
 
-# --- (3) render + image tags ------------------------------------------------------
-helm template "$REL" "$CHART" -n "$NS" "${SET_IDS[@]}" \
-  --set clusterLink.credentialsNamespace="$CREDS_NS" \
-  --set openstack.cloudsSecret=chart-test-clouds >"$RENDERED"
+# --- (4) render -------------------------------------------------------------------
+helm template "$REL" "$CHART" -n "$NS" "${SET_REQ[@]}" \
+  --set clusterLink.credentialsNamespace="$CREDS_NS" >"$RENDERED"
+J=$TMP/rendered.json
+yq -c 'select(. != null)' "$RENDERED" >"$J"
+# obj <kind> [name]: one rendered object as JSON
+obj() { jq -c --arg k "$1" --arg n "${2:-}" 'select(.kind == $k and ($n == "" or .metadata.name == $n))' "${J_IN:-$J}"; }
+dep() { obj Deployment | jq -c "$@"; }
+# env_value <NAME>: the Deployment's env value (or valueFrom as JSON)
+env_value() { dep -r --arg n "$1" '.spec.template.spec.containers[0].env[] | select(.name == $n) | (.value // (.valueFrom | tojson))'; }
 
-# env_value <file> <NAME>: the value line right after "- name: NAME"
-env_value() { grep -A1 -E "^\s+- name: $2\$" "$1" | sed -n 's/^\s*value: //p' | tr -d '"'; }
-
-img=$(sed -n 's/^\s*image: //p' "$RENDERED" | tr -d '"')
-[[ $img == ghcr.io/bnerd/bnerd-vpn-operator:0.2.0 ]] || fail "operator image is '$img', want ...:0.2.0 (AppVersion)"
-pass "operator image defaults to :0.2.0 ($img)"
+img=$(dep -r '.spec.template.spec.containers[0].image')
+[[ $img == ghcr.io/bnerd/bnerd-vpn-operator:$VERSION ]] || fail "operator image is '$img', want ...:$VERSION (AppVersion)"
+pass "operator image defaults to :$VERSION ($img)"
 
 for e in IPSEC_GATEWAY_IMAGE IPSEC_GATEWAY_WIREGUARD_IMAGE IPSEC_STATUS_AGENT_IMAGE; do
-  v=$(env_value "$RENDERED" "$e")
-  [[ $v == *:0.2.0 && $v != :* ]] || fail "$e is '$v', want <repo>:0.2.0"
+  v=$(env_value "$e")
+  [[ $v == *:$VERSION && $v != :* ]] || fail "$e is '$v', want <repo>:$VERSION"
   pass "$e defaults to $v"
 done
 
-pinned=$TMP/pinned.yaml
-helm template "$REL" "$CHART" -n "$NS" "${SET_IDS[@]}" --set images.gateway.tag=0.3.1 >"$pinned"
-v=$(env_value "$pinned" IPSEC_GATEWAY_IMAGE)
+pinned=$TMP/pinned.json
+helm template "$REL" "$CHART" -n "$NS" "${SET_REQ[@]}" --set images.gateway.tag=0.3.1 | yq -c 'select(. != null)' >"$pinned"
+v=$(J_IN=$pinned env_value IPSEC_GATEWAY_IMAGE)
 [[ $v == *:0.3.1 ]] || fail "IPSEC_GATEWAY_IMAGE with images.gateway.tag=0.3.1 is '$v'"
 pass "IPSEC_GATEWAY_IMAGE pinned to $v"
-v=$(env_value "$pinned" IPSEC_STATUS_AGENT_IMAGE)
-[[ $v == *:0.2.0 ]] || fail "pinning the gateway tag changed IPSEC_STATUS_AGENT_IMAGE to '$v'"
-pass "other images stay at :0.2.0 when only the gateway tag is pinned"
+v=$(J_IN=$pinned env_value IPSEC_STATUS_AGENT_IMAGE)
+[[ $v == *:$VERSION ]] || fail "pinning the gateway tag changed IPSEC_STATUS_AGENT_IMAGE to '$v'"
+pass "other images stay at :$VERSION when only the gateway tag is pinned"
 
-for kv in IPSEC_GATEWAY_ROUTER_ID=11111111-2222-3333-4444-555555555555 \
-          IPSEC_TRANSIT_NETWORK_ID=66666666-7777-8888-9999-000000000000 \
-          IPSEC_RESYNC_INTERVAL=5m IPSEC_CLUSTERLINK_CREDENTIALS_NAMESPACE=$CREDS_NS \
-          OS_CLOUD=openstack OS_CLIENT_CONFIG_FILE=/etc/openstack/clouds.yaml RUST_LOG=info; do
-  v=$(env_value "$RENDERED" "${kv%%=*}")
+for kv in IPSEC_GATEWAY_ROUTER_ID=$ROUTER IPSEC_TRANSIT_NETWORK_ID=$TRANSIT \
+          IPSEC_RESYNC_INTERVAL=5m IPSEC_CLUSTERLINK_CREDENTIALS_NAMESPACE=$CREDS_NS IPSEC_CONCURRENCY=4 \
+          OS_CLOUD=openstack OS_CLIENT_CONFIG_FILE=/etc/openstack/clouds.yaml RUST_LOG=info \
+          IPSEC_LOG_FORMAT=json IPSEC_METRICS_ADDR=0.0.0.0:8080 IPSEC_LEADER_ELECT=true \
+          IPSEC_LEASE_NAME=$SA IPSEC_LEASE_DURATION=15s; do
+  v=$(env_value "${kv%%=*}")
   [[ $v == "${kv#*=}" ]] || fail "env ${kv%%=*} is '$v', want '${kv#*=}'"
 done
-pass "env IPSEC_*/OS_*/RUST_LOG values"
-grep -A3 -E '^\s+- name: POD_NAME$' "$RENDERED" | grep -q 'fieldPath: metadata.name' \
-  || fail "POD_NAME does not come from fieldRef metadata.name"
-pass "POD_NAME from fieldRef metadata.name"
-grep -q 'mountPath: /etc/openstack/clouds.yaml' "$RENDERED" && grep -q 'secretName: chart-test-clouds' "$RENDERED" \
-  && grep -A2 'mountPath: /etc/openstack/clouds.yaml' "$RENDERED" | grep -q 'readOnly: true' \
-  || fail "clouds.yaml Secret is not mounted read-only at /etc/openstack/clouds.yaml"
-pass "clouds.yaml mounted read-only from openstack.cloudsSecret"
-for want in 'runAsNonRoot: true' 'readOnlyRootFilesystem: true' 'allowPrivilegeEscalation: false' '- ALL'; do
-  grep -qF -- "$want" "$RENDERED" || fail "securityContext lacks '$want'"
+pass "env IPSEC_*/OS_*/RUST_LOG values (log format json, metrics 0.0.0.0:8080, lease = fullname, 15s)"
+[[ $(env_value POD_NAME) == '{"fieldRef":{"fieldPath":"metadata.name"}}' ]] \
+  || fail "POD_NAME does not come from fieldRef metadata.name: $(env_value POD_NAME)"
+[[ $(env_value POD_NAMESPACE) == '{"fieldRef":{"fieldPath":"metadata.namespace"}}' ]] \
+  || fail "POD_NAMESPACE does not come from fieldRef metadata.namespace: $(env_value POD_NAMESPACE)"
+pass "POD_NAME and POD_NAMESPACE from the downward API"
+[[ -z $(env_value OS_CACERT) ]] || fail "OS_CACERT set without a CA bundle"
+pass "no OS_CACERT without a CA bundle"
+v=$(helm template "$REL" "$CHART" -n "$NS" "${SET_REQ[@]}" --set logFormat=text --set metrics.port=9090 \
+    --set leaderElection.leaseDuration=30s --set metrics.bindAddress='[::]' | yq -c 'select(. != null)' \
+  | jq -r 'select(.kind == "Deployment") | .spec.template.spec.containers[0] | [(.env[] | select(.name | test("IPSEC_(LOG_FORMAT|METRICS_ADDR|LEASE_DURATION)")) | .value), (.ports[0].containerPort | tostring)] | join(" ")')
+[[ $v == "text [::]:9090 30s 9090" ]] || fail "logFormat/metrics/leaseDuration values not rendered: '$v'"
+pass "logFormat, metrics.bindAddress/port and leaderElection.leaseDuration reach the env ($v)"
+
+v=$(dep -c '.spec.template.spec.containers[0].ports')
+[[ $v == '[{"name":"metrics","containerPort":8080,"protocol":"TCP"}]' ]] || fail "container ports: $v"
+pass "container port 'metrics' 8080"
+for p in startupProbe:/healthz livenessProbe:/healthz readinessProbe:/readyz; do
+  v=$(dep -r ".spec.template.spec.containers[0].${p%%:*} | \"\(.httpGet.path) \(.httpGet.port)\"")
+  [[ $v == "${p#*:} metrics" ]] || fail "${p%%:*} is '$v', want ${p#*:} on port metrics"
 done
-pass "securityContext: runAsNonRoot, readOnlyRootFilesystem, no privilege escalation, drop ALL"
-awk '/^kind: ClusterRole$/{c=1;next} /^---/{c=0} c' "$RENDERED" | grep -q secrets \
-  && fail "the ClusterRole mentions secrets"
+v=$(dep -r '.spec.template.spec.containers[0] | [.startupProbe.periodSeconds * .startupProbe.failureThreshold, .livenessProbe.periodSeconds * .livenessProbe.failureThreshold, .readinessProbe.periodSeconds] | map(tostring) | join(" ")')
+[[ $v == "60 30 5" ]] || fail "probe timing (startup window, liveness window, readiness period) is '$v', want '60 30 5'"
+pass "probes: startup and liveness on /healthz (60 s to start, restart after 30 s dead), readiness on /readyz every 5 s"
+
+v=$(dep -c '[.spec.replicas, .spec.strategy.type, .spec.strategy.rollingUpdate.maxUnavailable, .spec.strategy.rollingUpdate.maxSurge]')
+[[ $v == '[2,"RollingUpdate",0,1]' ]] \
+  || fail "replicas/strategy: $v, want 2 and RollingUpdate maxUnavailable 0 / maxSurge 1"
+pass "2 replicas, RollingUpdate maxUnavailable 0 / maxSurge 1 (no Recreate)"
+v=$(helm template "$REL" "$CHART" "${SET_REQ[@]}" --set replicaCount=1 --set updateStrategy.type=Recreate | yq -c 'select(.kind == "Deployment") | .spec.strategy')
+[[ $v == '{"type":"Recreate"}' ]] || fail "updateStrategy.type=Recreate renders $v (rollingUpdate must go)"
+pass "updateStrategy.type=Recreate drops the rollingUpdate block"
+v=$(dep -c '.spec.template.spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm | [.topologyKey, .labelSelector.matchLabels["app.kubernetes.io/instance"]]')
+[[ $v == '["kubernetes.io/hostname","chart-test"]' ]] || fail "soft pod anti-affinity across nodes missing: $v"
+pass "pod anti-affinity: preferred across nodes by default"
+v=$(helm template "$REL" "$CHART" "${SET_REQ[@]}" --set podAntiAffinity.type=hard | yq -c 'select(.kind == "Deployment") | .spec.template.spec.affinity.podAntiAffinity | keys')
+[[ $v == '["requiredDuringSchedulingIgnoredDuringExecution"]' ]] || fail "podAntiAffinity.type=hard: $v"
+v=$(helm template "$REL" "$CHART" "${SET_REQ[@]}" --set-json 'affinity={"nodeAffinity":{}}' | yq -c 'select(.kind == "Deployment") | .spec.template.spec.affinity | keys')
+[[ $v == '["nodeAffinity"]' ]] || fail "an explicit affinity does not replace the default anti-affinity: $v"
+pass "podAntiAffinity.type=hard is required; an explicit affinity replaces the preset"
+
+v=$(obj PodDisruptionBudget "$SA" | jq -c '[.spec.minAvailable, .spec.unhealthyPodEvictionPolicy, .spec.selector.matchLabels["app.kubernetes.io/instance"]]')
+[[ $v == '[1,"AlwaysAllow","chart-test"]' ]] || fail "PodDisruptionBudget: $v"
+pass "PodDisruptionBudget minAvailable 1 (unhealthy pods always evictable)"
+n=$(helm template "$REL" "$CHART" "${SET_REQ[@]}" --set replicaCount=1 | grep -c '^kind: PodDisruptionBudget$' || true)
+[[ $n == 0 ]] || fail "replicaCount=1 still renders a PodDisruptionBudget (it would block every drain)"
+v=$(helm template "$REL" "$CHART" "${SET_REQ[@]}" --set replicaCount=3 --set podDisruptionBudget.minAvailable=null --set podDisruptionBudget.maxUnavailable=1 \
+  | yq -c 'select(.kind == "PodDisruptionBudget") | .spec | [.minAvailable, .maxUnavailable]')
+[[ $v == '[null,1]' ]] || fail "PDB with maxUnavailable: $v"
+pass "no PDB with replicaCount=1; maxUnavailable instead of minAvailable when set"
+
+v=$(obj Service "$SA-metrics" | jq -c '[.spec.type, .spec.ports, .spec.selector["app.kubernetes.io/instance"], .metadata.labels["app.kubernetes.io/component"]]')
+[[ $v == '["ClusterIP",[{"name":"metrics","port":8080,"targetPort":"metrics","protocol":"TCP"}],"chart-test","metrics"]' ]] \
+  || fail "metrics Service: $v"
+pass "metrics Service $SA-metrics on port metrics"
+[[ -z $(obj ServiceMonitor) ]] || fail "a ServiceMonitor is rendered by default"
+sm=$(helm template "$REL" "$CHART" -n "$NS" "${SET_REQ[@]}" --set metrics.serviceMonitor.enabled=true \
+  --set metrics.serviceMonitor.interval=15s --set metrics.serviceMonitor.labels.release=prom | yq -c 'select(.kind == "ServiceMonitor")')
+v=$(jq -c '[.apiVersion, .metadata.labels.release, .spec.endpoints[0].port, .spec.endpoints[0].path, .spec.endpoints[0].interval, .spec.selector.matchLabels["app.kubernetes.io/component"], .spec.namespaceSelector.matchNames]' <<<"$sm")
+[[ $v == '["monitoring.coreos.com/v1","prom","metrics","/metrics","15s","metrics",["chart-test-bnerd-vpn"]]' ]] \
+  || fail "ServiceMonitor: $v"
+pass "ServiceMonitor off by default; on: monitoring.coreos.com/v1, port metrics, interval and labels from values"
+expect_fail "ServiceMonitor without the Service" "metrics.serviceMonitor.enabled needs metrics.service.enabled" \
+  "${SET_REQ[@]}" --set metrics.serviceMonitor.enabled=true --set metrics.service.enabled=false
+
+DASH=$CHART/dashboards/bnerd-vpn-operator.json
+jq -e '.panels | length > 0' "$DASH" >/dev/null || fail "$DASH is not a dashboard JSON"
+METRICS="bnerd_reconciles_total bnerd_reconcile_duration_seconds bnerd_reconcile_failures_total bnerd_openstack_requests_total bnerd_clusterlink_condition bnerd_leader bnerd_fabric_check_ok bnerd_drift_repairs_total"
+exprs=$(jq -r '.. | .expr? // empty' "$DASH")
+for m in $METRICS; do grep -q "\b$m\b\|\b${m}_bucket\b" <<<"$exprs" || fail "the dashboard does not use $m"; done
+unknown=$(grep -oE 'bnerd_[a-z_]+' <<<"$exprs" | sed 's/_bucket$//' | sort -u | grep -vxF -f <(tr ' ' '\n' <<<"$METRICS") || true)
+[[ -z $unknown ]] || fail "the dashboard queries metrics the operator does not export: $unknown"
+pass "dashboard JSON: $(jq '.panels | length' "$DASH") panels over exactly the operator's 8 metrics"
+[[ -z $(obj ConfigMap "$SA-dashboard") ]] || fail "the dashboard ConfigMap is rendered by default"
+v=$(helm template "$REL" "$CHART" -n "$NS" "${SET_REQ[@]}" --set metrics.dashboard.enabled=true | yq -c 'select(.kind == "ConfigMap")' \
+  | jq -r '[.metadata.labels.grafana_dashboard, (.data["bnerd-vpn-operator.json"] | fromjson | .uid)] | join(" ")')
+[[ $v == "1 bnerd-vpn-operator" ]] || fail "dashboard ConfigMap: '$v'"
+pass "dashboard ConfigMap (label grafana_dashboard=1) with the JSON only when metrics.dashboard.enabled"
+
+PEM=$(printf -- '-----BEGIN CERTIFICATE-----\nMIIBchart-test\n-----END CERTIFICATE-----\n')
+ca=$TMP/ca.json
+helm template "$REL" "$CHART" -n "$NS" "${SET_REQ[@]}" --set-string openstack.caBundle="$PEM" | yq -c 'select(. != null)' >"$ca"
+v=$(J_IN=$ca obj ConfigMap "$SA-ca" | jq -r '.data["ca.crt"]')
+[[ $v == "$(printf '%s' "$PEM")" ]] || fail "CA ConfigMap holds '$v'"
+[[ $(J_IN=$ca env_value OS_CACERT) == /etc/openstack/ca/ca.crt ]] || fail "OS_CACERT with a caBundle: $(J_IN=$ca env_value OS_CACERT)"
+v=$(J_IN=$ca dep -c '.spec.template.spec | [(.containers[0].volumeMounts[] | select(.name == "ca-bundle") | [.mountPath, .readOnly]), (.volumes[] | select(.name == "ca-bundle") | .configMap)]')
+[[ $v == '[["/etc/openstack/ca",true],{"name":"chart-test-bnerd-vpn-operator-ca","items":[{"key":"ca.crt","path":"ca.crt"}]}]' ]] \
+  || fail "CA bundle mount: $v"
+J_IN=$ca dep -e '.spec.template.metadata.annotations["checksum/ca-bundle"] | length == 64' >/dev/null \
+  || fail "no checksum/ca-bundle pod annotation (a new CA would not roll the pods)"
+pass "openstack.caBundle: ConfigMap $SA-ca mounted read-only at /etc/openstack/ca/ca.crt, OS_CACERT set, pods roll on change"
+v=$(helm template "$REL" "$CHART" -n "$NS" "${SET_REQ[@]}" --set openstack.caBundleConfigMap=corp-ca --set openstack.caBundleConfigMapKey=bundle.pem \
+  | yq -c 'select(. != null)' | jq -c 'select(.kind == "ConfigMap" or .kind == "Deployment") | [.kind, (.spec.template.spec.volumes[]? | select(.name == "ca-bundle") | .configMap), (.spec.template.spec.containers[0].env[]? | select(.name == "OS_CACERT") | .value)]' | paste -sd' ')
+[[ $v == '["Deployment",{"name":"corp-ca","items":[{"key":"bundle.pem","path":"ca.crt"}]},"/etc/openstack/ca/ca.crt"]' ]] \
+  || fail "openstack.caBundleConfigMap: $v"
+pass "openstack.caBundleConfigMap: the existing ConfigMap's key mounted as ca.crt, no ConfigMap rendered"
+
+v=$(dep -c '.spec.template.spec | [(.containers[0].volumeMounts[] | select(.name == "clouds-yaml") | [.mountPath, .readOnly]), (.volumes[] | select(.name == "clouds-yaml") | .secret.secretName)]')
+[[ $v == '[["/etc/openstack/clouds.yaml",true],"chart-test-clouds"]' ]] || fail "clouds.yaml mount: $v"
+pass "clouds.yaml mounted read-only from openstack.cloudsSecret"
+v=$(dep -c '.spec.template.spec | [.securityContext.runAsUser, .securityContext.runAsNonRoot, .containers[0].securityContext.readOnlyRootFilesystem, .containers[0].securityContext.allowPrivilegeEscalation, .containers[0].securityContext.capabilities.drop]')
+[[ $v == '[65532,true,true,false,["ALL"]]' ]] || fail "securityContext: $v"
+pass "securityContext: UID 65532, runAsNonRoot, readOnlyRootFilesystem, no privilege escalation, drop ALL"
+obj ClusterRole | jq -e '[.rules[].resources[]] | any(. == "secrets")' >/dev/null && fail "the ClusterRole mentions secrets"
 pass "no Secrets in the ClusterRole"
 [[ $(grep -c '^kind: Namespace$' "$RENDERED") == 1 ]] || fail "want exactly one Namespace (credentials) in the render"
-n=$(helm template "$REL" "$CHART" "${SET_IDS[@]}" --set clusterLink.createCredentialsNamespace=false | grep -c '^kind: Namespace$' || true)
+n=$(helm template "$REL" "$CHART" "${SET_REQ[@]}" --set clusterLink.createCredentialsNamespace=false | grep -c '^kind: Namespace$' || true)
 [[ $n == 0 ]] || fail "createCredentialsNamespace=false still renders a Namespace"
 pass "credentials Namespace rendered only when createCredentialsNamespace=true"
-grep -A1 -E '^\s+strategy:$' "$RENDERED" | grep -q 'type: Recreate' \
-  || fail "the Deployment does not use strategy Recreate (two operators would overlap during an upgrade)"
-pass "Deployment strategy Recreate"
-if out=$(helm template "$REL" "$CHART" "${SET_IDS[@]}" --set replicaCount=2 2>&1); then
-  fail "replicaCount=2 rendered; without leader election it must be refused"
-fi
-grep -q "replicaCount > 1 is refused" <<<"$out" || fail "replicaCount=2: error does not say why: $out"
-pass "replicaCount > 1 refused at install (no leader election yet)"
 
-# --- (4) real server-side apply ---------------------------------------------------
-shopt -s nullglob
-crds=("$CHART"/crds/*.yaml)
-if ((${#crds[@]})); then
-  for f in "${crds[@]}"; do
-    kubectl apply --server-side --force-conflicts --field-manager=chart-test -f "$f" >/dev/null \
-      || fail "apply CRD $f"
-  done
-  kubectl wait --for condition=established --timeout=30s -f "$CHART/crds/" >/dev/null \
-    || fail "CRDs not Established"
-  pass "CRDs applied and Established (${#crds[@]} file(s))"
-else
-  echo "chart-test: no CRDs in $CHART/crds, skipping" >&2
-fi
+# The CRD template: the generated file plus the release's labels and the keep policy.
+v=$(obj CustomResourceDefinition "$CRD" | jq -c '[.metadata.annotations, .metadata.labels["helm.sh/chart"], .metadata.labels["app.kubernetes.io/managed-by"]]')
+[[ $v == '[{"helm.sh/resource-policy":"keep"},"bnerd-vpn-operator-'"$VERSION"'","Helm"]' ]] || fail "CRD metadata: $v"
+diff <(obj CustomResourceDefinition "$CRD" | jq -S 'del(.metadata.labels, .metadata.annotations)') \
+     <(yq -S . "$CRD_FILE") >/dev/null || fail "the rendered CRD differs from $CRD_FILE"
+pass "CRD rendered from $CRD_FILE unchanged, with the chart's labels and helm.sh/resource-policy: keep"
+n=$(helm template "$REL" "$CHART" "${SET_REQ[@]}" --set crds.enabled=false | grep -c '^kind: CustomResourceDefinition$' || true)
+[[ $n == 0 ]] || fail "crds.enabled=false still renders the CRD"
+v=$(helm template "$REL" "$CHART" "${SET_REQ[@]}" --set crds.keep=false | yq -c 'select(.kind == "CustomResourceDefinition") | .metadata.annotations')
+[[ $v == null ]] || fail "crds.keep=false still annotates the CRD: $v"
+pass "crds.enabled=false renders no CRD; crds.keep=false drops the keep policy"
+
+# NOTES.txt (helm template does not render it; a client-side dry run does)
+notes() {
+  helm install "$REL" "$CHART" -n "$NS" "${SET_REQ[@]}" --dry-run=client --set crds.enabled=false \
+    --set clusterLink.createCredentialsNamespace=false "$@" 2>&1 | sed -n '/^NOTES:/,$p'
+}
+out=$(notes)
+for want in 'kubectl get clusterlinks' 'kubectl describe clusterlink <name>' 'kubectl clusterlink doctor' \
+            "port-forward svc/$SA-metrics 8080" '/metrics'; do
+  grep -qF -- "$want" <<<"$out" || fail "NOTES.txt lacks '$want': $out"
+done
+grep -q WARNING <<<"$out" && fail "NOTES.txt warns with 2 replicas: $out"
+grep -q 'WARNING: replicaCount is 1' <<<"$(notes --set replicaCount=1)" || fail "NOTES.txt does not warn about replicaCount 1"
+pass "NOTES.txt: get/describe/doctor, the metrics endpoint, a warning only with replicaCount 1"
+
+# --- (5) real server-side apply ---------------------------------------------------
+# The CRD straight from the file (other tests share it; it stays), the chart without it.
+kubectl apply --server-side --force-conflicts --field-manager=chart-test -f "$CRD_FILE" >/dev/null \
+  || fail "apply CRD $CRD_FILE"
+kubectl wait --for condition=established --timeout=30s crd/"$CRD" >/dev/null || fail "CRD not Established"
+pass "CRD applied and Established"
+helm template "$REL" "$CHART" -n "$NS" "${SET_REQ[@]}" --set crds.enabled=false \
+  --set clusterLink.credentialsNamespace="$CREDS_NS" >"$RENDERED"
 
 kubectl create namespace "$NS" >/dev/null || fail "create namespace $NS"
 APPLIED=1
 out=$(kubectl apply --server-side --field-manager=chart-test -f "$RENDERED" 2>&1) \
   || fail "server-side apply of the rendered chart: $out"
 pass "server-side apply ($(grep -c . <<<"$out") objects)"
-kubectl get -n "$NS" deployment/"$SA" serviceaccount/"$SA" role/"$SA"-leases >/dev/null \
+kubectl get -n "$NS" deployment/"$SA" serviceaccount/"$SA" role/"$SA"-leases rolebinding/"$SA"-leases \
+    service/"$SA"-metrics poddisruptionbudget/"$SA" >/dev/null \
   && kubectl get -n "$CREDS_NS" role/"$SA"-credentials rolebinding/"$SA"-credentials >/dev/null \
   && kubectl get clusterrole/"$SA" clusterrolebinding/"$SA" >/dev/null \
   || fail "applied objects not found"
-pass "Deployment, ServiceAccount, Roles, ClusterRole(Binding) exist"
+pass "Deployment, ServiceAccount, Service, PDB, Roles, ClusterRole(Binding) exist"
 
-# --- (5) RBAC -------------------------------------------------------------------
+# --- (6) RBAC -------------------------------------------------------------------
 # can <yes|no> <verb> <resource> [kubectl flags...]
 can() {
   local want=$1; shift
@@ -201,20 +406,37 @@ can() {
   [[ $got == "$want" ]] || fail "can-i $* as $SA_USER: got '$got', want '$want'"
   pass "can-i $* -> $want"
 }
-can yes get secrets -n "$CREDS_NS"
-can yes list secrets -n "$CREDS_NS"
-can yes watch secrets -n "$CREDS_NS"
-can no create secrets -n "$CREDS_NS"
+CL=clusterlinks.ipsec.bnerd.net
+EV=events.events.k8s.io
+LE=leases.coordination.k8s.io
+# what the binary does (see the comments in the RBAC templates for the code behind each)
+for v in list watch patch; do can yes "$v" "$CL"; done
+can yes patch "$CL" --subresource=status
+for ns in default "$NS" some-gateway-namespace; do
+  can yes create "$EV" -n "$ns"
+  can yes patch "$EV" -n "$ns"
+done
+for v in get list watch; do can yes "$v" secrets -n "$CREDS_NS"; done
+for v in get create patch; do can yes "$v" "$LE" -n "$NS"; done
+# what it must not
+for v in get create update delete deletecollection; do can no "$v" "$CL"; done
+can no update "$CL" --subresource=status
+can no get "$CL" --subresource=status
+can no update "$CL" --subresource=finalizers
+for v in get list update delete; do can no "$v" "$EV" -n default; done
+can no create events -n default          # core/v1 Events: the Recorder writes events.k8s.io only
+for v in create update patch delete; do can no "$v" secrets -n "$CREDS_NS"; done
 can no get secrets -n default
 can no get secrets -n kube-system
+can no get secrets -n "$NS"              # not even the clouds.yaml Secret: it is a volume
 can no list secrets -A
-can yes patch clusterlinks.ipsec.bnerd.net --subresource=status
-can yes update clusterlinks.ipsec.bnerd.net --subresource=finalizers
-can yes watch clusterlinks.ipsec.bnerd.net
-can no delete clusterlinks.ipsec.bnerd.net
-can yes create events.events.k8s.io -n default
-can yes update leases.coordination.k8s.io -n "$NS"
-can no update leases.coordination.k8s.io -n default
+for v in update delete list watch; do can no "$v" "$LE" -n "$NS"; done
+can no get "$LE" -n kube-system
+can no create "$LE" -n default
+can no get pods -n "$NS"
+can no get configmaps -n "$NS"
+can no patch customresourcedefinitions.apiextensions.k8s.io
+can no create namespaces
 
 # Real SubjectAccessReviews (not via can-i; also for the gateway kinds, whose CRDs may
 # not exist yet, so kubectl discovery cannot resolve them).
@@ -241,11 +463,15 @@ expect_sar() { # expect_sar <true|false> <verb> <group> <resource> <namespace>
 expect_sar false get "" secrets kube-system
 expect_sar false get "" secrets default
 expect_sar true get "" secrets "$CREDS_NS"
-expect_sar true list ipsec.bnerd.net ipsecgateways ""
-expect_sar true watch ipsec.bnerd.net vpngateways ""
-expect_sar false patch ipsec.bnerd.net vpngateways ""
+for k in ipsecgateways vpngateways; do
+  expect_sar true list ipsec.bnerd.net "$k" ""
+  expect_sar true watch ipsec.bnerd.net "$k" ""
+  expect_sar false get ipsec.bnerd.net "$k" ""
+  expect_sar false patch ipsec.bnerd.net "$k" ""
+  expect_sar false update ipsec.bnerd.net "$k" ""
+done
 
-# And real reads while impersonating the ServiceAccount.
+# And real requests while impersonating the ServiceAccount.
 kubectl create secret generic chart-test-creds -n "$CREDS_NS" --from-literal=k=v >/dev/null
 kubectl get secret chart-test-creds -n "$CREDS_NS" --as="$SA_USER" >/dev/null 2>&1 \
   || fail "ServiceAccount cannot read a Secret in $CREDS_NS"
@@ -255,5 +481,109 @@ if out=$(kubectl get secrets -n kube-system --as="$SA_USER" 2>&1); then
 fi
 grep -q Forbidden <<<"$out" || fail "listing kube-system Secrets failed, but not with Forbidden: $out"
 pass "impersonated LIST of Secrets in kube-system is Forbidden"
+# the Lease as kube-lease-manager handles it: create, take (server-side apply), renew (patch)
+lease=$TMP/lease.json
+echo '{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"'"$SA"'"}}' >"$lease"
+kubectl create -n "$NS" -f "$lease" --as="$SA_USER" >/dev/null || fail "ServiceAccount cannot create its Lease"
+kubectl apply --server-side -n "$NS" --as="$SA_USER" --field-manager=chart-test-lease -f - >/dev/null <<JSON \
+  || fail "ServiceAccount cannot take its Lease with server-side apply"
+{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"$SA"},"spec":{"holderIdentity":"pod-a","leaseDurationSeconds":15}}
+JSON
+kubectl patch lease "$SA" -n "$NS" --as="$SA_USER" --type=strategic -p '{"spec":{"leaseTransitions":1}}' >/dev/null \
+  || fail "ServiceAccount cannot renew its Lease with a strategic merge patch"
+[[ $(kubectl get lease "$SA" -n "$NS" --as="$SA_USER" -o jsonpath='{.spec.holderIdentity}') == pod-a ]] \
+  || fail "ServiceAccount cannot read its Lease back"
+if kubectl delete lease "$SA" -n "$NS" --as="$SA_USER" >/dev/null 2>&1; then fail "ServiceAccount deleted its Lease"; fi
+pass "impersonated Lease create, server-side apply, patch and get succeed; delete is Forbidden"
+
+# --- (7) helm upgrade from chart 0.2.0 ------------------------------------------------
+# A cluster that ran 0.2.0 has the CRD from crds/, owned by no release. On this shared
+# apiserver the CRD already exists, so the 0.2.0 install below skips crds/ exactly as a
+# second install would; make it "old" (no Helm ownership, a schema text 0.3.0 does not
+# have) so the upgrade has to replace it.
+UPGRADE=1
+disown_crd
+kubectl patch crd "$CRD" --type=json -p '[{"op":"replace","path":"/spec/versions/0/schema/openAPIV3Schema/description","value":"chart-test: as chart 0.2.0 left it"}]' >/dev/null
+kubectl create namespace "$UNS" >/dev/null
+out=$(helm install "$UREL" "$OLD_CHART" -n "$UNS" "${SET_IDS[@]}" --set clusterLink.credentialsNamespace="$UCREDS" 2>&1) \
+  || fail "helm install of chart 0.2.0: $out"
+v=$(helm list -n "$UNS" -o json | jq -r --arg r "$UREL" '.[] | select(.name == $r) | "\(.chart) \(.status)"')
+[[ $v == "bnerd-vpn-operator-0.2.0 deployed" ]] || fail "0.2.0 release: '$v'"
+pass "helm install chart 0.2.0 ($OLD_CHART)"
+kubectl apply -f - >/dev/null <<YAML || fail "create ClusterLink $ULINK"
+apiVersion: ipsec.bnerd.net/v1alpha1
+kind: ClusterLink
+metadata:
+  name: $ULINK
+spec:
+  serviceClusterRouter: chart-test-router
+  serviceClusterCIDR: 10.199.0.0/16
+YAML
+LINK_UID=$(kubectl get clusterlink "$ULINK" -o jsonpath='{.metadata.uid}')
+kubectl create secret generic chart-test-clouds -n "$UNS" --from-literal=clouds.yaml='clouds: {}' >/dev/null
+# The users' command: their values again, new defaults underneath, plus the new required one.
+upgrade() {
+  helm upgrade "$UREL" "$CHART" -n "$UNS" --reset-then-reuse-values --set openstack.cloudsSecret=chart-test-clouds "$@" 2>&1
+}
+if out=$(upgrade); then fail "helm upgrade adopted the CRD without the adoption step"; fi
+grep -q "CustomResourceDefinition \"$CRD\" .* exists and cannot be imported into the current release: invalid ownership metadata" <<<"$out" \
+  || fail "helm upgrade without adoption failed otherwise: $out"
+pass "helm upgrade without the adoption step is refused by Helm (the CRD from crds/ is not the release's)"
+# The one-time adoption step (charts/bnerd-vpn-operator/README.md, "Upgrading from 0.2.0").
+kubectl label crd "$CRD" app.kubernetes.io/managed-by=Helm >/dev/null
+kubectl annotate crd "$CRD" meta.helm.sh/release-name="$UREL" meta.helm.sh/release-namespace="$UNS" >/dev/null
+out=$(upgrade) || fail "helm upgrade after the adoption step: $out"
+v=$(helm list -n "$UNS" -o json | jq -r --arg r "$UREL" '.[] | select(.name == $r) | "\(.chart) \(.status) \(.revision)"')
+[[ $v == "bnerd-vpn-operator-$VERSION deployed "* ]] || fail "upgraded release: '$v'"
+pass "helm upgrade 0.2.0 -> $VERSION after adopting the CRD ($v)"
+crd_json() { kubectl get crd "$CRD" -o json; }
+v=$(crd_json | jq -c '[.metadata.labels["helm.sh/chart"], .metadata.labels["app.kubernetes.io/managed-by"], .metadata.annotations["helm.sh/resource-policy"], .metadata.annotations["meta.helm.sh/release-name"]]')
+[[ $v == '["bnerd-vpn-operator-'"$VERSION"'","Helm","keep","'"$UREL"'"]' ]] || fail "CRD after the upgrade: $v"
+pass "the CRD is the release's now (helm.sh/chart=bnerd-vpn-operator-$VERSION, resource-policy keep)"
+diff <(crd_json | jq -S '.spec.versions') <(yq -S '.spec.versions' "$CRD_FILE") >"$TMP/crd.diff" \
+  || fail "the CRD on the server is not $CRD_FILE after the upgrade: $(head -20 "$TMP/crd.diff")"
+pass "helm upgrade replaced the CRD's versions/schema with $CRD_FILE (the 0.2.0 text is gone)"
+[[ $(kubectl get clusterlink "$ULINK" -o jsonpath='{.metadata.uid}') == "$LINK_UID" ]] || fail "ClusterLink $ULINK did not survive the upgrade"
+pass "ClusterLink $ULINK survived the upgrade (same UID)"
+v=$(kubectl get deploy -n "$UNS" "$UREL-bnerd-vpn-operator" -o json | jq -c '[.spec.replicas, .spec.strategy.type, (.spec.template.spec.containers[0].env[] | select(.name == "IPSEC_LEASE_NAME") | .value)]')
+[[ $v == '[2,"RollingUpdate","'"$UREL"'-bnerd-vpn-operator"]' ]] || fail "upgraded Deployment: $v"
+kubectl get -n "$UNS" pdb/"$UREL-bnerd-vpn-operator" service/"$UREL-bnerd-vpn-operator-metrics" >/dev/null \
+  || fail "the upgrade did not create the PDB and the metrics Service"
+v=$(kubectl get role -n "$UNS" "$UREL-bnerd-vpn-operator-leases" -o jsonpath='{.rules[0].verbs}')
+[[ $v == '["get","create","patch"]' ]] || fail "lease Role verbs after the upgrade: $v"
+v=$(kubectl get clusterrole "$UREL-bnerd-vpn-operator" -o json | jq -c '[.rules[] | select(.resources == ["clusterlinks"]) | .verbs[]]')
+[[ $v == '["list","watch","patch"]' ]] || fail "ClusterRole clusterlinks verbs after the upgrade: $v"
+pass "upgraded objects: Deployment 2 replicas RollingUpdate, PDB, metrics Service, trimmed RBAC"
+
+out=$(helm rollback "$UREL" 1 -n "$UNS" 2>&1) || fail "helm rollback to 0.2.0: $out"
+v=$(helm list -n "$UNS" -o json | jq -r --arg r "$UREL" '.[] | select(.name == $r) | "\(.chart) \(.status)"')
+[[ $v == "bnerd-vpn-operator-0.2.0 deployed" ]] || fail "after rollback: '$v'"
+kubectl get crd "$CRD" >/dev/null 2>&1 || fail "helm rollback deleted the CRD"
+[[ $(kubectl get clusterlink "$ULINK" -o jsonpath='{.metadata.uid}') == "$LINK_UID" ]] || fail "helm rollback lost ClusterLink $ULINK"
+pass "helm rollback to 0.2.0 keeps the CRD and the link (resource-policy keep)"
+out=$(upgrade) || fail "helm upgrade again after the rollback: $out"
+pass "helm upgrade to $VERSION again after the rollback (no second adoption needed)"
+out=$(helm uninstall "$UREL" -n "$UNS" 2>&1) || fail "helm uninstall: $out"
+grep -q "kept due to the resource policy" <<<"$out" && grep -q "\[CustomResourceDefinition\] $CRD" <<<"$out" \
+  || fail "helm uninstall did not report keeping the CRD: $out"
+kubectl get crd "$CRD" >/dev/null 2>&1 || fail "helm uninstall deleted the CRD"
+[[ $(kubectl get clusterlink "$ULINK" -o jsonpath='{.metadata.uid}') == "$LINK_UID" ]] || fail "helm uninstall lost ClusterLink $ULINK"
+kubectl get ns "$UCREDS" >/dev/null 2>&1 || fail "helm uninstall deleted the credentials namespace"
+pass "helm uninstall keeps the CRD, the link and the credentials namespace"
+# A new release after the uninstall: the kept CRD still names the old one.
+install2() {
+  helm install "$UREL2" "$CHART" -n "$UNS" "${SET_REQ[@]}" --set clusterLink.credentialsNamespace="$UCREDS" \
+    --set clusterLink.createCredentialsNamespace=false "$@" 2>&1
+}
+if out=$(install2); then fail "helm install over the kept CRD of another release succeeded without --take-ownership"; fi
+grep -q "annotation validation error: key \"meta.helm.sh/release-name\" must equal \"$UREL2\": current value is \"$UREL\"" <<<"$out" \
+  || fail "helm install over the kept CRD failed otherwise: $out"
+out=$(install2 --take-ownership) || fail "helm install --take-ownership: $out"
+[[ $(crd_json | jq -r '.metadata.annotations["meta.helm.sh/release-name"]') == "$UREL2" ]] || fail "--take-ownership did not move the CRD to $UREL2"
+[[ $(kubectl get clusterlink "$ULINK" -o jsonpath='{.metadata.uid}') == "$LINK_UID" ]] || fail "reinstall lost ClusterLink $ULINK"
+pass "a new release takes the kept CRD over with helm install --take-ownership (the link stays)"
+out=$(helm uninstall "$UREL2" -n "$UNS" 2>&1) || fail "helm uninstall $UREL2: $out"
+kubectl get crd "$CRD" >/dev/null 2>&1 || fail "helm uninstall of $UREL2 deleted the CRD"
+pass "helm uninstall $UREL2 keeps the CRD"
 
 echo "chart-test: $PASSED passed, 0 failed ($(elapsed) s, before cleanup)"

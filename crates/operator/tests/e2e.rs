@@ -506,9 +506,11 @@ async fn chart_rbac_kubeconfig(client: &Client, admin_kubeconfig: &str) -> Strin
         ])
         .args([
             "--set",
-            "openstack.routerID=r",
+            "openstack.routerID=00000000-0000-0000-0000-000000000001",
             "--set",
-            "openstack.transitNetworkID=n",
+            "openstack.transitNetworkID=00000000-0000-0000-0000-000000000002",
+            "--set",
+            "openstack.cloudsSecret=e2e-clouds",
         ])
         .current_dir(root)
         .output()
@@ -554,15 +556,15 @@ async fn chart_rbac_kubeconfig(client: &Client, admin_kubeconfig: &str) -> Strin
                     .await
                     .expect("ClusterRoleBinding");
             }
-            // Only the credentials namespace's Role matters here (the lease Role belongs to a
-            // release namespace this test does not create).
-            Some("Role") if ns == bnerd_api::names::DEFAULT_CREDENTIALS_NAMESPACE => {
+            // Every Role: the credentials namespace's and the release namespace's (Leases).
+            Some("Role") => {
+                ensure_namespace(client, &ns).await;
                 let api: Api<Role> = Api::namespaced(client.clone(), &ns);
                 api.patch(&name, &ssa, &Patch::Apply(&v))
                     .await
                     .expect("Role");
             }
-            Some("RoleBinding") if ns == bnerd_api::names::DEFAULT_CREDENTIALS_NAMESPACE => {
+            Some("RoleBinding") => {
                 let mut b: RoleBinding = serde_json::from_value(v).expect("binding");
                 b.subjects = Some(user.clone());
                 let api: Api<RoleBinding> = Api::namespaced(client.clone(), &ns);
@@ -577,6 +579,23 @@ async fn chart_rbac_kubeconfig(client: &Client, admin_kubeconfig: &str) -> Strin
         .with_file_name("kubeconfig-operator-test")
         .display()
         .to_string()
+}
+
+/// Create a namespace unless it exists.
+async fn ensure_namespace(client: &Client, ns: &str) {
+    use k8s_openapi::api::core::v1::Namespace;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    match namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}})).expect("namespace"),
+        )
+        .await
+    {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 409 => {}
+        Err(e) => panic!("namespace {ns}: {e}"),
+    }
 }
 
 /// The Secret hq writes for a cross-tenant link, in the operator's credentials namespace.
@@ -653,7 +672,17 @@ async fn operator_binary_cross_tenant_link() {
     put_credentials_secret(&client, "e2e-probe", "x", "y").await;
     delete_credentials_secret(&client, "e2e-probe").await;
     let least = chart_rbac_kubeconfig(&client, &kubeconfig).await;
-    let op = spawn_operator(&least, &lab, &env, "3s");
+    // The chart's Lease Role lives in the release namespace the RBAC was rendered for.
+    let op = OperatorCommand::new(env!("CARGO_BIN_EXE_bnerd-vpn-operator"))
+        .lab(
+            &least,
+            &lab,
+            &env.fabric.gateway_router_id,
+            &env.fabric.transit_network_id,
+            "3s",
+        )
+        .env("IPSEC_LEASE_NAMESPACE", "bnerd-e2e")
+        .spawn();
     let api: Api<ClusterLink> = Api::all(client.clone());
     let create = async |name: &str, cidr: &str| {
         put_credentials_secret(

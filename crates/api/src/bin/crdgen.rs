@@ -1,4 +1,6 @@
-//! Prints the CRDs this operator owns as YAML (`crdgen > charts/bnerd-vpn-operator/crds/clusterlinks.yaml`).
+//! Prints the CRDs this operator owns as YAML
+//! (`crdgen > charts/bnerd-vpn-operator/files/clusterlinks.ipsec.bnerd.net.yaml`; the chart's
+//! CRD template renders that file).
 
 use bnerd_api::ClusterLink;
 use kube::CustomResourceExt;
