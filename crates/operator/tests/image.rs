@@ -1,8 +1,11 @@
 //! The container image's own operator binary against the real kube-apiserver and the real
 //! Keystone + Neutron lab. `image/build.sh` builds the image and exports its root filesystem
 //! (`BNERD_IMAGE_ROOTFS`); `image/run-rootfs.sh` runs the binary from it as the chart's pod
-//! would (chroot, UID/GID 65532, no capabilities, read-only root, the kubeconfig and
-//! clouds.yaml mounted read-only), since no container runtime works in this sandbox.
+//! would (chroot, UID/GID 65532, no capabilities, read-only root, the kubeconfig, clouds.yaml
+//! and CA bundle mounted read-only), since no container runtime works in this sandbox. The
+//! cloud is reached through the lab's HTTPS endpoint with the chart's `caBundle` settings:
+//! the client loads the image's own CA bundle as the system roots (it refuses to start
+//! without one) and adds the mounted lab CA.
 //!
 //! With `BNERD_REQUIRE_IMAGE=1` (test.sh) a missing rootfs fails the test instead of skipping.
 
@@ -17,17 +20,18 @@ use bnerd_testkit::kube_lab::{install_crd, kube_client};
 use bnerd_testkit::operator_proc::{
     OperatorCommand, http_get, is_ready, kube_lab_exclusive, sweep_leftovers, test_link, wait_for,
 };
-use bnerd_testkit::{lab_env_for, lab_or_skip, operator_os_env, unique};
+use bnerd_testkit::{LabTls, lab_env_for, lab_tls_or_skip, operator_os_env, unique};
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 
 const RUNNER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../image/run-rootfs.sh");
 const OPERATOR: &str = "/usr/local/bin/bnerd-vpn-operator";
 const CLI: &str = "/usr/local/bin/kubectl-clusterlink";
-/// Where the inputs appear inside the root, as the chart mounts its Secret (clouds.yaml) and
-/// as a kubeconfig Secret would be.
+/// Where the inputs appear inside the root: clouds.yaml and the CA bundle where the chart
+/// mounts its Secret and ConfigMap, the kubeconfig as a Secret would be.
 const KUBECONFIG_IN_POD: &str = "/etc/bnerd/kubeconfig";
 const CLOUDS_IN_POD: &str = "/etc/openstack/clouds.yaml";
+const CA_IN_POD: &str = "/etc/openstack/ca/ca.crt";
 
 /// The exported image root, or None (skip) when there is none and none is required.
 fn image_rootfs(test: &str) -> Option<PathBuf> {
@@ -102,20 +106,21 @@ fn self_contained_kubeconfig(path: &str) -> String {
     serde_yaml::to_string(&kc).expect("kubeconfig YAML")
 }
 
-/// The operator's lab credential as the clouds.yaml the chart mounts from its Secret.
-fn clouds_yaml(lab: &BTreeMap<String, String>) -> String {
+/// The operator's lab credential as the clouds.yaml the chart mounts from its Secret, on the
+/// lab's HTTPS endpoint.
+fn clouds_yaml(lab: &BTreeMap<String, String>, tls: &LabTls) -> String {
     let os: BTreeMap<_, _> = operator_os_env(lab).into_iter().collect();
     let g = |k: &str| os.get(k).cloned().unwrap_or_default();
     serde_yaml::to_string(&json!({"clouds": {"lab-operator": {
         "auth": {
-            "auth_url": g("OS_AUTH_URL"),
+            "auth_url": tls.auth_url,
             "username": g("OS_USERNAME"),
             "password": g("OS_PASSWORD"),
             "project_name": g("OS_PROJECT_NAME"),
             "user_domain_name": g("OS_USER_DOMAIN_NAME"),
             "project_domain_name": g("OS_PROJECT_DOMAIN_NAME"),
         },
-        "region_name": g("OS_REGION_NAME"),
+        "region_name": tls.region,
     }}}))
     .expect("clouds.yaml")
 }
@@ -173,31 +178,39 @@ async fn image_operator_brings_a_link_ready_and_unwinds_it() {
     let Some((client, kubeconfig)) = kube_client(TEST).await else {
         return;
     };
-    let Some(lab) = lab_or_skip(TEST) else {
+    let Some((lab, tls)) = lab_tls_or_skip(TEST) else {
         return;
     };
     install_crd(&client).await;
+    // The test's own view of the cloud goes the plain way; only the image's binaries use TLS.
     let env = lab_env_for("image").await.expect("lab");
     let svc = env.router("shoot--services--image").await;
 
     let inputs = Inputs::new();
     let kc = inputs.file("kubeconfig", &self_contained_kubeconfig(&kubeconfig));
-    let clouds = inputs.file("clouds.yaml", &clouds_yaml(&lab));
+    let clouds = inputs.file("clouds.yaml", &clouds_yaml(&lab, &tls));
+    let ca = inputs.file(
+        "ca.crt",
+        &std::fs::read_to_string(&tls.cacert).expect("the lab CA"),
+    );
     let rootfs_arg = rootfs.display().to_string();
     let kc_mount = format!("{kc}:{KUBECONFIG_IN_POD}");
     let clouds_mount = format!("{clouds}:{CLOUDS_IN_POD}");
+    let ca_mount = format!("{ca}:{CA_IN_POD}");
     let wrapper = [
         RUNNER,
         "--mount",
         &kc_mount,
         "--mount",
         &clouds_mount,
+        "--mount",
+        &ca_mount,
         &rootfs_arg,
         "--",
     ];
-    // The harness's lab settings, but the credential the way the chart passes it (OS_CLOUD and
-    // the mounted clouds.yaml), paths inside the root, and HOME as the runtime derives it from
-    // the image's /etc/passwd.
+    // The harness's lab settings, but the credential the way the chart passes it (OS_CLOUD, the
+    // mounted clouds.yaml, OS_CACERT), paths inside the root, and HOME as the runtime derives
+    // it from the image's /etc/passwd.
     let mut cmd = OperatorCommand::new(OPERATOR).lab(
         KUBECONFIG_IN_POD,
         &lab,
@@ -211,6 +224,7 @@ async fn image_operator_brings_a_link_ready_and_unwinds_it() {
     let cmd = cmd
         .env("OS_CLOUD", "lab-operator")
         .env("OS_CLIENT_CONFIG_FILE", CLOUDS_IN_POD)
+        .env("OS_CACERT", CA_IN_POD)
         .env("HOME", "/nonexistent")
         .wrapped(&wrapper);
 
@@ -283,13 +297,15 @@ async fn image_operator_brings_a_link_ready_and_unwinds_it() {
 
     // The image's kubectl-clusterlink, in the same root with the same settings.
     let doctor = tokio::process::Command::new(RUNNER)
-        .args(["--mount", &kc_mount, "--mount", &clouds_mount, &rootfs_arg])
+        .args(["--mount", &kc_mount, "--mount", &clouds_mount])
+        .args(["--mount", &ca_mount, &rootfs_arg])
         .args(["--", CLI, "doctor"])
         .env_clear()
         .envs([
             ("KUBECONFIG", KUBECONFIG_IN_POD),
             ("OS_CLOUD", "lab-operator"),
             ("OS_CLIENT_CONFIG_FILE", CLOUDS_IN_POD),
+            ("OS_CACERT", CA_IN_POD),
             ("IPSEC_GATEWAY_ROUTER_ID", &env.fabric.gateway_router_id),
             ("IPSEC_TRANSIT_NETWORK_ID", &env.fabric.transit_network_id),
         ])
@@ -333,6 +349,10 @@ async fn image_operator_brings_a_link_ready_and_unwinds_it() {
         "after SIGTERM:\n{log}"
     );
     assert!(log.contains("fabric checked"), "{log}");
+    assert!(
+        log.contains("trusting the CA bundle besides the system's roots"),
+        "{log}"
+    );
     assert!(log.contains("released the leader Lease"), "{log}");
     let password = lab
         .get("LAB_OPERATOR_PASSWORD")
