@@ -25,12 +25,31 @@ pub(crate) struct UnwindView<'a> {
     pub spec_cidr: &'a str,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UnwindPlan {
     /// Gateway-router routes of ours, removed first: that cuts the data path.
     pub gateway_remove: Vec<Route>,
     /// Every port carrying our UID (duplicates included), to detach and delete.
     pub legs: Vec<Port>,
+}
+
+impl UnwindPlan {
+    /// Nothing of the link's is left: the unwind is done.
+    pub fn is_empty(&self) -> bool {
+        self.gateway_remove.is_empty() && self.legs.is_empty()
+    }
+}
+
+/// Ready=False/Deleting when every look still finds something of the link's: another writer
+/// keeps adding it (retried: it stops once that writer sees the delete).
+pub(crate) fn unsettled(rounds: usize) -> StepFail {
+    StepFail {
+        reason: Reason::Deleting,
+        message: format!(
+            "unwinding: a leg or route of this link was still there after {rounds} rounds of removal; another writer keeps adding them"
+        ),
+        retryable: true,
+    }
 }
 
 pub(crate) fn plan(v: &UnwindView<'_>) -> UnwindPlan {
