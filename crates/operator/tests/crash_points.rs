@@ -11,7 +11,7 @@
 //! (same-tenant only: a cross-tenant pin can only adopt) and delete; same-tenant and
 //! cross-tenant; one gateway with a reverse exposure throughout, so reverse routes are in
 //! every one. The fake runs every k of both kinds; the lab runs a sample drawn with a fixed,
-//! printed seed (`BNERD_CRASH_SEED`, `BNERD_CRASH_LAB_POINTS` per scenario, default 3;
+//! printed seed (`BNERD_CRASH_SEED`; `BNERD_CRASH_LAB_POINTS` per test, default 4;
 //! `BNERD_CRASH_LAB_POINTS=all` is the full run).
 //! The harness (stage, point, converge, invariants) lives in `support/`, shared with the
 //! faults at every call in `faults.rs`.
@@ -122,56 +122,68 @@ fn seed() -> u64 {
         .unwrap_or(20_261_130)
 }
 
-/// Points per scenario on the lab: a number, or `all`.
+/// Points per lab test (one per tenancy), drawn across every scenario: a number, or `all`.
+/// Four by default: a point costs some 35 real Neutron calls (a link brought to where its
+/// scenario starts, the stopped run, the converge, the checks, the delete), 5-30 s depending
+/// on the machine's load, and the file must stay near two minutes; the fake covers every
+/// point.
 fn lab_points() -> Option<usize> {
     match std::env::var("BNERD_CRASH_LAB_POINTS").ok().as_deref() {
         Some("all") => None,
-        Some(n) => Some(n.parse().unwrap_or(3)),
-        None => Some(3),
+        Some(n) => Some(n.parse().unwrap_or(4)),
+        None => Some(4),
     }
 }
 
-/// A sample of the points on the lab: the scenario's uncrashed run counts its calls, then
-/// the seed draws (kind, k) pairs among them.
+/// How many calls the scenario makes, counted on the fake (which answers as the lab does,
+/// tests/parity.rs): the lab's points are drawn among them without a lab run to count.
+async fn calls_on_the_fake(scenario: Scenario, cross: bool) -> usize {
+    let stage = Stage::new(fake_env().await, cross).await;
+    point(&stage, scenario, Crash::counting(), "uncrashed")
+        .await
+        .1
+}
+
+/// A sample of the points on the lab, drawn by the seed among every scenario's calls.
 async fn lab_sample(cross: bool, test: &str) {
     let Some(env) = lab_env_for(test).await else {
         return;
     };
     let base = seed();
-    eprintln!(
-        "{test}: BNERD_CRASH_SEED={base}, points per scenario {:?} (BNERD_CRASH_LAB_POINTS)",
-        lab_points()
-    );
-    let mut sample = Sample::new(base ^ u64::from(cross));
-    let stage = Stage::new(env, cross).await;
-    let started = std::time::Instant::now();
-    let mut total = 0;
+    let mut space = vec![];
     for scenario in SCENARIOS {
         if cross && scenario == Scenario::PinnedIpChange {
             continue;
         }
-        let (_, calls) = point(&stage, scenario, Crash::counting(), "uncrashed").await;
-        let space = calls * Kind::ALL.len();
-        let picks = sample.distinct(lab_points().unwrap_or(space), space);
-        for i in &picks {
-            let (k, kind) = (i / 2, Kind::ALL[i % 2]);
-            let what = format!("stopped {kind:?} at call {k}");
-            let (tripped, _) = point(&stage, scenario, Crash::at(k, kind), &what).await;
-            assert!(
-                tripped,
-                "{scenario:?}: the lab made fewer calls than its own count"
-            );
+        for k in 0..calls_on_the_fake(scenario, cross).await {
+            for kind in Kind::ALL {
+                space.push((scenario, k, kind));
+            }
         }
-        eprintln!(
-            "{test}: {scenario:?} {calls} calls, points {:?}",
-            picks
-                .iter()
-                .map(|i| (i / 2, Kind::ALL[i % 2]))
-                .collect::<Vec<_>>()
-        );
-        total += picks.len();
     }
-    eprintln!("{test}: {total} crash points in {:?}", started.elapsed());
+    let picks = Sample::new(base ^ u64::from(cross))
+        .distinct(lab_points().unwrap_or(space.len()), space.len());
+    let picks: Vec<_> = picks.iter().map(|i| space[*i]).collect();
+    eprintln!(
+        "{test}: BNERD_CRASH_SEED={base} BNERD_CRASH_LAB_POINTS={:?} of {}: {picks:?}",
+        lab_points(),
+        space.len()
+    );
+    let stage = Stage::new(env, cross).await;
+    let started = std::time::Instant::now();
+    for (scenario, k, kind) in &picks {
+        let what = format!("lab: stopped {kind:?} at call {k}");
+        let (tripped, _) = point(&stage, *scenario, Crash::at(*k, *kind), &what).await;
+        assert!(
+            tripped,
+            "{scenario:?}: the lab made fewer calls than the fake; the fake no longer answers as the lab does"
+        );
+    }
+    eprintln!(
+        "{test}: {} crash points in {:?}",
+        picks.len(),
+        started.elapsed()
+    );
     stage.teardown().await;
 }
 

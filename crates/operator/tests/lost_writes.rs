@@ -39,10 +39,14 @@ macro_rules! fake_and_lab {
     };
 }
 
-async fn delete_routers(stage: &Stage, p: &Point) {
-    let net = stage.leg_net();
-    net.delete_router(&p.a).await.expect("router a");
-    net.delete_router(&p.b).await.expect("router b");
+/// The scenarios to run: all on the fake; the first alone on the lab, where a point costs
+/// seconds of real Neutron and the file must stay near two minutes (the fake runs them all
+/// with the same code).
+fn on_the_lab_first(stage: &Stage, all: &[Scenario]) -> Vec<Scenario> {
+    match stage.env.fake {
+        Some(_) => all.to_vec(),
+        None => all[..1].to_vec(),
+    }
 }
 
 /// The damage two writers may leave while neither has settled the other's work: no route
@@ -94,7 +98,6 @@ async fn status_lost_then_cidr_change_then_delete(stage: &Stage) {
         assert!(p.link.status.is_none(), "no status was ever written");
         converge_delete(stage, &p.link, &at).await;
         check(stage, &p, None, &at).await;
-        delete_routers(stage, &p).await;
     }
 }
 fake_and_lab!(status_lost_then_cidr_change_then_delete, false);
@@ -127,7 +130,6 @@ async fn status_conflict_never_duplicates(stage: &Stage) {
         converge(stage, &mut p.link, &at).await;
         check(stage, &p, Some(&p.link.clone()), &at).await;
         converge_delete(stage, &p.link, &at).await;
-        delete_routers(stage, &p).await;
     }
 }
 fake_and_lab!(status_conflict_never_duplicates, false);
@@ -136,11 +138,14 @@ fake_and_lab!(status_conflict_never_duplicates, false);
 /// status runs after a newer one did. It may undo the newer one for a moment (it cannot know
 /// better), never beyond the link's own leg and routes, and the next one converges.
 async fn stale_cache_by_one_generation(stage: &Stage) {
-    for scenario in [
-        Scenario::CidrChange,
-        Scenario::RouterChange,
-        Scenario::PinnedIpChange,
-    ] {
+    for scenario in on_the_lab_first(
+        stage,
+        &[
+            Scenario::RouterChange,
+            Scenario::CidrChange,
+            Scenario::PinnedIpChange,
+        ],
+    ) {
         if stage.side.is_some() && scenario == Scenario::PinnedIpChange {
             continue;
         }
@@ -166,7 +171,6 @@ async fn stale_cache_by_one_generation(stage: &Stage) {
         check(stage, &p, Some(&p.link.clone()), &at).await;
         converge_delete(stage, &p.link, &at).await;
         check(stage, &p, None, &at).await;
-        delete_routers(stage, &p).await;
     }
 }
 fake_and_lab!(stale_cache_by_one_generation, false);
@@ -182,18 +186,20 @@ mod stale_cache_cross_tenant {
 /// Two engines reconcile the same link at once without leader election, interleaved call by
 /// call at every offset: the damage is bounded while they run, and a final converge from
 /// whichever status landed last leaves exactly the link's one leg and routes.
-async fn two_engines_at_once(stage: &Stage, offsets: usize) {
+async fn two_engines_at_once(stage: &Stage, offsets: std::ops::Range<usize>) {
     for scenario in [
         Scenario::Create,
         Scenario::CidrChange,
         Scenario::RouterChange,
         Scenario::Delete,
     ] {
-        for offset in 0..offsets {
-            for delete_first in [false, true] {
-                if scenario != Scenario::Delete && delete_first {
-                    continue;
-                }
+        if stage.env.fake.is_none()
+            && matches!(scenario, Scenario::CidrChange | Scenario::RouterChange)
+        {
+            continue;
+        }
+        for offset in offsets.clone() {
+            {
                 let p = prepare(stage, scenario).await;
                 let at = format!("{scenario:?}, second engine {offset} calls behind");
                 let (c1, c2) = (Crash::interleaved(0), Crash::interleaved(offset));
@@ -231,7 +237,6 @@ async fn two_engines_at_once(stage: &Stage, offsets: usize) {
                     }
                     bounded(stage, &p, &at).await;
                     check(stage, &p, None, &at).await;
-                    delete_routers(stage, &p).await;
                     continue;
                 }
                 let (o1, o2) = tokio::join!(
@@ -248,7 +253,6 @@ async fn two_engines_at_once(stage: &Stage, offsets: usize) {
                 }
                 converge_delete(stage, &p.link, &at).await;
                 check(stage, &p, None, &at).await;
-                delete_routers(stage, &p).await;
             }
         }
     }
@@ -258,20 +262,21 @@ mod two_engines {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn fake() {
         let stage = super::Stage::new(super::fake_env().await, false).await;
-        super::two_engines_at_once(&stage, 12).await;
+        super::two_engines_at_once(&stage, 0..12).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn fake_cross_tenant() {
         let stage = super::Stage::new(super::fake_env().await, true).await;
-        super::two_engines_at_once(&stage, 12).await;
+        super::two_engines_at_once(&stage, 0..12).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn lab() {
         if let Some(env) = super::lab_env_for("lost_writes::two_engines::lab").await {
             let stage = super::Stage::new(env, false).await;
-            super::two_engines_at_once(&stage, 2).await;
+            // Create and delete racing a reconcile, the second engine one call behind.
+            super::two_engines_at_once(&stage, 1..2).await;
             stage.teardown().await;
         }
     }

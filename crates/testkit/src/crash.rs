@@ -337,7 +337,7 @@ impl Sample {
         Self(seed)
     }
 
-    pub fn next(&mut self) -> u64 {
+    pub fn draw(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -352,7 +352,7 @@ impl Sample {
         }
         let mut out = std::collections::BTreeSet::new();
         while out.len() < n {
-            out.insert((self.next() % bound as u64) as usize);
+            out.insert((self.draw() % bound as u64) as usize);
         }
         out.into_iter().collect()
     }

@@ -167,20 +167,14 @@ impl OpenStack {
                 forced = true;
                 continue;
             }
-            if status == StatusCode::TOO_MANY_REQUESTS || status == StatusCode::SERVICE_UNAVAILABLE
-            {
-                if let Some(wait) = retry_after.filter(|_| waits < MAX_RETRY_AFTER_WAITS) {
-                    self.not_before(wait);
-                    if wait <= MAX_INLINE_RETRY_AFTER {
-                        waits += 1;
-                        tracing::debug!(
-                            path,
-                            code = status.as_u16(),
-                            ?wait,
-                            "honouring Retry-After"
-                        );
-                        continue;
-                    }
+            let throttled = status == StatusCode::TOO_MANY_REQUESTS
+                || status == StatusCode::SERVICE_UNAVAILABLE;
+            if let Some(wait) = retry_after.filter(|_| throttled && waits < MAX_RETRY_AFTER_WAITS) {
+                self.not_before(wait);
+                if wait <= MAX_INLINE_RETRY_AFTER {
+                    waits += 1;
+                    tracing::debug!(path, code = status.as_u16(), ?wait, "honouring Retry-After");
+                    continue;
                 }
             }
             if !status.is_success() {

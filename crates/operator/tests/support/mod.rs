@@ -69,6 +69,30 @@ pub struct Side {
     /// The fake cloud, or None on the lab.
     fake: Option<FakeCloud>,
     lab: Option<std::collections::BTreeMap<String, String>>,
+    /// The lab client on the customer's credential, made at the first reconcile.
+    lab_client: std::sync::OnceLock<Arc<OpenStack>>,
+}
+
+impl Side {
+    fn lab_client(&self, c: &CustomerCredential) -> Arc<OpenStack> {
+        self.lab_client
+            .get_or_init(|| {
+                let lab = self.lab.as_ref().expect("a lab side");
+                Arc::new(
+                    OpenStack::new(AuthConfig {
+                        auth_url: lab["OS_AUTH_URL"].clone(),
+                        region: Some("RegionOne".into()),
+                        interface: "public".into(),
+                        method: AuthMethod::ApplicationCredential {
+                            id: c.id.clone(),
+                            secret: c.secret.clone(),
+                        },
+                    })
+                    .expect("client"),
+                )
+            })
+            .clone()
+    }
 }
 
 /// The controller's part for a cross-tenant link, as a fresh process has it: the Secret, and
@@ -108,19 +132,10 @@ impl CredentialSource for Source<'_> {
                 Arc::new(cloud.client_with_app_cred(&c.id, c.secret.expose())),
                 crash,
             )),
-            (None, Some(lab)) => {
-                let client = OpenStack::new(AuthConfig {
-                    auth_url: lab["OS_AUTH_URL"].clone(),
-                    region: Some("RegionOne".into()),
-                    interface: "public".into(),
-                    method: AuthMethod::ApplicationCredential {
-                        id: c.id.clone(),
-                        secret: c.secret.clone(),
-                    },
-                })
-                .expect("client");
-                Arc::new(Crashing::with_identity(Arc::new(client), crash))
-            }
+            // One client on the lab, reused: a fresh process would ask Keystone for a token
+            // first, which tests nothing here and costs a loaded lab seconds per reconcile.
+            // What it found out about the credential is not kept (`checked` is None).
+            (None, Some(_)) => Arc::new(Crashing::with_identity(self.side.lab_client(c), crash)),
             (None, None) => unreachable!("a side is on the fake or the lab"),
         }
     }
@@ -133,6 +148,9 @@ pub struct Stage {
     pub side: Option<Side>,
     /// The gateway pod's transit port (its portFixedIP): reverse routes point at it.
     pub baseline: Vec<String>,
+    /// The two service routers every point uses (a link's first, and the one it moves to):
+    /// each point leaves them as it found them (checked), so a stage makes them once.
+    pub routers: (String, String),
 }
 
 impl Stage {
@@ -153,6 +171,7 @@ impl Stage {
                         },
                         fake: Some(cloud.clone()),
                         lab: None,
+                        lab_client: std::sync::OnceLock::new(),
                     }
                 }
                 None => {
@@ -171,6 +190,7 @@ impl Stage {
                         },
                         fake: None,
                         lab: Some(lab),
+                        lab_client: std::sync::OnceLock::new(),
                     }
                 }
             })
@@ -188,10 +208,20 @@ impl Stage {
             port_fixed_ip: GW_PORT_IP.into(),
         }];
         let baseline = port_ids(&env.ports().await);
+        let net: &dyn NeutronAdmin = match &side {
+            Some(s) => s.net.as_ref(),
+            None => env.net.as_ref(),
+        };
+        let mut routers = vec![];
+        for name in ["crash-a", "crash-b"] {
+            routers.push(net.create_router(&unique(name)).await.expect("router").id);
+        }
+        let routers = (routers[0].clone(), routers[1].clone());
         Self {
             env,
             side,
             baseline,
+            routers,
         }
     }
 
@@ -203,6 +233,11 @@ impl Stage {
     }
 
     pub async fn teardown(self) {
+        let net = self.leg_net();
+        for id in [&self.routers.0, &self.routers.1] {
+            let _ = net.set_routes(id, &[], None).await;
+            let _ = net.delete_router(id).await;
+        }
         let others: Vec<&dyn Neutron> = self
             .side
             .as_ref()
@@ -486,17 +521,7 @@ pub async fn check(stage: &Stage, point: &Point, link: Option<&ClusterLink>, at:
 
 /// Make the point's link and routers, and bring the link to where the scenario starts.
 pub async fn prepare(stage: &Stage, scenario: Scenario) -> Point {
-    let net = stage.leg_net();
-    let a = net
-        .create_router(&unique("crash-a"))
-        .await
-        .expect("router a")
-        .id;
-    let b = net
-        .create_router(&unique("crash-b"))
-        .await
-        .expect("router b")
-        .id;
+    let (a, b) = stage.routers.clone();
     let pin = (scenario == Scenario::PinnedIpChange).then_some(PIN);
     let mut link = new_link(stage, spec(&a, CIDR, pin));
     let mut point = Point {
@@ -598,8 +623,5 @@ pub async fn point(
         p.link = link;
         check(stage, &p, None, &format!("{at}, after cleanup")).await;
     }
-    let net = stage.leg_net();
-    net.delete_router(&p.a).await.expect("delete router a");
-    net.delete_router(&p.b).await.expect("delete router b");
     (tripped, calls)
 }

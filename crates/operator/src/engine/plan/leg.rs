@@ -442,7 +442,9 @@ mod tests {
     #[test]
     fn the_recorded_address_binds_a_leg_only_on_its_recorded_router() {
         let ip: Ipv4Addr = "10.254.0.7".parse().unwrap();
-        let rows: [(&str, Option<&str>, Option<&str>, Option<Ipv4Addr>); 5] = [
+        // (rule, status.transitIP, status.serviceRouterID, the address that binds)
+        type Row<'a> = (&'a str, Option<&'a str>, Option<&'a str>, Option<Ipv4Addr>);
+        let rows: [Row; 5] = [
             (
                 "seed: the leg vanished and came back on the same router: the address binds",
                 Some("10.254.0.7"),
