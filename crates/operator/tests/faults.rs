@@ -139,7 +139,9 @@ mod every_call {
     use bnerd_testkit::crash::Crash;
     use bnerd_testkit::fake_env_with;
 
-    use super::support::{Scenario, Stage, point};
+    use bnerd_vpn_operator::engine::Retry;
+
+    use super::support::{Scenario, Stage, point, point_with};
 
     fn api(status: u16, kind: &str) -> CloudError {
         CloudError::Api {
@@ -191,13 +193,17 @@ mod every_call {
             for (name, error, commit) in faults() {
                 for k in 0..calls {
                     let what = format!("{name} at call {k}");
-                    point(
-                        &stage,
-                        scenario,
-                        Crash::fail_at(k, error.clone(), commit),
-                        &what,
-                    )
-                    .await;
+                    let crash = Crash::fail_at(k, error.clone(), commit);
+                    let (_, _, ended) = point_with(&stage, scenario, crash, &what).await;
+                    // Weather is retried soon (backoff, or the seed's fixed 15 s for a
+                    // credential step), never left to the resync interval.
+                    if let Some(e) = ended.filter(|e| !e.done && error.is_retryable()) {
+                        assert_ne!(
+                            e.retry,
+                            Some(Retry::Resync),
+                            "{scenario:?} {what}: a retryable fault waits for the resync interval"
+                        );
+                    }
                     covered += 1;
                 }
             }

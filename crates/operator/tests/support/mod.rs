@@ -586,16 +586,45 @@ pub async fn point(
     crash: Arc<Crash>,
     what: &str,
 ) -> (bool, usize) {
+    let (tripped, calls, _) = point_with(stage, scenario, crash, what).await;
+    (tripped, calls)
+}
+
+/// How a run that finished ended: converged (Ready, or unwound), and when to look again.
+#[derive(Debug, Clone, Copy)]
+pub struct Ended {
+    pub done: bool,
+    pub retry: Option<Retry>,
+}
+
+/// [`point`], also saying how the run ended when it was not stopped.
+pub async fn point_with(
+    stage: &Stage,
+    scenario: Scenario,
+    crash: Arc<Crash>,
+    what: &str,
+) -> (bool, usize, Option<Ended>) {
     let mut p = prepare(stage, scenario).await;
+    let mut ended = None;
     let mut deleted = false;
     let finished = if scenario == Scenario::Delete {
         let done = run_until_crash(&crash, unwind_with(stage, &p.link, &crash)).await;
         deleted = matches!(done, Some(Ok(())));
+        if let Some(d) = &done {
+            ended = Some(Ended {
+                done: d.is_ok(),
+                retry: None,
+            });
+        }
         done.is_some()
     } else {
         let out = run_until_crash(&crash, reconcile_with(stage, &p.link, &crash)).await;
         if let Some(out) = &out {
             p.link.status = Some(out.status.clone());
+            ended = Some(Ended {
+                done: ready(&out.status),
+                retry: Some(out.retry),
+            });
         }
         out.is_some()
     };
@@ -623,5 +652,5 @@ pub async fn point(
         p.link = link;
         check(stage, &p, None, &format!("{at}, after cleanup")).await;
     }
-    (tripped, calls)
+    (tripped, calls, ended)
 }
