@@ -207,6 +207,7 @@ async fn a_neutron_endpoint_that_leaves_the_catalog_is_named_and_retried() {
         auth_url: format!("{}/v3", srv.url()),
         region: Some("RegionOne".into()),
         interface: "public".into(),
+        tls: Default::default(),
         method: AuthMethod::Password {
             username: "u".into(),
             password: SecretString::new(support::PASSWORD.to_string()),

@@ -83,6 +83,7 @@ impl Side {
                         auth_url: lab["OS_AUTH_URL"].clone(),
                         region: Some("RegionOne".into()),
                         interface: "public".into(),
+                        tls: Default::default(),
                         method: AuthMethod::ApplicationCredential {
                             id: c.id.clone(),
                             secret: c.secret.clone(),
