@@ -53,6 +53,11 @@ pub enum CloudError {
         status: Option<u16>,
         message: String,
     },
+    /// The token's catalog lacks the service (or its endpoint for our interface and region):
+    /// an operator's catalog can lose Neutron for a while (an endpoint re-registered, a
+    /// region moved), so it is retried with backoff, not terminal like a refused credential.
+    #[error("Keystone catalog: {message}")]
+    Catalog { message: String },
     /// No answer in time; the call may or may not have been committed.
     #[error("{method} {path}: timed out")]
     Timeout { method: String, path: String },
@@ -123,7 +128,9 @@ impl CloudError {
                     || *status == 429
                     || (*status == 409 && kind == NeutronErrorKind::OverQuota.as_str())
             }
-            CloudError::Timeout { .. } | CloudError::Transport { .. } => true,
+            CloudError::Timeout { .. }
+            | CloudError::Transport { .. }
+            | CloudError::Catalog { .. } => true,
             // Keystone itself failing is weather; refusing the credential is not.
             CloudError::Auth {
                 status: Some(s), ..

@@ -12,7 +12,7 @@ pub mod types;
 
 pub use auth::{AuthConfig, AuthMethod, CaBundle, ConfigError, TlsConfig};
 pub use error::{CloudError, NeutronErrorKind, Result, error_chain};
-pub use http::{MAX_BODY_BYTES, MAX_PAGES, OpenStack, POOL_IDLE};
+pub use http::{MAX_BODY_BYTES, MAX_INLINE_RETRY_AFTER, MAX_PAGES, OpenStack, POOL_IDLE};
 pub use secret::SecretString;
 pub use types::*;
 

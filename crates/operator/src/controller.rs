@@ -160,7 +160,13 @@ async fn apply(
     };
 
     if outcome.status != status {
-        write_status(ctx, &name, &outcome.status).await?;
+        match write_status(ctx, &name, &outcome.status).await {
+            Ok(()) => {}
+            Err(e) if is_gone(&e) => {
+                return unwind_gone(&link, ctx, &outcome.status, &targets).await;
+            }
+            Err(e) => return Err(e),
+        }
     }
     ctx.metrics
         .link_conditions(&name, &outcome.status.conditions);
@@ -240,6 +246,55 @@ async fn write_status(ctx: &Context, name: &str, status: &ClusterLinkStatus) -> 
     )
     .await?;
     Ok(())
+}
+
+/// The apiserver no longer has the object.
+fn is_gone(e: &Error) -> bool {
+    matches!(e, Error::Kube(kube::Error::Api(ae)) if ae.code == 404)
+}
+
+/// The link went away while this reconcile ran (its status patch answered 404): a delete
+/// finished meanwhile, by another replica running without leader election or while this
+/// one's cache had not seen it yet. What this reconcile just built has no owner left and no
+/// finalizer will come for it: unwind it now, from the status this reconcile computed.
+/// Best effort: the object is gone, so nothing requeues it; what is left is logged (and
+/// `kubectl clusterlink doctor` finds it by its tag).
+async fn unwind_gone(
+    link: &ClusterLink,
+    ctx: &Context,
+    status: &ClusterLinkStatus,
+    targets: &[ReverseTarget],
+) -> Result<Action, Error> {
+    let name = link.name_any();
+    warn!(clusterlink = %name, "the link was deleted while it was reconciled; unwinding what this reconcile built");
+    let input = link_input(link, status, &[], targets)?;
+    let unwound = if link.is_cross_tenant() {
+        let source = ctx.customers.source(&ctx.client, &name);
+        unwind_cross_tenant(
+            ctx.net.as_ref(),
+            &ctx.fabric,
+            &source,
+            &ctx.operator,
+            &ctx.config.credentials_namespace,
+            &input,
+            targets,
+        )
+        .await
+        .map_err(|held| held.credentials)
+        .and_then(|r| r)
+    } else {
+        let engine = Engine::same_tenant(ctx.net.as_ref(), &ctx.fabric);
+        unwind(&engine, &input, targets).await
+    };
+    ctx.customers.forget(&name);
+    ctx.backoff.reset(&name);
+    match unwound {
+        Ok(_) => Ok(Action::await_change()),
+        Err(f) => {
+            warn!(clusterlink = %name, "unwinding after the delete failed, left behind: {}", f.message);
+            Err(Error::Unwind(f.message))
+        }
+    }
 }
 
 /// A deleting link whose unwind is stuck: its status says why, once, with a Warning Event.

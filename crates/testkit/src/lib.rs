@@ -6,6 +6,7 @@
 //! default) is what drives the operator's engine; the CLI's tests go without it, so the CLI
 //! does not depend on the operator, not even for its tests.
 
+pub mod crash;
 pub mod kube_lab;
 pub mod operator_proc;
 
@@ -213,6 +214,8 @@ pub struct Env {
     pub fake: Option<FakeCloud>,
     pub links: Vec<ClusterLink>,
     pub reverse: Vec<ReverseTarget>,
+    /// Routers made through [`Env::router`], removed by [`Env::teardown`].
+    made_routers: std::sync::Mutex<Vec<String>>,
 }
 
 pub async fn fake_env() -> Env {
@@ -278,12 +281,61 @@ async fn build(net: Arc<dyn NeutronAdmin>, fake: Option<FakeCloud>) -> Env {
         fake,
         links: vec![],
         reverse: vec![],
+        made_routers: std::sync::Mutex::new(vec![]),
     }
 }
 
 impl Env {
     pub async fn router(&self, name: &str) -> Router {
-        self.net.create_router(&unique(name)).await.expect("router")
+        let r = self.net.create_router(&unique(name)).await.expect("router");
+        self.made_routers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(r.id.clone());
+        r
+    }
+
+    /// Remove this Env's fabric from the cloud: every port left on its transit network
+    /// (detached first), the routers made through [`Env::router`] and the gateway router
+    /// (routes cleared), and the network. A lab that stays up does not grow run after run.
+    /// Best effort: whatever a test already removed counts as done. Ports of other projects
+    /// on the network (a customer's leg) are removed through `others`, the clients that own
+    /// them; routers of those projects are the test's to remove.
+    pub async fn teardown(self, others: &[&dyn bnerd_cloud::Neutron]) {
+        let ports = self.ports().await;
+        let made = self
+            .made_routers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let mut routers = made.clone();
+        routers.push(self.fabric.gateway_router_id.clone());
+        // Routes first: Neutron refuses a detach while a route's nexthop needs it.
+        for id in &routers {
+            let _ = self.net.set_routes(id, &[], None).await;
+        }
+        for p in &ports {
+            let clients = std::iter::once(self.net.as_ref() as &dyn bnerd_cloud::Neutron)
+                .chain(others.iter().copied());
+            for c in clients {
+                if p.is_router_interface() {
+                    let _ = c.set_routes(&p.device_id, &[], None).await;
+                    if c.remove_router_interface(&p.device_id, &p.id).await.is_ok() {
+                        break;
+                    }
+                }
+                if c.delete_port(&p.id).await.is_ok() {
+                    break;
+                }
+            }
+        }
+        for id in &routers {
+            let _ = self.net.delete_router(id).await;
+        }
+        let _ = self
+            .net
+            .delete_network(&self.fabric.transit_network_id)
+            .await;
     }
 
     pub async fn get_router(&self, id: &str) -> Router {

@@ -17,7 +17,7 @@ use crate::error::Result;
 use crate::observe::{Call, CallObserver, Service};
 
 use session::Session;
-pub use transport::{MAX_BODY_BYTES, MAX_PAGES, POOL_IDLE};
+pub use transport::{MAX_BODY_BYTES, MAX_INLINE_RETRY_AFTER, MAX_PAGES, POOL_IDLE};
 
 /// One OpenStack credential: a Keystone session and the Neutron endpoint from its catalog.
 pub struct OpenStack {
@@ -32,6 +32,8 @@ pub struct OpenStack {
     writes: AtomicU64,
     /// Told of every request sent (metrics); shared by siblings.
     observer: Option<Arc<dyn CallObserver>>,
+    /// No Neutron request before this: the server's last `Retry-After`.
+    not_before: std::sync::Mutex<Option<tokio::time::Instant>>,
 }
 
 impl OpenStack {
@@ -46,6 +48,7 @@ impl OpenStack {
             reads: AtomicU64::new(0),
             writes: AtomicU64::new(0),
             observer: None,
+            not_before: std::sync::Mutex::new(None),
         })
     }
 
@@ -62,6 +65,7 @@ impl OpenStack {
             reads: AtomicU64::new(0),
             writes: AtomicU64::new(0),
             observer: self.observer.clone(),
+            not_before: std::sync::Mutex::new(None),
         }
     }
 

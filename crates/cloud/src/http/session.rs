@@ -224,8 +224,8 @@ impl TokenBody {
             .catalog
             .iter()
             .find(|c| c.type_ == "network")
-            .ok_or_else(|| {
-                CloudError::auth("the token's catalog has no network (Neutron) service")
+            .ok_or_else(|| CloudError::Catalog {
+                message: "the token's catalog has no network (Neutron) service".into(),
             })?;
         entry
             .endpoints
@@ -237,12 +237,12 @@ impl TokenBody {
                     })
             })
             .map(|e| e.url.clone())
-            .ok_or_else(|| {
-                CloudError::auth(format!(
-                    "the catalog has no {} network endpoint in region {}",
+            .ok_or_else(|| CloudError::Catalog {
+                message: format!(
+                    "the catalog has no {} network (Neutron) endpoint in region {}",
                     auth.interface,
                     auth.region.as_deref().unwrap_or("(any)")
-                ))
+                ),
             })
     }
 }
@@ -310,7 +310,7 @@ mod tests {
         let err = body.token.neutron_endpoint(&auth).unwrap_err();
         assert!(
             err.to_string()
-                .contains("public network endpoint in region R3"),
+                .contains("public network (Neutron) endpoint in region R3"),
             "{err}"
         );
         let info = body.token.info();

@@ -1,6 +1,7 @@
 //! One Neutron call: the shared reqwest client, the token on every request, one re-auth on
-//! a 401, one retry of a GET on a broken connection, error bodies kept as `CloudError`,
-//! bodies read up to a cap, decoding of the answer, and lists followed page by page.
+//! a 401, one retry of a GET on a broken connection, a 429/503's `Retry-After` honoured as
+//! the least wait, error bodies kept as `CloudError`, bodies read up to a cap, decoding of
+//! the answer, and lists followed page by page.
 
 use std::collections::HashSet;
 use std::sync::atomic::Ordering;
@@ -31,6 +32,16 @@ pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 /// A list gives up after this many pages: a server whose `next` links never end must not keep
 /// a reconcile busy forever. At Neutron's usual page sizes this is far more than any cloud.
 pub const MAX_PAGES: usize = 1000;
+
+/// A 429 or 503 whose `Retry-After` asks for at most this long is waited out in the call and
+/// sent again (client-go and keystoneauth do the same): the server refused it before doing
+/// anything, so even a write is safe to send again. A longer wait is not spent holding a
+/// reconcile: the call fails, and until the time the server named this client sends nothing
+/// (every call fails at once), so the reconcile's own backoff can never come back sooner.
+pub const MAX_INLINE_RETRY_AFTER: Duration = Duration::from_secs(10);
+
+/// At most this many waits in one call, so a server that keeps answering 429 cannot hold it.
+const MAX_RETRY_AFTER_WAITS: usize = 2;
 
 pub(super) fn client(tls: &TlsConfig) -> Result<reqwest::Client> {
     // reqwest is built without a TLS provider of its own so it shares kube's ring provider;
@@ -130,8 +141,14 @@ impl OpenStack {
     ) -> Result<(Vec<u8>, String)> {
         let mut forced = false;
         let mut retried_transport = false;
+        let mut waits = 0;
         let m = method.as_str();
         loop {
+            let path_hint = match target {
+                Target::Path(p) => p,
+                Target::Next { list, .. } => list,
+            };
+            self.honour_retry_after(m, path_hint).await?;
             let s = self.session(forced).await?;
             let (url, path) = match target {
                 Target::Path(p) => (format!("{}{p}", s.neutron_url), p.to_string()),
@@ -181,6 +198,11 @@ impl OpenStack {
                 Err(e) => return Err(transport(m, path, e)),
             };
             let status = resp.status();
+            let retry_after = resp
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| parse_retry_after(v, chrono::Utc::now()));
             let bytes = read_capped(resp).await.map_err(|e| match e {
                 BodyError::Transport(e) => transport(m, path, e),
                 too_large @ BodyError::TooLarge => CloudError::Decode {
@@ -192,6 +214,16 @@ impl OpenStack {
             if status == StatusCode::UNAUTHORIZED && !forced {
                 forced = true;
                 continue;
+            }
+            let throttled = status == StatusCode::TOO_MANY_REQUESTS
+                || status == StatusCode::SERVICE_UNAVAILABLE;
+            if let Some(wait) = retry_after.filter(|_| throttled && waits < MAX_RETRY_AFTER_WAITS) {
+                self.not_before(wait);
+                if wait <= MAX_INLINE_RETRY_AFTER {
+                    waits += 1;
+                    tracing::debug!(path, code = status.as_u16(), ?wait, "honouring Retry-After");
+                    continue;
+                }
             }
             if !status.is_success() {
                 let (kind, message) = error_body(&bytes);
@@ -265,6 +297,60 @@ impl OpenStack {
         let bytes = self.call(method, path, Some(body), None).await?;
         decode(&bytes, key, &m, path)
     }
+}
+
+impl OpenStack {
+    /// Remember that the server asked for no request before `wait` from now.
+    fn not_before(&self, wait: Duration) {
+        let until = tokio::time::Instant::now() + wait;
+        let mut nb = self.not_before.lock().unwrap_or_else(|e| e.into_inner());
+        if nb.is_none_or(|t| t < until) {
+            *nb = Some(until);
+        }
+    }
+
+    /// Before a request: wait out a short `Retry-After` the server gave; refuse to send
+    /// during a long one (naming when it ends) rather than ask again early.
+    async fn honour_retry_after(&self, method: &str, path: &str) -> Result<()> {
+        let until = *self.not_before.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(until) = until else {
+            return Ok(());
+        };
+        let now = tokio::time::Instant::now();
+        if until <= now {
+            return Ok(());
+        }
+        let left = until - now;
+        if left <= MAX_INLINE_RETRY_AFTER {
+            tokio::time::sleep_until(until).await;
+            return Ok(());
+        }
+        Err(CloudError::Api {
+            method: method.into(),
+            path: path.into(),
+            status: 429,
+            kind: "RetryAfter".into(),
+            message: format!(
+                "not sent: Neutron asked (Retry-After) for no request during the next {} s",
+                left.as_secs().max(1)
+            ),
+        })
+    }
+}
+
+/// `Retry-After` as seconds or as an HTTP date (RFC 9110 10.2.3); a date in the past is no
+/// wait, anything unreadable is ignored.
+pub(crate) fn parse_retry_after(v: &str, now: chrono::DateTime<chrono::Utc>) -> Option<Duration> {
+    let v = v.trim();
+    if let Ok(secs) = v.parse::<u64>() {
+        return Some(Duration::from_secs(secs));
+    }
+    let at = chrono::DateTime::parse_from_rfc2822(v).ok()?;
+    Some(
+        (at.with_timezone(&chrono::Utc) - now)
+            .to_std()
+            .unwrap_or(Duration::ZERO),
+    )
 }
 
 /// The path as Neutron sees it (under `/v2.0`), so operations read like Neutron's API reference.
@@ -482,6 +568,29 @@ fn take<T: DeserializeOwned>(v: &mut Value, key: &str) -> Result<T, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retry_after_as_seconds_or_a_date() {
+        let now = chrono::DateTime::parse_from_rfc3339("2026-11-30T15:00:00Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        assert_eq!(parse_retry_after("3", now), Some(Duration::from_secs(3)));
+        assert_eq!(
+            parse_retry_after(" 120 ", now),
+            Some(Duration::from_secs(120))
+        );
+        assert_eq!(
+            parse_retry_after("Mon, 30 Nov 2026 15:00:07 GMT", now),
+            Some(Duration::from_secs(7))
+        );
+        assert_eq!(
+            parse_retry_after("Mon, 30 Nov 2026 14:00:00 GMT", now),
+            Some(Duration::ZERO),
+            "a date in the past is no wait"
+        );
+        assert_eq!(parse_retry_after("soon", now), None);
+        assert_eq!(parse_retry_after("-1", now), None);
+    }
 
     #[test]
     fn error_bodies() {

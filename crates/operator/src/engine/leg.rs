@@ -249,22 +249,22 @@ async fn ensure_leg(
     let want_tags = link_tags(input.name, input.uid);
     let mut lost = BTreeSet::new();
     let cross_tenant = e.customer.is_some();
-    // Only a cross-tenant leg can come back elsewhere: Neutron picks its address.
-    let mut recorded_ip: Option<Ipv4Addr> = if cross_tenant {
-        input
-            .status
-            .transit_ip
-            .as_deref()
-            .and_then(|ip| ip.parse().ok())
-    } else {
-        None
-    };
-    let held = cross_tenant && rules::mismatch_recorded(&input.status.conditions);
     let Resolved {
         ports,
         router,
         seen,
     } = resolved;
+    // Only a cross-tenant leg can come back elsewhere: Neutron picks its address.
+    let mut recorded_ip: Option<Ipv4Addr> = if cross_tenant {
+        rules::bound_address(
+            input.status.transit_ip.as_deref(),
+            input.status.service_router_id.as_deref(),
+            &router.id,
+        )
+    } else {
+        None
+    };
+    let held = cross_tenant && rules::mismatch_recorded(&input.status.conditions);
     let mut listed = Some(ports);
     let mut next_seen = Some(seen);
     for _ in 0..MAX_ROUNDS {

@@ -6,7 +6,7 @@ use bnerd_api::gateway::ReverseTarget;
 use super::model::Input;
 use super::ops::{self, Engine};
 use super::plan::StepFail;
-use super::plan::unwind::{UnwindError, UnwindPlan, UnwindView, deleting, plan};
+use super::plan::unwind::{UnwindError, UnwindPlan, UnwindView, deleting, plan, unsettled};
 
 fn cloud(context: &str) -> impl FnOnce(bnerd_cloud::CloudError) -> StepFail + '_ {
     move |error| {
@@ -17,9 +17,35 @@ fn cloud(context: &str) -> impl FnOnce(bnerd_cloud::CloudError) -> StepFail + '_
     }
 }
 
+/// Look-and-remove rounds of one unwind. Two suffice for a writer that had not seen the
+/// delete yet (a second replica without leader election, a stale cache): it may add a leg or
+/// a route between this unwind's look and its removal, and the next look finds it; more
+/// rounds than this means something keeps adding them.
+const MAX_ROUNDS: usize = 3;
+
 /// The whole unwind for a deleted link. `Ok` carries what was removed (for the Event); `Err`
-/// is Ready=False/Deleting naming what is in the way.
+/// is Ready=False/Deleting naming what is in the way. It ends only when a fresh look finds
+/// nothing of the link's left (crash-point finding: a reconcile racing the delete re-added
+/// the gateway route after the unwind's only look, via an address no port held any more).
 pub async fn unwind(
+    e: &Engine<'_>,
+    input: &Input<'_>,
+    targets: &[ReverseTarget],
+) -> Result<UnwindPlan, StepFail> {
+    let mut done = UnwindPlan::default();
+    for _ in 0..MAX_ROUNDS {
+        let p = unwind_round(e, input, targets).await?;
+        if p.is_empty() {
+            return Ok(done);
+        }
+        done.gateway_remove.extend(p.gateway_remove);
+        done.legs.extend(p.legs);
+    }
+    Err(unsettled(MAX_ROUNDS))
+}
+
+/// One look at the transit network and the gateway router, and the removal of what it found.
+async fn unwind_round(
     e: &Engine<'_>,
     input: &Input<'_>,
     targets: &[ReverseTarget],

@@ -309,6 +309,24 @@ pub(crate) fn mismatch(recorded: Option<Ipv4Addr>, new: Ipv4Addr) -> Option<Step
     ))
 }
 
+/// The address a cross-tenant leg must come back at (else TransitIPMismatch): status's
+/// transitIP, but only while the leg belongs on the router status recorded it on. A leg the
+/// spec moved to another router is rebuilt on purpose and may come back anywhere — also when
+/// the process died after removing the old leg and before creating the new one, so status
+/// still names the old router and address (crash-point finding: a cross-tenant router change
+/// stopped before the 12th call was held as TransitIPMismatch for good). Status without a
+/// recorded router (written by an older version) keeps binding the address.
+pub(crate) fn bound_address(
+    transit_ip: Option<&str>,
+    recorded_router: Option<&str>,
+    router_id: &str,
+) -> Option<Ipv4Addr> {
+    if recorded_router.is_some_and(|r| r != router_id) {
+        return None;
+    }
+    transit_ip.and_then(|ip| ip.parse().ok())
+}
+
 /// The mismatch verdict when removing the route via the old address failed too.
 pub(crate) fn mismatch_route_not_removed(f: StepFail, old: Ipv4Addr, e: &CloudError) -> StepFail {
     StepFail {
@@ -420,6 +438,48 @@ mod tests {
 
     const UID: &str = "uid-1";
     const R: &str = "router-a";
+
+    #[test]
+    fn the_recorded_address_binds_a_leg_only_on_its_recorded_router() {
+        let ip: Ipv4Addr = "10.254.0.7".parse().unwrap();
+        // (rule, status.transitIP, status.serviceRouterID, the address that binds)
+        type Row<'a> = (&'a str, Option<&'a str>, Option<&'a str>, Option<Ipv4Addr>);
+        let rows: [Row; 5] = [
+            (
+                "seed: the leg vanished and came back on the same router: the address binds",
+                Some("10.254.0.7"),
+                Some(R),
+                Some(ip),
+            ),
+            (
+                "DESIGN 6.6: the spec moved the leg to another router: it may come back anywhere \
+                 (also after a crash between the old leg's removal and the new one's creation)",
+                Some("10.254.0.7"),
+                Some("router-old"),
+                None,
+            ),
+            (
+                "status from before serviceRouterID was recorded: keep binding",
+                Some("10.254.0.7"),
+                None,
+                Some(ip),
+            ),
+            ("no address recorded", None, Some(R), None),
+            (
+                "an unreadable recorded address binds nothing",
+                Some("x"),
+                Some(R),
+                None,
+            ),
+        ];
+        for (rule, transit_ip, recorded_router, want) in rows {
+            assert_eq!(
+                bound_address(transit_ip, recorded_router, R),
+                want,
+                "{rule}"
+            );
+        }
+    }
 
     fn ours(p: Port) -> Port {
         tagged(p, &[TAG_MANAGED.into(), tag_link_uid(UID)])

@@ -25,12 +25,31 @@ pub(crate) struct UnwindView<'a> {
     pub spec_cidr: &'a str,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct UnwindPlan {
     /// Gateway-router routes of ours, removed first: that cuts the data path.
     pub gateway_remove: Vec<Route>,
     /// Every port carrying our UID (duplicates included), to detach and delete.
     pub legs: Vec<Port>,
+}
+
+impl UnwindPlan {
+    /// Nothing of the link's is left: the unwind is done.
+    pub fn is_empty(&self) -> bool {
+        self.gateway_remove.is_empty() && self.legs.is_empty()
+    }
+}
+
+/// Ready=False/Deleting when every look still finds something of the link's: another writer
+/// keeps adding it (retried: it stops once that writer sees the delete).
+pub(crate) fn unsettled(rounds: usize) -> StepFail {
+    StepFail {
+        reason: Reason::Deleting,
+        message: format!(
+            "unwinding: a leg or route of this link was still there after {rounds} rounds of removal; another writer keeps adding them"
+        ),
+        retryable: true,
+    }
 }
 
 pub(crate) fn plan(v: &UnwindView<'_>) -> UnwindPlan {
@@ -212,6 +231,43 @@ mod tests {
     use crate::engine::plan::fixtures::{leg, port, route, tagged};
     use bnerd_api::GatewayRef;
     use bnerd_api::names::tag_link_uid;
+
+    #[test]
+    fn the_unwind_ends_only_when_a_look_finds_nothing_of_the_link() {
+        let uid = "u1";
+        let view = |ports: &[Port], routes: &[Route]| {
+            plan(&UnwindView {
+                uid,
+                ports,
+                gateway_routes: routes,
+                recorded: None,
+                recorded_ip: Some("10.254.0.3"),
+                spec_cidr: "10.251.0.0/16",
+            })
+            .is_empty()
+        };
+        let ours = tagged(leg("a", "10.254.0.3", "r1"), &[tag_link_uid(uid)]);
+        let theirs = tagged(leg("c", "10.254.0.5", "r2"), &[tag_link_uid("u2")]);
+        assert!(
+            !view(std::slice::from_ref(&ours), &[]),
+            "a leg of ours is left"
+        );
+        assert!(
+            !view(&[], &[route("10.251.0.0/16", "10.254.0.3")]),
+            "a writer racing the delete re-added the route via the address status recorded, \
+             after the leg went: still ours to remove"
+        );
+        assert!(
+            view(&[theirs], &[route("10.252.0.0/16", "10.254.0.5")]),
+            "another link's leg and route are not ours: done"
+        );
+        let f = unsettled(3);
+        assert_eq!(f.reason, Reason::Deleting);
+        assert!(
+            f.retryable,
+            "it stops once the other writer sees the delete"
+        );
+    }
 
     #[test]
     fn unwinds_every_port_and_route_the_cloud_proves_ours() {
