@@ -260,16 +260,20 @@ async fn resync_batched(
         Ok(s) => s,
         Err(e) => {
             debug!(clusterlink = %input.name, error = %e, "resync snapshot failed; reconciling on its own");
+            ctx.metrics.resynced("per_link");
             return None;
         }
     };
     match resync_from(&snap, ctx.net.as_ref(), &ctx.fabric, input).await {
         Resynced::Done { outcome, writes } => {
             debug!(clusterlink = %input.name, writes, "resynced from the window's snapshot");
+            ctx.metrics
+                .resynced(if writes == 0 { "snapshot" } else { "replayed" });
             Some(outcome)
         }
         Resynced::PerLink(why) => {
             debug!(clusterlink = %input.name, why = %why, "resync falls back to the per-link path");
+            ctx.metrics.resynced("per_link");
             None
         }
     }
