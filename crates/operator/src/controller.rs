@@ -269,7 +269,7 @@ async fn resync_batched(
             debug!(clusterlink = %input.name, writes, "resynced from the window's snapshot");
             ctx.metrics
                 .resynced(if writes == 0 { "snapshot" } else { "replayed" });
-            Some(outcome)
+            Some(*outcome)
         }
         Resynced::PerLink(why) => {
             debug!(clusterlink = %input.name, why = %why, "resync falls back to the per-link path");

@@ -164,7 +164,10 @@ pub fn resync_window(interval: Duration) -> Duration {
 /// What a batched resync of one link came to.
 pub enum Resynced {
     /// The outcome stands (converged, or converged by the replayed route writes).
-    Done { outcome: Outcome, writes: usize },
+    Done {
+        outcome: Box<Outcome>,
+        writes: usize,
+    },
     /// Reconcile it on its own; why.
     PerLink(String),
 }
@@ -189,7 +192,10 @@ pub async fn resync_from(
     let outcome = Engine::same_tenant(&dry, fabric).reconcile(input).await;
     let noted = dry.noted.into_inner().unwrap_or_else(|e| e.into_inner());
     match plan(&noted) {
-        ResyncPlan::Converged => Resynced::Done { outcome, writes: 0 },
+        ResyncPlan::Converged => Resynced::Done {
+            outcome: Box::new(outcome),
+            writes: 0,
+        },
         ResyncPlan::PerLink(why) => Resynced::PerLink(why),
         ResyncPlan::Replay(writes) => {
             let n = writes.len();
@@ -208,7 +214,10 @@ pub async fn resync_from(
                     Err(e) => return Resynced::PerLink(format!("replaying a route write: {e}")),
                 }
             }
-            Resynced::Done { outcome, writes: n }
+            Resynced::Done {
+                outcome: Box::new(outcome),
+                writes: n,
+            }
         }
     }
 }
