@@ -13,7 +13,7 @@ RUN=$LAB/run
 
 group_alive() { kill -0 -- "-$1" 2>/dev/null; }
 
-stop() { # name pidfile-basename expected-substring-of-cmdline signal
+stop() { # name pidfile-basename expected-substring-of-cmdline signal [group]
   local name=$1 f=$RUN/$2.pid sig=$4 pid pgid
   [ -f "$f" ] || { echo "$name: no pid file"; return 0; }
   pid=$(tr -dc 0-9 <"$f")
@@ -24,7 +24,12 @@ stop() { # name pidfile-basename expected-substring-of-cmdline signal
     echo "$name: pid $pid is not $3 any more (recycled pid?), leaving it alone"; rm -f "$f"; return 0
   fi
   pgid=$(ps -o pgid= -p "$pid" | tr -d ' ')
-  kill "-$sig" "$pid" 2>/dev/null || true
+  if [ "${5:-}" = group ] && [ "$pgid" = "$pid" ]; then
+    # socat: each connection is a forked child that outlives the parent's exit.
+    kill "-$sig" -- "-$pid" 2>/dev/null || true
+  else
+    kill "-$sig" "$pid" 2>/dev/null || true
+  fi
   for _ in $(seq 1 40); do
     if [ "$pgid" = "$pid" ]; then group_alive "$pid" || break; else kill -0 "$pid" 2>/dev/null || break; fi
     sleep 0.5
@@ -38,8 +43,10 @@ stop() { # name pidfile-basename expected-substring-of-cmdline signal
   rm -f "$f"
 }
 
-# Reverse start order: the API servers first (both at once, each takes a few seconds to exit),
-# the database last.
+# Reverse start order: the TLS proxy and the API servers first (all at once, each takes a few
+# seconds to exit), the database last.
+stop tls-keystone tls-keystone socat TERM group &
+stop tls-neutron tls-neutron socat TERM group &
 stop neutron neutron gunicorn QUIT &
 stop neutron-tagged neutron-tagged gunicorn QUIT &
 stop keystone keystone gunicorn QUIT &

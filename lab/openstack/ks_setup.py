@@ -15,7 +15,8 @@ the identities added after the first labs were started exist — the
 policy-privileged identity (role, user, app cred; see POLICY_PRIV_ROLE) and the
 estate-scale project (SCALE_PROJECT) — and adds them to keystone.json: a lab
 started before they existed gains them without a restart, and every other app
-cred keeps its ID and secret (tests running at that moment hold them).
+cred keeps its ID and secret (tests running at that moment hold them). It also
+ensures the TLS region (ensure_tls_catalog), which changes no other endpoint.
 """
 import json
 import os
@@ -27,6 +28,10 @@ KS = "http://127.0.0.1:5000/v3"
 NEUTRON_URL = "http://127.0.0.1:9696"
 REGION = "RegionOne"
 T = 30  # seconds per HTTP call
+# The HTTPS endpoint (up.sh's TLS proxy): Neutron behind it is listed in a region of its own,
+# so a client picks it with OS_REGION_NAME while RegionOne stays exactly as it was.
+TLS_REGION = os.environ.get("OSLAB_TLS_REGION", "RegionTLS")
+TLS_NEUTRON_URL = f"https://127.0.0.1:{os.environ.get('OSLAB_TLS_NEUTRON_PORT', '19696')}"
 
 # A role that is privileged only because the lab's Neutron policy says so: up.sh writes
 # `context_is_admin: role:admin or role:<this>` into $LAB/etc/neutron/policy.yaml. Its name
@@ -215,8 +220,37 @@ def ensure_policy_priv():
     write_json(ks)
 
 
+def ensure_tls_catalog():
+    """Region TLS_REGION with Neutron's public/internal/admin endpoints at the TLS proxy;
+    an endpoint there with another URL is corrected. Nothing in RegionOne is touched."""
+    r = requests.get(f"{KS}/regions/{TLS_REGION}", headers=H, timeout=T)
+    if r.status_code == 404:
+        check(requests.post(KS + "/regions", json={"region": {
+            "id": TLS_REGION, "description": "bnerd-vpn-operator lab: Neutron through the TLS proxy"}},
+            headers=H, timeout=T), f"create region {TLS_REGION}", ok=(201,))
+    else:
+        check(r, f"get region {TLS_REGION}")
+    svc = find("services", name="neutron")
+    if not svc:
+        die("no neutron service in the catalog")
+    r = check(requests.get(KS + "/endpoints", params={"service_id": svc}, headers=H, timeout=T),
+              "list endpoints")
+    have = {e["interface"]: e for e in r.json()["endpoints"] if e.get("region_id") == TLS_REGION}
+    for itf in ("public", "internal", "admin"):
+        e = have.get(itf)
+        if e is None:
+            check(requests.post(KS + "/endpoints", json={"endpoint": {
+                "service_id": svc, "interface": itf, "region_id": TLS_REGION,
+                "url": TLS_NEUTRON_URL}}, headers=H, timeout=T), f"create {itf} endpoint in {TLS_REGION}")
+        elif e["url"] != TLS_NEUTRON_URL:
+            check(requests.patch(f"{KS}/endpoints/{e['id']}", json={"endpoint": {
+                "url": TLS_NEUTRON_URL}}, headers=H, timeout=T), f"update {itf} endpoint in {TLS_REGION}")
+    print(f"ks_setup: region {TLS_REGION}: network endpoints at {TLS_NEUTRON_URL}", file=sys.stderr)
+
+
 if "--ensure-policy-priv" in sys.argv[1:]:
     ensure_policy_priv()
+    ensure_tls_catalog()
     sys.exit(0)
 
 # ---- projects, users, roles --------------------------------------------------
@@ -242,6 +276,8 @@ for itf in ("public", "internal", "admin"):
         check(requests.post(KS + "/endpoints", json={"endpoint": {
             "service_id": svc, "interface": itf, "region_id": REGION, "url": NEUTRON_URL}},
             headers=H, timeout=T), f"create {itf} endpoint")
+
+ensure_tls_catalog()
 
 # ---- application credentials ---------------------------------------------------
 acs = {key: make_app_cred(key, users, proj) for key in APP_CREDS}

@@ -30,6 +30,11 @@ NU = NEUTRON_URL + "/v2.0"
 TAGGED_URL = "http://127.0.0.1:9697"
 REGION = "RegionOne"
 T = 60
+# The HTTPS endpoint (up.sh's TLS proxy, its CA, and ks_setup.py's region for it).
+TLS_CACERT = os.path.join(os.environ.get("OSLAB_TLS_DIR", os.path.join(LAB, "var", "tls")), "ca.pem")
+TLS_KS = f"https://127.0.0.1:{os.environ.get('OSLAB_TLS_KEYSTONE_PORT', '15000')}/v3"
+TLS_NEUTRON_URL = f"https://127.0.0.1:{os.environ.get('OSLAB_TLS_NEUTRON_PORT', '19696')}"
+TLS_REGION = os.environ.get("OSLAB_TLS_REGION", "RegionTLS")
 
 QUOTA = {"network": -1, "subnet": -1, "port": -1, "router": -1, "rbac_policy": -1}
 # The estate-scale project's routes per router, raised as an estate with many ClusterLinks
@@ -189,6 +194,13 @@ env = {
     "LAB_ADMIN_PASSWORD": adm["password"],
     "LAB_ADMIN_PROJECT_NAME": adm["project"],
     "LAB_ADMIN_PROJECT_ID": adm["project_id"],
+    # The same Keystone and Neutron through a TLS-terminating proxy whose certificate the lab's
+    # CA signed: OS_AUTH_URL=LAB_TLS_AUTH_URL, OS_REGION_NAME=LAB_TLS_REGION (whose catalog
+    # lists LAB_TLS_NEUTRON_URL) and OS_CACERT=LAB_TLS_CACERT go through TLS end to end.
+    "LAB_TLS_CACERT": TLS_CACERT,
+    "LAB_TLS_AUTH_URL": TLS_KS,
+    "LAB_TLS_NEUTRON_URL": TLS_NEUTRON_URL,
+    "LAB_TLS_REGION": TLS_REGION,
 }
 
 
@@ -252,6 +264,14 @@ clouds = {"clouds": {
         "auth": {"auth_url": KS, "application_credential_id": acs["operator"]["id"],
                  "application_credential_secret": acs["operator"]["secret"]},
         "region_name": REGION, "interface": "public", "identity_api_version": 3,
+    },
+    # The operator's app cred through the TLS proxy, trusting the lab CA by `cacert`.
+    "lab-operator-tls": {
+        "auth_type": "v3applicationcredential",
+        "auth": {"auth_url": TLS_KS, "application_credential_id": acs["operator"]["id"],
+                 "application_credential_secret": acs["operator"]["secret"]},
+        "region_name": TLS_REGION, "interface": "public", "identity_api_version": 3,
+        "cacert": TLS_CACERT,
     },
 }}
 

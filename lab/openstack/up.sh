@@ -4,6 +4,8 @@
 #   MariaDB (Debian package, private datadir)  127.0.0.1:3307
 #   Keystone (PyPI, gunicorn)                  127.0.0.1:5000   -> /v3
 #   Neutron API (PyPI, gunicorn)               127.0.0.1:9696   -> /v2.0
+#   TLS-terminating proxy (socat, lab CA)      127.0.0.1:15000 -> Keystone, 127.0.0.1:19696 -> Neutron;
+#                                              Keystone's catalog lists the latter as region RegionTLS
 #   No agents, no RabbitMQ (transport_url = fake:/), ML2 without mechanism drivers, L3 router plugin:
 #   the API and DB semantics (ports, fixed IPs, routers, extra routes, tags, RBAC, quotas) are real,
 #   no packets flow.
@@ -38,6 +40,11 @@ export PYTHONWARNINGS=ignore
 # A role that is cloud admin only by the lab's Neutron policy (write_neutron_policy below):
 # ks_setup.py gives it to customer-netop, whose app cred is LAB_CUSTOMER_POLICYPRIV_AC_*.
 export OSLAB_POLICY_PRIV_ROLE=net_operator
+# The HTTPS endpoint: a TLS-terminating proxy in front of Keystone and Neutron, with a CA made
+# for this lab (its files under $VAR, so a fresh start makes a new one). ks_setup.py registers
+# the proxied Neutron as region OSLAB_TLS_REGION; neutron_setup.py writes LAB_TLS_* to lab.env.
+export OSLAB_TLS_DIR=$VAR/tls OSLAB_TLS_KEYSTONE_PORT=15000 OSLAB_TLS_NEUTRON_PORT=19696 \
+  OSLAB_TLS_REGION=RegionTLS
 mkdir -p "$LAB" "$RUN" "$LOG"
 
 t0=$(date +%s%N)
@@ -74,6 +81,99 @@ write_neutron_policy() {
   if cmp -s "$f.tmp" "$f"; then rm -f "$f.tmp"; else mv -f "$f.tmp" "$f"; fi
 }
 
+# The lab's CA and a server certificate for 127.0.0.1 and localhost, unless a pair that
+# verifies is there already. EC P-256 and the extensions webpki (rustls) insists on: a v3 CA
+# with keyCertSign, a leaf that is no CA, with the names in subjectAltName and serverAuth.
+TLS=$OSLAB_TLS_DIR
+make_tls_certs() {
+  if [ -s "$TLS/ca.pem" ] && [ -s "$TLS/server.key" ] &&
+    openssl verify -CAfile "$TLS/ca.pem" "$TLS/server.pem" >/dev/null 2>&1; then
+    return 0
+  fi
+  rm -rf "$TLS" && mkdir -p "$TLS" && (
+    cd "$TLS"
+    printf '%s\n' '[req]' 'distinguished_name = dn' '[dn]' '[ca]' \
+      'basicConstraints = critical, CA:TRUE' 'keyUsage = critical, keyCertSign, cRLSign' \
+      'subjectKeyIdentifier = hash' >ca.cnf
+    printf '%s\n' 'basicConstraints = critical, CA:FALSE' 'keyUsage = critical, digitalSignature' \
+      'extendedKeyUsage = serverAuth' 'subjectAltName = IP:127.0.0.1, DNS:localhost' \
+      'subjectKeyIdentifier = hash' 'authorityKeyIdentifier = keyid' >server.ext
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 3650 \
+      -config ca.cnf -extensions ca -subj "/CN=bnerd-vpn-operator lab CA $(date +%s)" \
+      -keyout ca.key -out ca.pem &&
+    openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -config ca.cnf \
+      -subj /CN=127.0.0.1 -keyout server.key -out server.csr &&
+    openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 3650 \
+      -extfile server.ext -out server.pem &&
+    openssl verify -CAfile ca.pem server.pem
+  ) >"$LOG/tls-certs.log" 2>&1 || return 1
+  TLS_CERTS_NEW=1
+}
+https_code() { curl -m 5 -s -o /dev/null -w '%{http_code}' --cacert "$TLS/ca.pem" "$1" 2>/dev/null || true; }
+# socat terminates TLS and hands the bytes to the plain server: no X-Forwarded-* header, so
+# Neutron builds its paging links from the Host it is sent and its own scheme, http://, as
+# behind many a real cloud's proxy. One process per connection (fork), all in the daemon's
+# process group, which down.sh stops as a whole. nodelay on both sides: gunicorn writes an
+# answer's head and body apart, and with Nagle the second waits for the client's delayed ACK
+# (measured: 10 keep-alive GETs 2.0 s without, 0.4 s with).
+tls_proxy_cmd() { # listen-port upstream-port
+  TLS_PROXY_CMD=(socat -d "OPENSSL-LISTEN:$1,bind=127.0.0.1,reuseaddr,fork,nodelay,verify=0,cert=$TLS/server.pem,key=$TLS/server.key"
+    "TCP:127.0.0.1:$2,nodelay")
+}
+start_tls_proxy() { # name listen-port upstream-port
+  tls_proxy_cmd "$2" "$3"
+  setsid nohup "${TLS_PROXY_CMD[@]}" </dev/null >"$LOG/$1.log" 2>&1 9>&- &
+  echo $! >"$RUN/$1.pid"
+}
+# The recorded proxy runs the command this up.sh would start (an older one is replaced).
+tls_proxy_current() { # name listen-port upstream-port
+  local pid
+  pid_alive "$1" || return 1
+  pid=$(tr -dc 0-9 <"$RUN/$1.pid")
+  tls_proxy_cmd "$2" "$3"
+  [ "$(tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null)" = "${TLS_PROXY_CMD[*]} " ]
+}
+stop_tls_proxy() { # name: only the recorded pid, only if it still is socat
+  local pid
+  pid=$(tr -dc 0-9 2>/dev/null <"$RUN/$1.pid" || true)
+  if [ -n "$pid" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q socat; then
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 20); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  fi
+  rm -f "$RUN/$1.pid"
+}
+# Both proxies answering through the lab CA, or started (again) without touching Keystone or
+# Neutron: a lab started before the proxy existed gains it while other tests use it.
+ensure_tls_proxy() {
+  TLS_CERTS_NEW=0
+  make_tls_certs || { echo "oslab up: making the lab CA failed (see $LOG/tls-certs.log)" >&2; return 1; }
+  local spec name port upstream path code
+  for spec in "tls-keystone $OSLAB_TLS_KEYSTONE_PORT 5000 /v3 200" \
+    "tls-neutron $OSLAB_TLS_NEUTRON_PORT 9696 /v2.0/networks 401"; do
+    read -r name port upstream path code <<<"$spec"
+    if [ "$TLS_CERTS_NEW" = 0 ] && tls_proxy_current "$name" "$port" "$upstream" &&
+      [ "$(https_code "https://127.0.0.1:$port$path")" = "$code" ]; then
+      continue
+    fi
+    stop_tls_proxy "$name"
+    if port_busy "$port"; then
+      echo "oslab up: 127.0.0.1:$port is in use by a process this lab did not record" >&2
+      return 1
+    fi
+    start_tls_proxy "$name" "$port" "$upstream"
+    local end=$(( $(date +%s) + 20 ))
+    until [ "$(https_code "https://127.0.0.1:$port$path")" = "$code" ]; do
+      if ! pid_alive "$name" || [ "$(date +%s)" -ge "$end" ]; then
+        echo "oslab up: TLS proxy $name on 127.0.0.1:$port did not answer $code on $path" >&2
+        tail -n 20 "$LOG/$name.log" >&2
+        return 1
+      fi
+      sleep 0.2
+    done
+    ts "TLS proxy https://127.0.0.1:$port -> 127.0.0.1:$upstream (pid $(cat "$RUN/$name.pid"))"
+  done
+}
+
 # Serialise concurrent callers (e.g. two test processes calling up.sh at once). The lock fd
 # is closed (9>&-) for every daemon started below, otherwise they would hold it forever.
 exec 9>"$LAB/up.lock"
@@ -92,6 +192,8 @@ trap cleanup_on_failure EXIT
 # ---- 0. OS packages ---------------------------------------------------------------------------
 need=()
 command -v curl >/dev/null || need+=(curl)
+command -v openssl >/dev/null || need+=(openssl)
+command -v socat >/dev/null || need+=(socat)
 { command -v mariadbd || [ -x /usr/sbin/mariadbd ]; } >/dev/null || need+=(mariadb-server mariadb-client)
 PY=${OSLAB_PYTHON:-python3}
 if [ ! -x "$VENV/bin/python" ] && ! "$PY" -c 'import venv, ensurepip' 2>/dev/null; then
@@ -121,6 +223,10 @@ if lab_healthy; then
   if write_neutron_policy &&
     "$VENV/bin/python" "$HERE/ks_setup.py" --ensure-policy-priv 2>"$LOG/ks_setup_ensure.log" &&
     "$VENV/bin/python" "$HERE/neutron_setup.py" 2>"$LOG/neutron_setup.log"; then
+    # A proxy that cannot be (re)started fails this run, and leaves Keystone and Neutron be:
+    # tests of everyone else are using them. lab.env already names the TLS endpoint, so the
+    # TLS tests fail on it, loudly.
+    ensure_tls_proxy || die "the TLS proxy is not answering; Keystone and Neutron are left running"
     ts "lab already up and healthy; rewrote $RUN/lab.env"
     echo "$RUN/lab.env"
     exit 0
@@ -131,7 +237,7 @@ if ls "$RUN"/*.pid >/dev/null 2>&1; then
   ts "stopping leftovers of a previous run"
   bash "$HERE/down.sh" >&2
 fi
-for p in 3307 5000 9696 9697; do
+for p in 3307 5000 9696 9697 "$OSLAB_TLS_KEYSTONE_PORT" "$OSLAB_TLS_NEUTRON_PORT"; do
   port_busy $p && die "127.0.0.1:$p is in use by a process this lab did not record (another lab with a different LAB=?)"
 done
 rm -f "$RUN/lab.env" "$RUN/clouds.yaml" "$RUN/keystone.json" "$RUN/venv.path"
@@ -355,7 +461,8 @@ wait_http http://127.0.0.1:9697/v2.0/networks 401 120 neutron-tagged \
   || die "neutron (tag_ports_during_bulk_creation) did not answer" "$LOG/neutron-tagged-gunicorn.log"
 ts "neutron with tag_ports_during_bulk_creation answering on 127.0.0.1:9697 (pid $(cat "$RUN/neutron-tagged.pid"))"
 
-# ---- 8. quotas, demo fabric, lab.env, clouds.yaml ------------------------------------------------
+# ---- 8. the TLS proxy, quotas, demo fabric, lab.env, clouds.yaml -----------------------------------
+ensure_tls_proxy || die "the TLS proxy did not start"
 "$VENV/bin/python" "$HERE/neutron_setup.py" 2>"$LOG/neutron_setup.log" \
   || die "neutron_setup.py failed" "$LOG/neutron_setup.log"
 ts "quotas + fabric done; lab up"

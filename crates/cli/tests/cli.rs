@@ -6,7 +6,10 @@
 use bnerd_cloud::{ACCESS_AS_SHARED, ShareNetwork};
 use bnerd_clusterlink_cli::share::{ShareError, decommission_share};
 use bnerd_testkit::kube_lab::{install_crd, kube_client};
-use bnerd_testkit::{Env, both, lab_env_for, lab_or_skip, operator_os_env, spec};
+use bnerd_testkit::{
+    Env, both, lab_env_for, lab_or_skip, lab_tls_or_skip, operator_os_env, operator_tls_os_env,
+    spec,
+};
 
 async fn share_goes_only_when_no_link_needs_it(mut env: Env) {
     let project = format!("{:032x}", 0xdecu128 << 64 | std::process::id() as u128);
@@ -123,6 +126,75 @@ async fn doctor_binary_reports_an_orphan_leg() {
     env.net.delete_port(&orphan.id).await.unwrap();
     let stdout = String::from_utf8_lossy(&run().stdout).to_string();
     assert!(!stdout.contains(&orphan.id), "{stdout}");
+}
+
+/// The binary reads the operator's TLS settings: through the lab's HTTPS endpoint with the
+/// lab CA as `OS_CACERT` it finds an orphan leg as over plain HTTP; without the CA its fabric
+/// finding names the refused certificate and what to set (exit 1, a problem found).
+#[tokio::test]
+async fn doctor_binary_through_tls() {
+    let test = "doctor_binary_through_tls";
+    let Some((client, kubeconfig)) = kube_client(test).await else {
+        return;
+    };
+    let Some((lab, tls)) = lab_tls_or_skip(test) else {
+        return;
+    };
+    install_crd(&client).await;
+    let env = lab_env_for(test).await.expect("lab");
+    let orphan = env.port_at_ip("10.254.0.9", "clusterlink-long-gone").await;
+    env.net
+        .set_port_tags(
+            &orphan.id,
+            &[
+                "bnerd-vpn-operator".into(),
+                "clusterlink-uid=00000000-dead-4000-8000-000000000001".into(),
+                "clusterlink=long-gone".into(),
+            ],
+        )
+        .await
+        .unwrap();
+    let run = |without: Option<&str>| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-clusterlink"));
+        cmd.arg("doctor")
+            .env_clear()
+            .env("KUBECONFIG", &kubeconfig)
+            .envs(operator_tls_os_env(&lab, &tls))
+            .env("IPSEC_GATEWAY_ROUTER_ID", &env.fabric.gateway_router_id)
+            .env("IPSEC_TRANSIT_NETWORK_ID", &env.fabric.transit_network_id);
+        if let Some(k) = without {
+            cmd.env_remove(k);
+        }
+        cmd.output().expect("runs")
+    };
+    let out = run(None);
+    let refused = run(Some("OS_CACERT"));
+    env.net.delete_port(&orphan.id).await.unwrap();
+
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("PROBLEM port ") && l.contains(&orphan.id)),
+        "{stdout}"
+    );
+    let err = format!(
+        "{}{}",
+        String::from_utf8_lossy(&refused.stdout),
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert_eq!(refused.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("invalid peer certificate: UnknownIssuer")
+            && err.contains("set OS_CACERT or clouds.yaml cacert"),
+        "{err}"
+    );
 }
 
 /// `doctor` checks each cross-tenant link's share with the customer's own credential: a

@@ -1,9 +1,14 @@
 //! How the operator authenticates: from `OS_CLOUD` + clouds.yaml or from `OS_*` variables,
-//! password or application credential. Errors name the setting that is wrong or missing.
+//! password or application credential, and which server certificates it trusts. Errors name
+//! the setting that is wrong or missing.
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 use serde::Deserialize;
 use thiserror::Error;
 
@@ -33,6 +38,107 @@ pub struct AuthConfig {
     /// Catalog interface to use (public by default).
     pub interface: String,
     pub method: AuthMethod,
+    /// How Keystone's and Neutron's certificates are checked. Read by `OpenStack::new` only:
+    /// `OpenStack::sibling` shares its parent's connection pool and with it the parent's TLS.
+    pub tls: TlsConfig,
+}
+
+/// Which server certificates the client accepts. The default verifies against the system's
+/// roots (rustls-platform-verifier: the distribution's bundle, or `SSL_CERT_FILE`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsConfig {
+    /// `OS_CACERT` / clouds.yaml `cacert`: trusted in addition to the system's roots.
+    pub ca: Option<CaBundle>,
+    /// Some(setting): certificates are not checked at all, because `setting` (clouds.yaml
+    /// `verify: false`, `insecure: true`, or `OS_INSECURE=true`) says so.
+    pub insecure: Option<String>,
+}
+
+/// The certificates of a PEM bundle, read and checked when the settings are read, so a wrong
+/// path or file is a startup error naming the setting rather than a failure at the first call.
+#[derive(Clone, PartialEq, Eq)]
+pub struct CaBundle {
+    /// The setting it came from, e.g. `OS_CACERT` or `<file>: clouds.<cloud>.cacert`.
+    pub setting: String,
+    pub path: PathBuf,
+    pub certs: Vec<CertificateDer<'static>>,
+}
+
+impl fmt::Debug for CaBundle {
+    // The DER bytes say nothing to a reader of a log line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CaBundle")
+            .field("setting", &self.setting)
+            .field("path", &self.path)
+            .field("certs", &self.certs.len())
+            .finish()
+    }
+}
+
+/// A CA bundle is a few hundred KB at most (a distribution's whole bundle is ~220 KB); a path
+/// to something endless (a device, a pipe) must not hang startup.
+const MAX_CA_BYTES: u64 = 16 * 1024 * 1024;
+
+impl TlsConfig {
+    /// Trust the PEM certificates in `path` besides the system's roots; `setting` names where
+    /// the path came from in errors and logs.
+    pub fn with_ca_file(setting: &str, path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        Ok(Self {
+            ca: Some(CaBundle::read(setting, path.as_ref())?),
+            insecure: None,
+        })
+    }
+
+    /// Accept any certificate (`setting` is what asked for it, for the warning).
+    pub fn insecure(setting: &str) -> Self {
+        Self {
+            ca: None,
+            insecure: Some(setting.to_string()),
+        }
+    }
+}
+
+impl CaBundle {
+    pub fn read(setting: &str, path: &Path) -> Result<Self, ConfigError> {
+        let invalid = |message: String| ConfigError::Invalid {
+            setting: setting.to_string(),
+            message,
+        };
+        let shown = path.display();
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_CA_BYTES + 1).read_to_end(&mut bytes))
+            .map_err(|e| invalid(format!("cannot read {shown}: {e}")))?;
+        if bytes.len() as u64 > MAX_CA_BYTES {
+            return Err(invalid(format!(
+                "{shown} is larger than {MAX_CA_BYTES} bytes; not a CA bundle"
+            )));
+        }
+        let certs = CertificateDer::pem_slice_iter(&bytes)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| invalid(format!("{shown} is not a PEM bundle: {e}")))?;
+        if certs.is_empty() {
+            return Err(invalid(format!(
+                "{shown} holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
+            )));
+        }
+        // The same parse the verifier does later: a block that is not an X.509 certificate is
+        // refused here, with the setting named, instead of failing the client build.
+        let mut store = rustls::RootCertStore::empty();
+        for (i, c) in certs.iter().enumerate() {
+            store.add(c.clone()).map_err(|e| {
+                invalid(format!(
+                    "certificate {} of {shown} is not a usable CA certificate: {e}",
+                    i + 1
+                ))
+            })?;
+        }
+        Ok(Self {
+            setting: setting.to_string(),
+            path: path.to_path_buf(),
+            certs,
+        })
+    }
 }
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -55,6 +161,10 @@ struct CloudEntry {
     auth_type: Option<String>,
     region_name: Option<String>,
     interface: Option<String>,
+    cacert: Option<String>,
+    verify: Option<bool>,
+    /// openstacksdk's older spelling of `verify: false`; as there, it wins over `verify`.
+    insecure: Option<bool>,
 }
 
 impl AuthConfig {
@@ -88,8 +198,28 @@ impl AuthConfig {
             auth_type: get("OS_AUTH_TYPE"),
             region_name: get("OS_REGION_NAME"),
             interface: get("OS_INTERFACE"),
+            ..Default::default()
         };
-        Self::from_entry(entry, |k| format!("OS_{}", k.to_uppercase()))
+        let mut config = Self::from_entry(entry, |k| format!("OS_{}", k.to_uppercase()))?;
+        // OS_INSECURE as openstacksdk reads it for a cloud made of OS_* variables alone;
+        // anything but true/false is refused rather than read as false.
+        let insecure = match get("OS_INSECURE") {
+            None => false,
+            Some(v) if v.eq_ignore_ascii_case("true") => true,
+            Some(v) if v.eq_ignore_ascii_case("false") => false,
+            Some(v) => {
+                return Err(ConfigError::Invalid {
+                    setting: "OS_INSECURE".into(),
+                    message: format!("must be true or false, not {v:?}"),
+                });
+            }
+        };
+        config.tls = tls_config(
+            get("OS_CACERT").map(|p| ("OS_CACERT".to_string(), p)),
+            insecure.then(|| "OS_INSECURE=true".to_string()),
+            &get,
+        )?;
+        Ok(config)
     }
 
     fn from_clouds_yaml(
@@ -117,7 +247,39 @@ impl AuthConfig {
             entry.region_name = Some(r);
         }
         let where_ = path.display().to_string();
-        Self::from_entry(entry, |k| format!("{where_}: clouds.{cloud}.auth.{k}"))
+        // The openstack CLI reads OS_INSECURE only for a cloud made of OS_* variables; with
+        // OS_CLOUD it would verify. Doing otherwise here would turn verification off where the
+        // CLI keeps it on, and ignoring a variable someone set is no better: say so.
+        if get("OS_INSECURE").is_some() {
+            return Err(ConfigError::Invalid {
+                setting: "OS_INSECURE".into(),
+                message: format!(
+                    "not read with OS_CLOUD (nor by the openstack CLI); set verify: false under clouds.{cloud} in {where_} instead"
+                ),
+            });
+        }
+        // OS_CACERT wins over the file's cacert, as the CLI's --os-cacert (which defaults to
+        // OS_CACERT) does.
+        let cacert = get("OS_CACERT")
+            .map(|p| ("OS_CACERT".to_string(), p))
+            .or_else(|| {
+                entry
+                    .cacert
+                    .clone()
+                    .map(|p| (format!("{where_}: clouds.{cloud}.cacert"), p))
+            });
+        // openstacksdk: "insecure is the most aggressive setting, so it wins".
+        let insecure = if entry.insecure == Some(true) {
+            Some(format!("{where_}: clouds.{cloud}.insecure: true"))
+        } else if entry.verify == Some(false) {
+            Some(format!("{where_}: clouds.{cloud}.verify: false"))
+        } else {
+            None
+        };
+        let tls = tls_config(cacert, insecure, get)?;
+        let mut config = Self::from_entry(entry, |k| format!("{where_}: clouds.{cloud}.auth.{k}"))?;
+        config.tls = tls;
+        Ok(config)
     }
 
     fn from_entry(entry: CloudEntry, name: impl Fn(&str) -> String) -> Result<Self, ConfigError> {
@@ -174,7 +336,32 @@ impl AuthConfig {
             region: entry.region_name,
             interface: entry.interface.unwrap_or_else(|| "public".into()),
             method,
+            tls: TlsConfig::default(),
         })
+    }
+}
+
+/// The TLS settings: `cacert` as (setting, path), read now; `insecure` as the setting that
+/// turned verification off.
+fn tls_config(
+    cacert: Option<(String, String)>,
+    insecure: Option<String>,
+    get: &dyn Fn(&str) -> Option<String>,
+) -> Result<TlsConfig, ConfigError> {
+    let ca = match cacert {
+        // Read even when verification is off: a broken setting is an error either way.
+        Some((setting, path)) => Some(CaBundle::read(&setting, &expand_home(&path, get))?),
+        None => None,
+    };
+    Ok(TlsConfig { ca, insecure })
+}
+
+/// `~/` as openstacksdk expands it (os.path.expanduser); any other path is taken as written,
+/// a relative one from the working directory.
+fn expand_home(path: &str, get: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+    match (path.strip_prefix("~/"), get("HOME")) {
+        (Some(rest), Some(home)) => Path::new(&home).join(rest),
+        _ => PathBuf::from(path),
     }
 }
 
@@ -218,7 +405,7 @@ fn load_entry(path: &Path, cloud: &str) -> Result<CloudEntry, ConfigError> {
 mod tests {
     use super::*;
 
-    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
         let m: BTreeMap<String, String> = pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -289,6 +476,209 @@ mod tests {
         let e = AuthConfig::from_env(&env(&[("OS_CLOUD", "nope"), ("OS_CLIENT_CONFIG_FILE", &p)]))
             .unwrap_err();
         assert!(e.to_string().contains("no cloud named \"nope\""), "{e}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+    /// A fresh directory for one test (tests of this module run in parallel).
+    fn scratch(test: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("bnerd-auth-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn ca_pem() -> String {
+        let key = rcgen::KeyPair::generate().unwrap();
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params.self_signed(&key).unwrap().pem()
+    }
+
+    const PASSWORD_ENV: [(&str, &str); 4] = [
+        ("OS_AUTH_URL", "https://k:5000/v3"),
+        ("OS_USERNAME", "op"),
+        ("OS_PASSWORD", "pw"),
+        ("OS_PROJECT_NAME", "operator"),
+    ];
+
+    fn with(extra: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
+        let mut all: Vec<(&str, &str)> = PASSWORD_ENV.to_vec();
+        all.extend_from_slice(extra);
+        env(&all)
+    }
+
+    #[test]
+    fn tls_verifies_by_default() {
+        let c = AuthConfig::from_env(&with(&[])).unwrap();
+        assert_eq!(c.tls, TlsConfig::default());
+        assert!(c.tls.ca.is_none() && c.tls.insecure.is_none());
+    }
+
+    #[test]
+    fn os_cacert_is_read_at_once_and_named_when_wrong() {
+        let dir = scratch("cacert");
+        let bundle = dir.join("ca.pem");
+        // Two CAs and a key in one file, as bundles come: the certificates are taken.
+        std::fs::write(
+            &bundle,
+            format!(
+                "{}\n{}-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+                ca_pem(),
+                ca_pem()
+            ),
+        )
+        .unwrap();
+        let p = bundle.display().to_string();
+        let c = AuthConfig::from_env(&with(&[("OS_CACERT", &p)])).unwrap();
+        let ca = c.tls.ca.as_ref().expect("a CA bundle");
+        assert_eq!((ca.setting.as_str(), ca.certs.len()), ("OS_CACERT", 2));
+        assert!(c.tls.insecure.is_none());
+        assert!(
+            format!("{c:?}").contains("certs: 2"),
+            "no DER bytes in Debug: {c:?}"
+        );
+
+        let missing = dir.join("nope.pem").display().to_string();
+        let e = AuthConfig::from_env(&with(&[("OS_CACERT", &missing)])).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with(&format!("OS_CACERT: cannot read {missing}: ")),
+            "{e}"
+        );
+
+        let text = dir.join("notes.txt");
+        std::fs::write(&text, "not a certificate\n").unwrap();
+        let t = text.display().to_string();
+        let e = AuthConfig::from_env(&with(&[("OS_CACERT", &t)])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!("OS_CACERT: {t} holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+        );
+
+        let bad_base64 = dir.join("bad64.pem");
+        std::fs::write(
+            &bad_base64,
+            "-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        let b = bad_base64.display().to_string();
+        let e = AuthConfig::from_env(&with(&[("OS_CACERT", &b)])).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with(&format!("OS_CACERT: {b} is not a PEM bundle: ")),
+            "{e}"
+        );
+
+        // Valid PEM around bytes that are no certificate.
+        let not_x509 = dir.join("junk.pem");
+        std::fs::write(
+            &not_x509,
+            "-----BEGIN CERTIFICATE-----\naGVsbG8gd29ybGQ=\n-----END CERTIFICATE-----\n",
+        )
+        .unwrap();
+        let j = not_x509.display().to_string();
+        let e = AuthConfig::from_env(&with(&[("OS_CACERT", &j)])).unwrap_err();
+        assert!(
+            e.to_string().starts_with(&format!(
+                "OS_CACERT: certificate 1 of {j} is not a usable CA certificate: "
+            )),
+            "{e}"
+        );
+
+        // ~/ is the home directory, as openstacksdk expands it.
+        let c = AuthConfig::from_env(&with(&[
+            ("OS_CACERT", "~/ca.pem"),
+            ("HOME", &dir.display().to_string()),
+        ]))
+        .unwrap();
+        assert_eq!(c.tls.ca.unwrap().path, bundle);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn os_insecure_without_os_cloud() {
+        let c = AuthConfig::from_env(&with(&[("OS_INSECURE", "True")])).unwrap();
+        assert_eq!(c.tls.insecure.as_deref(), Some("OS_INSECURE=true"));
+        let c = AuthConfig::from_env(&with(&[("OS_INSECURE", "false")])).unwrap();
+        assert_eq!(c.tls.insecure, None);
+        let e = AuthConfig::from_env(&with(&[("OS_INSECURE", "1")])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "OS_INSECURE: must be true or false, not \"1\""
+        );
+    }
+
+    #[test]
+    fn clouds_yaml_cacert_and_verify() {
+        let dir = scratch("clouds-tls");
+        let bundle = dir.join("ca.pem");
+        std::fs::write(&bundle, ca_pem()).unwrap();
+        let f = dir.join("clouds.yaml");
+        let write = |extra: &str| {
+            std::fs::write(
+                &f,
+                format!(
+                    "clouds:\n  lab:\n    region_name: RegionTLS\n{extra}    auth:\n      auth_url: https://127.0.0.1:5443/v3\n      application_credential_id: acid\n      application_credential_secret: s3cr3t\n"
+                ),
+            )
+            .unwrap()
+        };
+        let p = f.display().to_string();
+        let cloud = |extra: &[(&str, &str)]| {
+            let mut all = vec![("OS_CLOUD", "lab"), ("OS_CLIENT_CONFIG_FILE", p.as_str())];
+            all.extend_from_slice(extra);
+            AuthConfig::from_env(&env(&all))
+        };
+
+        write(&format!("    cacert: {}\n", bundle.display()));
+        let c = cloud(&[]).unwrap();
+        let ca = c.tls.ca.unwrap();
+        assert_eq!(ca.setting, format!("{p}: clouds.lab.cacert"));
+        assert_eq!(ca.certs.len(), 1);
+        assert_eq!(c.tls.insecure, None);
+
+        // OS_CACERT wins over the file, as the openstack CLI's --os-cacert does.
+        let other = dir.join("other.pem");
+        std::fs::write(&other, ca_pem()).unwrap();
+        let c = cloud(&[("OS_CACERT", &other.display().to_string())]).unwrap();
+        assert_eq!(c.tls.ca.as_ref().unwrap().setting, "OS_CACERT");
+        assert_eq!(c.tls.ca.unwrap().path, other);
+
+        write("    cacert: /nonexistent/ca.pem\n");
+        let e = cloud(&[]).unwrap_err();
+        assert!(
+            e.to_string().starts_with(&format!(
+                "{p}: clouds.lab.cacert: cannot read /nonexistent/ca.pem: "
+            )),
+            "{e}"
+        );
+
+        write("    verify: false\n");
+        let c = cloud(&[]).unwrap();
+        assert_eq!(
+            c.tls.insecure,
+            Some(format!("{p}: clouds.lab.verify: false"))
+        );
+        write("    verify: true\n");
+        assert_eq!(cloud(&[]).unwrap().tls, TlsConfig::default());
+        // openstacksdk's older key; it wins over verify.
+        write("    verify: true\n    insecure: true\n");
+        assert_eq!(
+            cloud(&[]).unwrap().tls.insecure,
+            Some(format!("{p}: clouds.lab.insecure: true"))
+        );
+        // A string is not a boolean: refused, not read as true or false.
+        write("    verify: \"no\"\n");
+        let e = cloud(&[]).unwrap_err();
+        assert!(e.to_string().contains("verify"), "{e}");
+
+        // The CLI does not read OS_INSECURE with OS_CLOUD; neither do we, loudly.
+        write("");
+        let e = cloud(&[("OS_INSECURE", "true")]).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("OS_INSECURE: not read with OS_CLOUD"),
+            "{e}"
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -10,7 +10,7 @@ pub mod observe;
 pub mod secret;
 pub mod types;
 
-pub use auth::{AuthConfig, AuthMethod, ConfigError};
+pub use auth::{AuthConfig, AuthMethod, CaBundle, ConfigError, TlsConfig};
 pub use error::{CloudError, NeutronErrorKind, Result, error_chain};
 pub use http::{MAX_BODY_BYTES, MAX_PAGES, OpenStack, POOL_IDLE};
 pub use secret::SecretString;

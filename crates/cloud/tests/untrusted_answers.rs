@@ -1,7 +1,8 @@
 //! What the client does with answers it cannot take at face value, against a server on
-//! loopback: paged lists are read to the end, but a `next` link is followed only under the
-//! Neutron endpoint and only so far; bodies are read up to a cap; redirects are not followed;
-//! Keystone's free text never reaches an error message. The token goes nowhere but Neutron.
+//! loopback: paged lists are read to the end, but a `next` link is only read as a path under
+//! the Neutron endpoint, from that endpoint, and only so far; bodies are read up to a cap;
+//! redirects are not followed; Keystone's free text never reaches an error message. The token
+//! goes nowhere but Neutron.
 
 mod support;
 
@@ -148,10 +149,57 @@ fn assert_no_secret(err: &CloudError) {
 }
 
 #[tokio::test]
-async fn a_next_link_to_another_port_is_not_followed() {
+async fn a_next_link_to_another_host_is_read_from_our_endpoint() {
+    // What a proxy in front of Neutron makes of its links (another scheme, host or port), or
+    // a server pointing elsewhere: the path and query are read from our own endpoint, and
+    // nothing at all goes to the host the link names.
     let elsewhere = Server::start(|_| Reply::json("200 OK", r#"{"ports": []}"#)).await;
     let other = elsewhere.addr;
-    let server = first_page_linking(move |_| format!("http://{other}/v2.0/ports?marker=p1")).await;
+    let server = Server::start(move |req| {
+        if let Some(r) = support::keystone(req) {
+            return r;
+        }
+        match req.query("marker") {
+            None => Reply::json(
+                "200 OK",
+                format!(
+                    r#"{{"ports": [{{"id": "p1", "network_id": "n"}}], "ports_links": [{{"rel": "next", "href": "http://{other}/v2.0/ports?marker=p1"}}]}}"#
+                ),
+            ),
+            Some(_) => Reply::json("200 OK", r#"{"ports": [{"id": "p2", "network_id": "n"}]}"#),
+        }
+    })
+    .await;
+    let client = server.client();
+    let ports = client.list_ports(&PortQuery::default()).await.unwrap();
+    let ids: Vec<&str> = ports.iter().map(|p| p.id.as_str()).collect();
+    assert_eq!(ids, ["p1", "p2"]);
+    assert_eq!(client.call_counts(), (2, 0));
+    let lines: Vec<String> = server.neutron_requests().into_iter().map(|r| r.1).collect();
+    assert_eq!(
+        lines,
+        [
+            "GET /v2.0/ports HTTP/1.1",
+            "GET /v2.0/ports?marker=p1 HTTP/1.1"
+        ]
+    );
+    let seen = elsewhere.seen.lock().unwrap();
+    assert_eq!(
+        (seen.connections, seen.requests.len()),
+        (0, 0),
+        "the host the link named was never contacted"
+    );
+}
+
+#[tokio::test]
+async fn a_next_link_outside_the_endpoint_path_is_not_followed() {
+    let elsewhere = Server::start(|req| {
+        support::keystone(req).unwrap_or_else(|| Reply::json("200 OK", r#"{"ports": []}"#))
+    })
+    .await;
+    let other = elsewhere.addr;
+    let server =
+        first_page_linking(move |_| format!("http://{other}/identity/v3/auth/tokens")).await;
     let client = server.client();
     let err = client.list_ports(&PortQuery::default()).await.unwrap_err();
     match &err {
@@ -167,6 +215,7 @@ async fn a_next_link_to_another_port_is_not_followed() {
     }
     assert_no_secret(&err);
     assert_eq!(client.call_counts(), (1, 0));
+    assert_eq!(server.neutron_requests().len(), 1);
     let seen = elsewhere.seen.lock().unwrap();
     assert_eq!(
         (seen.connections, seen.requests.len()),

@@ -116,6 +116,8 @@ impl CredentialSource for LinkSource<'_> {
                 id: c.id.clone(),
                 secret: c.secret.clone(),
             },
+            // Not read by `sibling`, which keeps the operator's pool; kept equal for clarity.
+            tls: operator.tls.clone(),
         };
         let client = Arc::new(self.clients.operator.sibling(auth));
         entries.insert(

@@ -93,6 +93,7 @@ impl Backend {
                         id: c.id.clone(),
                         secret: c.secret.clone(),
                     },
+                    tls: Default::default(),
                 })
                 .expect("client");
                 let client = Arc::new(match neutron_url {

@@ -22,7 +22,7 @@ use bnerd_api::{ClusterLink, ClusterLinkSpec};
 use bnerd_cloud::fabric::Fabric;
 use bnerd_cloud::{
     AuthConfig, AuthMethod, CloudError, CreatePort, NeutronAdmin, OpenStack, Port, PortQuery,
-    Route, Router, SecretString,
+    Route, Router, SecretString, TlsConfig,
 };
 use bnerd_cloud_fake::FakeCloud;
 #[cfg(feature = "engine")]
@@ -65,6 +65,12 @@ pub fn lab_or_skip(test: &str) -> Option<BTreeMap<String, String>> {
 }
 
 pub fn lab_client(env: &BTreeMap<String, String>, who: &str) -> OpenStack {
+    let auth = lab_password_auth(env, who);
+    OpenStack::new(auth).expect("client")
+}
+
+/// The password credential `LAB_<who>_*` on the lab's plain endpoint, region RegionOne.
+fn lab_password_auth(env: &BTreeMap<String, String>, who: &str) -> AuthConfig {
     let g = |k: &str| {
         env.get(k)
             .cloned()
@@ -78,13 +84,77 @@ pub fn lab_client(env: &BTreeMap<String, String>, who: &str) -> OpenStack {
         project_name: Some(g(&format!("LAB_{who}_PROJECT_NAME"))),
         project_domain_name: "Default".into(),
     };
-    let auth = AuthConfig {
+    AuthConfig {
         auth_url: g("OS_AUTH_URL"),
         region: Some("RegionOne".into()),
         interface: "public".into(),
         method,
+        tls: Default::default(),
+    }
+}
+
+/// The lab's HTTPS endpoint (`lab/openstack/up.sh`'s TLS-terminating proxy): Keystone at
+/// `auth_url`, Neutron listed in Keystone's catalog under `region`, both with certificates of
+/// the lab's own CA, `cacert`.
+#[derive(Debug, Clone)]
+pub struct LabTls {
+    pub auth_url: String,
+    pub region: String,
+    pub neutron_url: String,
+    pub cacert: String,
+}
+
+/// The lab and its HTTPS endpoint. A lab.env without `LAB_TLS_*` (written by an up.sh older
+/// than the proxy) fails the test under `BNERD_REQUIRE_LAB=1`, as a missing lab does.
+pub fn lab_tls_or_skip(test: &str) -> Option<(BTreeMap<String, String>, LabTls)> {
+    let env = lab_or_skip(test)?;
+    let g = |k: &str| env.get(k).cloned().filter(|v| !v.is_empty());
+    let tls = match (
+        g("LAB_TLS_AUTH_URL"),
+        g("LAB_TLS_REGION"),
+        g("LAB_TLS_NEUTRON_URL"),
+        g("LAB_TLS_CACERT"),
+    ) {
+        (Some(auth_url), Some(region), Some(neutron_url), Some(cacert)) => LabTls {
+            auth_url,
+            region,
+            neutron_url,
+            cacert,
+        },
+        _ if std::env::var("BNERD_REQUIRE_LAB").is_ok_and(|v| v == "1") => panic!(
+            "{test}: BNERD_REQUIRE_LAB=1 but lab.env lacks LAB_TLS_*: rerun lab/openstack/up.sh from a tree that has the TLS proxy"
+        ),
+        _ => {
+            eprintln!("SKIPPED {test}: the lab has no HTTPS endpoint (lab.env lacks LAB_TLS_*)");
+            return None;
+        }
     };
+    Some((env, tls))
+}
+
+/// `lab_client` through the HTTPS endpoint: Keystone over TLS, and Neutron as the catalog
+/// lists it in the TLS region, trusting the lab CA as `OS_CACERT` would.
+pub fn lab_tls_client(env: &BTreeMap<String, String>, tls: &LabTls, who: &str) -> OpenStack {
+    let mut auth = lab_password_auth(env, who);
+    auth.auth_url = tls.auth_url.clone();
+    auth.region = Some(tls.region.clone());
+    auth.tls = TlsConfig::with_ca_file("LAB_TLS_CACERT", &tls.cacert).expect("the lab CA");
     OpenStack::new(auth).expect("client")
+}
+
+/// `operator_os_env` through the HTTPS endpoint, as a binary reads it.
+pub fn operator_tls_os_env(
+    env: &BTreeMap<String, String>,
+    tls: &LabTls,
+) -> Vec<(&'static str, String)> {
+    let mut vars: Vec<(&'static str, String)> = operator_os_env(env)
+        .into_iter()
+        .filter(|(k, _)| *k != "OS_AUTH_URL" && *k != "OS_REGION_NAME")
+        .collect();
+    vars.push(("OS_AUTH_URL", tls.auth_url.clone()));
+    vars.push(("OS_REGION_NAME", tls.region.clone()));
+    vars.push(("OS_CACERT", tls.cacert.clone()));
+    vars
 }
 
 /// A client on the lab's application credential `LAB_<who>_AC_*`.
@@ -102,6 +172,7 @@ pub fn lab_app_cred_client(env: &BTreeMap<String, String>, who: &str) -> OpenSta
             id: g(&format!("LAB_{who}_AC_ID")),
             secret: SecretString::new(g(&format!("LAB_{who}_AC_SECRET"))),
         },
+        tls: Default::default(),
     };
     OpenStack::new(auth).expect("client")
 }

@@ -38,7 +38,7 @@ impl OpenStack {
     /// Build a client; nothing is sent until the first call.
     pub fn new(auth: AuthConfig) -> Result<Self> {
         Ok(Self {
-            http: transport::client()?,
+            http: transport::client(&auth.tls)?,
             auth,
             neutron_override: None,
             session: Mutex::new(None),
@@ -49,8 +49,9 @@ impl OpenStack {
         })
     }
 
-    /// A client on another credential of the same cloud: the same HTTP connection pool and
-    /// Neutron endpoint override, its own Keystone session.
+    /// A client on another credential of the same cloud: the same HTTP connection pool (and
+    /// with it this client's TLS settings; `auth.tls` is not read) and Neutron endpoint
+    /// override, its own Keystone session.
     pub fn sibling(&self, auth: AuthConfig) -> Self {
         Self {
             http: self.http.clone(),

@@ -303,6 +303,7 @@ mod tests {
                 id: "ac".into(),
                 secret: SecretString::new("s".to_string()),
             },
+            tls: Default::default(),
         };
         assert_eq!(body.token.neutron_endpoint(&auth).unwrap(), "http://r1");
         auth.region = Some("R3".into());

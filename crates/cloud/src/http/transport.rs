@@ -13,7 +13,8 @@ use serde_json::Value;
 use thiserror::Error;
 
 use super::OpenStack;
-use crate::error::{CloudError, Result};
+use crate::auth::TlsConfig;
+use crate::error::{CloudError, Result, error_chain};
 
 /// Servers close idle keep-alive connections (gunicorn after 2 s, Apache after 5 s). A request
 /// written into a connection the server is closing at that moment fails with "connection
@@ -31,23 +32,70 @@ pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 /// a reconcile busy forever. At Neutron's usual page sizes this is far more than any cloud.
 pub const MAX_PAGES: usize = 1000;
 
-pub(super) fn client() -> Result<reqwest::Client> {
+pub(super) fn client(tls: &TlsConfig) -> Result<reqwest::Client> {
     // reqwest is built without a TLS provider of its own so it shares kube's ring provider;
     // installing it twice is harmless, installing a second kind would make kube panic.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder()
+    let builder_error = |message: String| CloudError::Transport {
+        method: "building".into(),
+        path: "the HTTP client".into(),
+        message,
+    };
+    let mut builder = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(5))
         .timeout(Duration::from_secs(30))
         .pool_idle_timeout(POOL_IDLE)
         // A redirect would carry X-Auth-Token (or the credential in a token request) to
         // wherever the server points; OpenStack APIs do not redirect, so a 3xx is an error.
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .map_err(|e| CloudError::Transport {
-            method: "-".into(),
-            path: "-".into(),
-            message: e.to_string(),
-        })
+        .redirect(reqwest::redirect::Policy::none());
+    if let Some(setting) = &tls.insecure {
+        // Once per client, i.e. once per process: siblings share this client.
+        tracing::warn!(
+            setting = %setting,
+            "TLS certificates of Keystone and Neutron are NOT verified: whoever can answer in \
+             their place receives the credential and every token"
+        );
+        if let Some(ca) = &tls.ca {
+            tracing::warn!(setting = %ca.setting, "the CA bundle is not used while verification is off");
+        }
+        builder = builder.tls_danger_accept_invalid_certs(true);
+    } else if let Some(ca) = &tls.ca {
+        // Merged with the system's roots (rustls-platform-verifier): a private CA for the
+        // cloud does not take away the public ones.
+        let certs = ca
+            .certs
+            .iter()
+            .map(|c| reqwest::Certificate::from_der(c.as_ref()))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| builder_error(format!("{}: {}", ca.setting, error_chain(&e))))?;
+        tracing::info!(setting = %ca.setting, path = %ca.path.display(), certificates = certs.len(), "trusting the CA bundle besides the system's roots");
+        builder = builder.tls_certs_merge(certs);
+    }
+    builder.build().map_err(|e| {
+        let mut message = error_chain(&e);
+        // rustls-platform-verifier reads the system's roots when the client is built, and
+        // refuses to go on with none (an image without a CA bundle), even for http:// URLs.
+        if no_system_roots(&e) && tls.ca.is_none() {
+            message.push_str(
+                " (no CA bundle where the system keeps it, nor in SSL_CERT_FILE/SSL_CERT_DIR; \
+                 install one, or set OS_CACERT or clouds.yaml cacert)",
+            );
+        }
+        builder_error(message)
+    })
+}
+
+fn no_system_roots(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        if let Some(rustls::Error::General(m)) = err.downcast_ref::<rustls::Error>()
+            && m.contains("No CA certificates")
+        {
+            return true;
+        }
+        cur = err.source();
+    }
+    false
 }
 
 /// Where a Neutron request goes: a path under the endpoint, or the `next` link of a page,
@@ -126,7 +174,7 @@ impl OpenStack {
                 // fresh one; a write's outcome is unknown and is left to the reconcile,
                 // which looks before it writes again.
                 Err(e) if method == Method::GET && !e.is_timeout() && !retried_transport => {
-                    tracing::debug!(path, error = %crate::error::error_chain(&e), "GET failed on the connection; retrying once");
+                    tracing::debug!(path, error = %error_chain(&e), "GET failed on the connection; retrying once");
                     retried_transport = true;
                     continue;
                 }
@@ -231,12 +279,52 @@ pub(super) fn transport(method: &str, path: &str, e: reqwest::Error) -> CloudErr
             path: path.into(),
         }
     } else {
+        let mut message = error_chain(&e);
+        match refused_certificate(&e) {
+            None => {}
+            Some(rustls::CertificateError::UnknownIssuer) => message.push_str(
+                " (no trusted CA signed the server's certificate; if a private CA did, set \
+                 OS_CACERT or clouds.yaml cacert to that CA's PEM bundle)",
+            ),
+            Some(
+                rustls::CertificateError::NotValidForName
+                | rustls::CertificateError::NotValidForNameContext { .. },
+            ) => message.push_str(
+                " (the server's certificate is for another name: the URL, from OS_AUTH_URL or \
+                 the catalog, must name the host as the certificate does)",
+            ),
+            Some(_) => message.push_str(" (the server's TLS certificate was refused)"),
+        }
         CloudError::Transport {
             method: method.into(),
             path: path.into(),
-            message: crate::error::error_chain(&e),
+            message,
         }
     }
+}
+
+/// Why rustls refused the server's certificate, if that is somewhere down the error's causes.
+/// The rustls error sits inside `io::Error`s (two, nested, with reqwest 0.13), whose `source()`
+/// skips what they wrap, so each is looked into.
+fn refused_certificate<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a rustls::CertificateError> {
+    let mut cur = Some(e);
+    while let Some(err) = cur {
+        let mut inner: Option<&'a (dyn std::error::Error + 'static)> = Some(err);
+        while let Some(i) = inner {
+            if let Some(rustls::Error::InvalidCertificate(why)) = i.downcast_ref::<rustls::Error>()
+            {
+                return Some(why);
+            }
+            inner = i
+                .downcast_ref::<std::io::Error>()
+                .and_then(|io| io.get_ref())
+                .map(|w| w as &(dyn std::error::Error + 'static));
+        }
+        cur = err.source();
+    }
+    None
 }
 
 #[derive(Debug, Error)]
@@ -276,39 +364,37 @@ fn shown(href: &str) -> String {
 }
 
 /// The URL to send a page's `next` link to and its path relative to `endpoint`, or why it is
-/// refused. It must be on the endpoint's scheme, host and port and under its path: the
-/// request carries the token, and the link is whatever the server (or a proxy) wrote.
+/// refused. Only the link's path and query are taken, and sent to our own endpoint: Neutron
+/// builds the link from the request's Host header and its own scheme, so behind a proxy that
+/// terminates TLS it says `http://` (or the proxy's inner host) for an `https://` endpoint,
+/// and scheme, host and port are whatever the server (or the proxy) wrote. The token thus
+/// never goes anywhere but the endpoint. The path must lie under the endpoint's path, so a
+/// link cannot steer the token to another API behind the same host either.
 pub(super) fn next_under(href: &str, endpoint: &str) -> Result<(String, String), String> {
     let refused = || {
         format!(
-            "the next link {} is not under the Neutron endpoint {endpoint}; not following it",
+            "the next link {} is not under the Neutron endpoint's path ({endpoint}); not following it",
             shown(href)
         )
     };
     let base = Url::parse(endpoint)
         .map_err(|e| format!("the Neutron endpoint {endpoint} is not a URL: {e}"))?;
     // Parsing also resolves `..` and `%2e%2e` segments, so the prefix test sees the real path.
-    let mut url = base.join(href).map_err(|_| refused())?;
-    let same_origin = url.scheme() == base.scheme()
-        && url.host_str() == base.host_str()
-        && url.port_or_known_default() == base.port_or_known_default()
-        && url.username() == base.username()
-        && url.password() == base.password();
+    let url = base.join(href).map_err(|_| refused())?;
     let prefix = base.path().trim_end_matches('/');
-    let rest = url
+    let mut path = url
         .path()
         .strip_prefix(prefix)
         .filter(|r| r.is_empty() || r.starts_with('/'))
-        .map(str::to_string);
-    let Some(mut path) = rest.filter(|_| same_origin) else {
-        return Err(refused());
-    };
+        .map(str::to_string)
+        .ok_or_else(refused)?;
     if let Some(q) = url.query() {
         path.push('?');
         path.push_str(q);
     }
-    url.set_fragment(None);
-    Ok((url.to_string(), path))
+    // `endpoint` is Neutron's base without a trailing slash (session::neutron_base) and
+    // `path` is empty or starts with '/', as for every other call.
+    Ok((format!("{}{path}", endpoint.trim_end_matches('/')), path))
 }
 
 #[derive(Deserialize)]
@@ -429,23 +515,40 @@ mod tests {
     }
 
     #[test]
-    fn next_links_elsewhere_are_refused() {
+    fn next_links_go_to_our_endpoint_whatever_their_origin() {
+        // Behind a proxy that terminates TLS, Neutron writes its own scheme and the Host it
+        // was sent; another host, port or user info changes nothing either: only the path
+        // and query are kept, and they go to the endpoint.
+        const TLS: &str = "https://neutron.example:13696/v2.0";
         for href in [
-            "http://127.0.0.1:9697/v2.0/ports?marker=a",
-            "https://127.0.0.1:9696/v2.0/ports?marker=a",
-            "http://localhost:9696/v2.0/ports?marker=a",
-            "http://evil.example/v2.0/ports",
+            "http://neutron.example:13696/v2.0/ports?marker=a",
+            "http://127.0.0.1:9696/v2.0/ports?marker=a",
+            "https://evil.example/v2.0/ports?marker=a",
+            "http://user:pw@neutron.example/v2.0/ports?marker=a",
+            "//evil.example/v2.0/ports?marker=a#frag",
+        ] {
+            let (url, path) = next_under(href, TLS).expect(href);
+            assert_eq!(
+                url, "https://neutron.example:13696/v2.0/ports?marker=a",
+                "{href}"
+            );
+            assert_eq!(path, "/ports?marker=a", "{href}");
+        }
+    }
+
+    #[test]
+    fn next_links_outside_the_endpoint_path_are_refused() {
+        for href in [
             "http://127.0.0.1:9696/v2.1/ports",
             "http://127.0.0.1:9696/v2.0evil/ports",
             "http://127.0.0.1:9696/v2.0/../identity/v3",
             "http://127.0.0.1:9696/v2.0/%2e%2e/x",
-            "http://user:pw@127.0.0.1:9696/v2.0/ports",
-            "//evil.example/v2.0/ports",
+            "http://evil.example/identity/v3/auth/tokens",
             "ports?marker=a",
         ] {
             let err = next_under(href, EP).expect_err(href);
             assert!(
-                err.contains("not under the Neutron endpoint"),
+                err.contains("not under the Neutron endpoint's path"),
                 "{href}: {err}"
             );
         }

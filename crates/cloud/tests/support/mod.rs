@@ -8,8 +8,10 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use bnerd_cloud::{AuthConfig, AuthMethod, OpenStack, SecretString};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls;
 
 /// The token the server hands out: recognisable, so a test can check no message carries it.
 pub const TOKEN: &str = "tok-7f3a9c-must-never-leak";
@@ -105,6 +107,8 @@ pub struct Seen {
     pub drop_once: Vec<String>,
     /// Body bytes written by `Reply::Chunked` answers.
     pub streamed: usize,
+    /// TLS handshakes that failed (the client refused our certificate, say).
+    pub tls_failures: usize,
 }
 
 type Handler = Arc<dyn Fn(&Request) -> Reply + Send + Sync>;
@@ -112,19 +116,38 @@ type Handler = Arc<dyn Fn(&Request) -> Reply + Send + Sync>;
 pub struct Server {
     pub addr: SocketAddr,
     pub seen: Arc<Mutex<Seen>>,
+    scheme: &'static str,
 }
 
 impl Server {
     pub async fn start(handler: impl Fn(&Request) -> Reply + Send + Sync + 'static) -> Server {
+        Self::listen(handler, None).await
+    }
+
+    /// The same server behind TLS with `cert`: what the client sees of a cloud whose proxy
+    /// terminates TLS (the handler still builds links as `http://<Host>`, as Neutron does
+    /// there).
+    pub async fn start_tls(
+        cert: &ServerCert,
+        handler: impl Fn(&Request) -> Reply + Send + Sync + 'static,
+    ) -> Server {
+        Self::listen(handler, Some(TlsAcceptor::from(cert.config.clone()))).await
+    }
+
+    async fn listen(
+        handler: impl Fn(&Request) -> Reply + Send + Sync + 'static,
+        tls: Option<TlsAcceptor>,
+    ) -> Server {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let seen = Arc::new(Mutex::new(Seen::default()));
-        tokio::spawn(serve(listener, seen.clone(), Arc::new(handler)));
-        Server { addr, seen }
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        tokio::spawn(serve(listener, seen.clone(), Arc::new(handler), tls));
+        Server { addr, seen, scheme }
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", self.scheme, self.addr)
     }
 
     /// A client whose Keystone and Neutron are both this server.
@@ -161,7 +184,14 @@ pub fn client(keystone: &str, neutron: &str) -> OpenStack {
 }
 
 pub fn client_as(keystone: &str, neutron: &str, username: &str) -> OpenStack {
-    let auth = AuthConfig {
+    OpenStack::new(auth_config(keystone, username))
+        .unwrap()
+        .with_neutron_url(neutron)
+}
+
+/// The password credential these tests use, on `keystone` (its `/v3`), with default TLS.
+pub fn auth_config(keystone: &str, username: &str) -> AuthConfig {
+    AuthConfig {
         auth_url: format!("{keystone}/v3"),
         region: None,
         interface: "public".into(),
@@ -173,11 +203,16 @@ pub fn client_as(keystone: &str, neutron: &str, username: &str) -> OpenStack {
             project_name: None,
             project_domain_name: "Default".into(),
         },
-    };
-    OpenStack::new(auth).unwrap().with_neutron_url(neutron)
+        tls: Default::default(),
+    }
 }
 
-async fn serve(listener: TcpListener, seen: Arc<Mutex<Seen>>, handler: Handler) {
+async fn serve(
+    listener: TcpListener,
+    seen: Arc<Mutex<Seen>>,
+    handler: Handler,
+    tls: Option<TlsAcceptor>,
+) {
     loop {
         let Ok((sock, _)) = listener.accept().await else {
             return;
@@ -190,14 +225,32 @@ async fn serve(listener: TcpListener, seen: Arc<Mutex<Seen>>, handler: Handler) 
             s.connections += 1;
             s.connections
         };
-        tokio::spawn(connection(sock, n, seen.clone(), handler.clone()));
+        let (seen, handler) = (seen.clone(), handler.clone());
+        match tls.clone() {
+            None => {
+                tokio::spawn(connection(sock, n, seen, handler));
+            }
+            Some(acceptor) => {
+                tokio::spawn(async move {
+                    match acceptor.accept(sock).await {
+                        Ok(stream) => connection(stream, n, seen, handler).await,
+                        Err(_) => seen.lock().unwrap().tls_failures += 1,
+                    }
+                });
+            }
+        }
     }
 }
 
 /// Keep-alive until the client goes away; never closes an idle connection itself, so any
 /// second connection is the client's choice.
-async fn connection(sock: TcpStream, n: usize, seen: Arc<Mutex<Seen>>, handler: Handler) {
-    let (r, mut w) = sock.into_split();
+async fn connection(
+    sock: impl AsyncRead + AsyncWrite + Send + 'static,
+    n: usize,
+    seen: Arc<Mutex<Seen>>,
+    handler: Handler,
+) {
+    let (r, mut w) = tokio::io::split(sock);
     let mut r = BufReader::new(r);
     loop {
         let mut line = String::new();
@@ -293,6 +346,72 @@ async fn connection(sock: TcpStream, n: usize, seen: Arc<Mutex<Seen>>, handler: 
                     return;
                 }
             }
+        }
+    }
+}
+
+/// A CA made for one test, and what it signs.
+pub struct TestCa {
+    issuer: rcgen::CertifiedIssuer<'static, rcgen::KeyPair>,
+}
+
+/// A server certificate and key, ready for a TLS listener.
+pub struct ServerCert {
+    pub config: Arc<rustls::ServerConfig>,
+}
+
+impl TestCa {
+    pub fn new(name: &str) -> TestCa {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, name);
+        params.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::CrlSign,
+        ];
+        let key = rcgen::KeyPair::generate().unwrap();
+        TestCa {
+            issuer: rcgen::CertifiedIssuer::self_signed(params, key).unwrap(),
+        }
+    }
+
+    pub fn pem(&self) -> String {
+        self.issuer.pem()
+    }
+
+    /// Writes the CA's PEM into `dir` and returns the path, as OS_CACERT takes it.
+    pub fn write_pem(&self, dir: &std::path::Path) -> std::path::PathBuf {
+        std::fs::create_dir_all(dir).unwrap();
+        let path = dir.join("ca.pem");
+        std::fs::write(&path, self.pem()).unwrap();
+        path
+    }
+
+    /// A server certificate for these names (DNS names or IP addresses).
+    pub fn server_cert(&self, names: &[&str]) -> ServerCert {
+        let mut params =
+            rcgen::CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, names[0]);
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+        let key = rcgen::KeyPair::generate().unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![cert.der().clone(), self.issuer.der().clone()],
+                rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+            )
+            .unwrap();
+        ServerCert {
+            config: Arc::new(config),
         }
     }
 }
