@@ -68,5 +68,7 @@ rm -f "$CHART_LOG"
 
 step "benchmark: OpenStack calls per converge / resync"
 cargo bench -q -p bnerd-vpn-operator --bench calls 2>/dev/null | grep -v '^$'
+step "benchmark: estate scale (1000 links, 1000 gateways, fake cloud; docs/performance.md)"
+cargo bench -q -p bnerd-vpn-operator --bench estate 2>/dev/null | grep -v '^$'
 step "done"
 echo "${passed} passed, ${failed} failed, ${skipped} skipped"

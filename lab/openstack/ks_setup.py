@@ -11,11 +11,12 @@ JSON file is the single place their secrets are kept (up.sh's "already up"
 path re-reads it to rewrite lab.env).
 
 `ks_setup.py --ensure-policy-priv` (up.sh's "already up" path) only makes sure
-the policy-privileged identity exists (role, user, app cred; see
-POLICY_PRIV_ROLE) and adds it to keystone.json: a lab started before it existed
-gains it without a restart, and every other app cred keeps its ID and secret
-(tests running at that moment hold them). It also ensures the TLS region
-(ensure_tls_catalog), which changes no other endpoint.
+the identities added after the first labs were started exist — the
+policy-privileged identity (role, user, app cred; see POLICY_PRIV_ROLE) and the
+estate-scale project (SCALE_PROJECT) — and adds them to keystone.json: a lab
+started before they existed gains them without a restart, and every other app
+cred keeps its ID and secret (tests running at that moment hold them). It also
+ensures the TLS region (ensure_tls_catalog), which changes no other endpoint.
 """
 import json
 import os
@@ -41,7 +42,11 @@ POLICY_PRIV_ROLE = os.environ.get("OSLAB_POLICY_PRIV_ROLE", "net_operator")
 
 # Fixed test credentials of the lab (no real system behind them).
 ADMIN = {"username": "admin", "password": "adminpass", "project": "admin"}
-PROJECTS = ("service", "operator", "customer", "customer2")
+# The estate-scale tests' own project: neutron_setup.py raises its router_route quota (50+
+# routes on one gateway router), which the operator project keeps at Neutron's default 30
+# (the parity table observes that limit there).
+SCALE_PROJECT = "scale"
+PROJECTS = ("service", "operator", "customer", "customer2", SCALE_PROJECT)
 # name -> (password, project, [roles in that project])
 USERS = {
     "neutron": ("neutronpass", "service", ["admin", "service"]),
@@ -49,6 +54,7 @@ USERS = {
     "operator-admin": ("operatoradminpass", "operator", ["admin"]),
     "customer": ("customerpass", "customer", ["member"]),
     "customer2": ("customer2pass", "customer2", ["member"]),
+    SCALE_PROJECT: ("scalepass", SCALE_PROJECT, ["member"]),
     # privileged customer identity: its app cred is what the operator must refuse
     "customer-admin": ("customeradminpass", "customer", ["admin"]),
     # privileged by policy only (POLICY_PRIV_ROLE): the name check cannot see it
@@ -179,12 +185,26 @@ def write_json(out):
     print(f"ks_setup: wrote {path}", file=sys.stderr)
 
 
+def ensure_scale(ks):
+    """The estate-scale project and its member user; True when keystone.json changed."""
+    if SCALE_PROJECT in ks["projects"] and SCALE_PROJECT in ks["users"]:
+        return False
+    ks["projects"][SCALE_PROJECT] = ensure("projects", "project", SCALE_PROJECT,
+                                           {"domain_id": "default"})
+    uid = ensure_user(SCALE_PROJECT, ks["projects"], ks["roles"])
+    ks["users"][SCALE_PROJECT] = user_entry(SCALE_PROJECT, {SCALE_PROJECT: uid})
+    print(f"ks_setup: project and user {SCALE_PROJECT} created", file=sys.stderr)
+    return True
+
+
 def ensure_policy_priv():
-    """Only the policy-privileged identity, into an existing keystone.json; the other app
+    """Only the identities added later, into an existing keystone.json; the other app
     creds are left exactly as they are."""
     path = os.path.join(os.environ["LAB"], "run", "keystone.json")
     with open(path) as f:
         ks = json.load(f)
+    if ensure_scale(ks):
+        write_json(ks)
     have = ks["app_creds"].get(POLICY_PRIV_KEY)
     if have:
         tok = app_cred_token(have["id"], have["secret"], must_work=False)

@@ -37,6 +37,11 @@ TLS_NEUTRON_URL = f"https://127.0.0.1:{os.environ.get('OSLAB_TLS_NEUTRON_PORT', 
 TLS_REGION = os.environ.get("OSLAB_TLS_REGION", "RegionTLS")
 
 QUOTA = {"network": -1, "subnet": -1, "port": -1, "router": -1, "rbac_policy": -1}
+# The estate-scale project's routes per router, raised as an estate with many ClusterLinks
+# raises it for its gateway router ([QUOTAS] quota_router_route, Neutron's former
+# max_routes). Per project through the quota API, so the lab needs no restart, and the
+# operator project keeps Neutron's default 30 (the parity table observes that limit).
+SCALE_ROUTES = 1100
 REQUIRED_EXTENSIONS = ("router", "extraroute", "extraroute-atomic", "standard-attr-tag",
                        "tag-creation", "rbac-policies", "standard-attr-revisions",
                        "revision-if-match", "quotas")
@@ -97,6 +102,13 @@ for p in ("operator", "customer", "customer2"):
     if bad:
         die(f"quota of {p} not unlimited after PUT: {bad}")
 log("quotas unlimited (-1) for operator, customer, customer2: " + ",".join(QUOTA))
+if "scale" in proj:
+    want = {**QUOTA, "router_route": SCALE_ROUTES}
+    call(admin_tok, "PUT", f"/quotas/{proj['scale']}", "set quota scale", json={"quota": want})
+    got = call(admin_tok, "GET", f"/quotas/{proj['scale']}", "get quota scale")["quota"]
+    if got.get("router_route") != SCALE_ROUTES:
+        die(f"router_route quota of scale is {got.get('router_route')}, wanted {SCALE_ROUTES}")
+    log(f"quotas of scale: unlimited, router_route {SCALE_ROUTES}")
 
 # ---- 2. extensions --------------------------------------------------------------
 op_user = users["operator"]
@@ -215,6 +227,8 @@ ac_block("LAB_CUSTOMER", "customer")
 user_block("LAB_CUSTOMER2", "customer2")
 ac_block("LAB_CUSTOMER2", "customer2")
 user_block("LAB_CUSTOMER_ADMIN", "customer-admin")
+if "scale" in users:
+    user_block("LAB_SCALE", "scale")
 ac_block("LAB_CUSTOMER_PRIV", "customer_priv")
 ac_block("LAB_CUSTOMER_POLICYPRIV", "customer_policypriv")
 ac_block("LAB_CUSTOMER_REVOKED", "customer_revoked")

@@ -1,5 +1,11 @@
 //! Kubernetes glue: watch ClusterLinks, run the engine through the finalizer, write status
-//! with server-side apply, publish Events for condition transitions.
+//! with server-side apply, publish Events for condition transitions. A converged link's
+//! resync goes through the window's shared snapshot (`engine::resync`); reverse targets come
+//! from the gateway index (`gateways`).
+//!
+//! Past 500 lines because every piece of the finalizer's two arms (apply, and remove with its
+//! cross-tenant hold/abandon) shares the status, Event and backoff helpers here; splitting
+//! them would only move those helpers to a module both halves import.
 
 use std::sync::Arc;
 
@@ -21,17 +27,18 @@ use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use thiserror::Error;
-use tracing::{Instrument, info, warn};
+use tracing::{Instrument, debug, info, warn};
 
 use crate::backoff::Backoff;
 use crate::config::Config;
 use crate::customers::CustomerClients;
 use crate::engine::plan::unwind::abandoned;
+use crate::engine::resync::{Resynced, Snapshots, aligned_requeue, resync_from, resync_window};
 use crate::engine::{
     Engine, GatewayProblem, Held, Input, OperatorIdentity, Peer, Retry, deleting_status,
     failed_status, reconcile_cross_tenant, transitions, unwind, unwind_cross_tenant,
 };
-use crate::gateways::{fan_out, reverse_targets};
+use crate::gateways::{NotSynced, TargetIndex, fan_out};
 use crate::health::Health;
 use crate::metrics::{Metrics, ReconcileResult};
 
@@ -45,7 +52,13 @@ pub enum Error {
     Unwind(String),
     #[error("object has no metadata.uid")]
     NoUid,
+    #[error(transparent)]
+    Targets(#[from] NotSynced),
 }
+
+/// How long a reconcile waits for the gateway index's first sync before it gives up and is
+/// retried (the unwind must never read an unsynced index as "no targets").
+const TARGETS_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub struct Context {
     pub client: Client,
@@ -59,6 +72,10 @@ pub struct Context {
     pub recorder: Recorder,
     pub backoff: Backoff,
     pub links: Store<ClusterLink>,
+    /// Every gateway's reverse target, kept by the gateway watches.
+    pub targets: TargetIndex,
+    /// The resync window's shared reads (engine::resync).
+    pub snapshots: Snapshots,
     pub metrics: Arc<Metrics>,
 }
 
@@ -139,10 +156,19 @@ async fn apply(
 ) -> Result<Action, Error> {
     let name = link.name_any();
     let status = link.status.clone().unwrap_or_default();
-    let peers = peers_of(&link, &ctx.links.state());
-    let targets = reverse_targets(&ctx.client).await?;
+    let all = ctx.links.state();
+    let peers = peers_of(&link, &all);
+    let targets = ctx.targets.current(TARGETS_WAIT).await?;
     let input = link_input(&link, &status, &peers, &targets)?;
-    let outcome = if link.is_cross_tenant() {
+    let converged = was_converged(&link, &status);
+    let batched = if converged && !link.is_cross_tenant() {
+        resync_batched(ctx, &all, &input).await
+    } else {
+        None
+    };
+    let outcome = if let Some(outcome) = batched {
+        outcome
+    } else if link.is_cross_tenant() {
         let source = ctx.customers.source(&ctx.client, &name);
         reconcile_cross_tenant(
             ctx.net.as_ref(),
@@ -170,7 +196,7 @@ async fn apply(
     }
     ctx.metrics
         .link_conditions(&name, &outcome.status.conditions);
-    if was_converged(&link, &status) {
+    if converged {
         for a in &outcome.actions {
             ctx.metrics.drift_repaired(a.kind.as_str());
         }
@@ -205,7 +231,11 @@ async fn apply(
     Ok(match outcome.retry {
         Retry::Resync => {
             ctx.backoff.reset(&name);
-            Action::requeue(ctx.config.resync_interval)
+            // Onto a shared window boundary, so the next resyncs share one snapshot.
+            Action::requeue(aligned_requeue(
+                ctx.config.resync_interval,
+                std::time::SystemTime::now(),
+            ))
         }
         Retry::Backoff => Action::requeue(ctx.backoff.next_delay(&name)),
         Retry::After(d) => {
@@ -213,6 +243,46 @@ async fn apply(
             Action::requeue(d)
         }
     })
+}
+
+/// A converged same-tenant link, checked from the window's shared snapshot. `None`: reconcile
+/// it on its own (the snapshot could not be taken, or the link needs more than route writes).
+async fn resync_batched(
+    ctx: &Context,
+    all: &[Arc<ClusterLink>],
+    input: &crate::engine::Input<'_>,
+) -> Option<crate::engine::Outcome> {
+    let routers = || {
+        all.iter()
+            .filter(|l| !l.is_cross_tenant())
+            .filter_map(|l| l.status.as_ref()?.service_router_id.clone())
+            .collect()
+    };
+    let snap = match ctx
+        .snapshots
+        .get(ctx.net.as_ref(), &ctx.fabric, routers)
+        .await
+    {
+        Ok(s) => s,
+        Err(e) => {
+            debug!(clusterlink = %input.name, error = %e, "resync snapshot failed; reconciling on its own");
+            ctx.metrics.resynced("per_link");
+            return None;
+        }
+    };
+    match resync_from(&snap, ctx.net.as_ref(), &ctx.fabric, input).await {
+        Resynced::Done { outcome, writes } => {
+            debug!(clusterlink = %input.name, writes, "resynced from the window's snapshot");
+            ctx.metrics
+                .resynced(if writes == 0 { "snapshot" } else { "replayed" });
+            Some(*outcome)
+        }
+        Resynced::PerLink(why) => {
+            debug!(clusterlink = %input.name, why = %why, "resync falls back to the per-link path");
+            ctx.metrics.resynced("per_link");
+            None
+        }
+    }
 }
 
 async fn publish(
@@ -346,11 +416,8 @@ async fn remove(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> 
     let status = link.status.clone().unwrap_or_default();
     let engine = Engine::same_tenant(ctx.net.as_ref(), &ctx.fabric);
     // Routes matching a current reverse target go before the detach even when status lost
-    // them; a failed list only means relying on status.
-    let targets = reverse_targets(&ctx.client).await.unwrap_or_else(|e| {
-        warn!(clusterlink = %name, error = %e, "listing gateways for the unwind failed; removing the reverse routes status records");
-        vec![]
-    });
+    // them: an index not yet synced is an error (retried), never "no targets".
+    let targets = ctx.targets.current(TARGETS_WAIT).await?;
     let input = link_input(&link, &status, &[], &targets)?;
     let unwound = if link.is_cross_tenant() {
         let source = ctx.customers.source(&ctx.client, &name);
@@ -498,6 +565,7 @@ pub async fn run(
         controller: "bnerd-vpn-operator".into(),
         instance: std::env::var("POD_NAME").ok(),
     };
+    let window = resync_window(config.resync_interval);
     let ctx = Arc::new(Context {
         recorder: Recorder::new(client.clone(), reporter),
         client,
@@ -508,14 +576,21 @@ pub async fn run(
         config,
         backoff: Backoff::default(),
         links: controller.store(),
+        targets: TargetIndex::new(),
+        snapshots: Snapshots::new(window),
         metrics: observers.metrics,
     });
     let store = ctx.links.clone();
+    let index = ctx.targets.clone();
     let health = observers.health;
+    // Ready once the links and both gateway kinds are listed: before that a reconcile could
+    // only wait for them.
     let synced = async move {
         if store.wait_until_ready().await.is_ok() {
-            health.set_synced(true);
             info!("ClusterLink cache synced");
+            index.wait_synced().await;
+            health.set_synced(true);
+            info!("gateway index synced");
         }
         std::future::pending::<()>().await
     };
@@ -523,7 +598,7 @@ pub async fn run(
         let _ = stop.wait_for(|s| *s).await;
     };
     let run = controller
-        .reconcile_all_on(fan_out(ctx.client.clone()))
+        .reconcile_all_on(fan_out(ctx.client.clone(), ctx.targets.clone()))
         .graceful_shutdown_on(stopped)
         .run(reconcile, error_policy, ctx)
         .for_each(|res| async move {

@@ -1,15 +1,27 @@
-//! The gateways' side of reverse routes: listing every VPNGateway/IPsecGateway that needs one,
-//! and the estate-wide fan-out the spec asks for. A gateway gaining or losing reverse
-//! exposures, changing the CIDR or address they route to, or being deleted re-triggers every
-//! ClusterLink at once instead of waiting for the resync.
+//! The gateways' side of reverse routes: a watch-fed index of every VPNGateway/IPsecGateway
+//! that needs one, and the estate-wide fan-out the spec asks for. A gateway gaining or losing
+//! reverse exposures, changing the CIDR or address they route to, or being deleted re-triggers
+//! every ClusterLink at once instead of waiting for the resync.
+//!
+//! One watch per gateway kind feeds both: the index every reconcile reads from memory (a
+//! fan-out over N links used to cost 2N cluster-wide LISTs), and the trigger stream. The index
+//! keeps only what a gateway asks of the links (a [`ReverseTarget`], ~100 bytes) rather than a
+//! reflector store of whole objects, whose status and spec can be kilobytes each: an estate
+//! with 1000 gateways, of which a handful have reverse exposures, costs a few KiB.
+//!
+//! A kind is "unknown" until its first list completes. The unwind removes reverse routes by
+//! matching targets, so an unknown kind is never read as "no targets": readers wait for the
+//! index, and give up with an error (the reconcile is retried) rather than guess.
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use bnerd_api::gateway::{GATEWAY_KINDS, ReverseTarget, reverse_target};
 use futures::{Stream, StreamExt, stream};
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
+use thiserror::Error;
 use tracing::{debug, info, warn};
 
 pub use bnerd_api::gateway::resource;
@@ -24,8 +36,9 @@ fn target_of(kind: &str, obj: &DynamicObject) -> Option<ReverseTarget> {
     )
 }
 
-/// Every gateway with reverse exposures, either kind, any namespace. A kind whose CRD is
-/// not installed simply contributes none.
+/// Every gateway with reverse exposures, either kind, any namespace, by two LISTs. A kind
+/// whose CRD is not installed simply contributes none. The operator reads [`TargetIndex`]
+/// instead; this is for one-shot callers (tests, tools).
 pub async fn reverse_targets(client: &Client) -> Result<Vec<ReverseTarget>, kube::Error> {
     let mut out = vec![];
     for (kind, plural) in GATEWAY_KINDS {
@@ -41,6 +54,88 @@ pub async fn reverse_targets(client: &Client) -> Result<Vec<ReverseTarget>, kube
     Ok(out)
 }
 
+/// The index is not synced: some gateway kind has not been listed yet (or its watch keeps
+/// failing for a reason other than a missing CRD, e.g. RBAC).
+#[derive(Debug, Error)]
+#[error("gateway index not synced after {waited:?}: still waiting for the first list of {kinds}")]
+pub struct NotSynced {
+    pub waited: Duration,
+    pub kinds: String,
+}
+
+/// Per kind: `None` until its first list completed; a kind whose CRD is missing is synced
+/// and empty.
+type Kinds = BTreeMap<&'static str, Option<BTreeMap<String, ReverseTarget>>>;
+
+/// The estate's reverse targets, kept current by the gateway watches ([`fan_out`]).
+#[derive(Clone)]
+pub struct TargetIndex {
+    tx: std::sync::Arc<tokio::sync::watch::Sender<Kinds>>,
+}
+
+impl Default for TargetIndex {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TargetIndex {
+    pub fn new() -> Self {
+        let kinds: Kinds = GATEWAY_KINDS.iter().map(|(k, _)| (*k, None)).collect();
+        Self {
+            tx: std::sync::Arc::new(tokio::sync::watch::Sender::new(kinds)),
+        }
+    }
+
+    /// Replace what one kind asks for (after its list, or after a change).
+    pub fn set(&self, kind: &'static str, targets: BTreeMap<String, ReverseTarget>) {
+        self.tx.send_modify(|k| {
+            k.insert(kind, Some(targets));
+        });
+    }
+
+    pub fn synced(&self) -> bool {
+        self.tx.borrow().values().all(Option::is_some)
+    }
+
+    /// Wait until every kind has been listed once.
+    pub async fn wait_synced(&self) {
+        let mut rx = self.tx.subscribe();
+        // The sender lives as long as `self`: wait_for cannot fail while we hold it.
+        let _ = rx.wait_for(|k| k.values().all(Option::is_some)).await;
+    }
+
+    /// Every current target, sorted; waits up to `wait` for the index to sync and refuses to
+    /// answer before (an empty answer would read as "no gateway needs a route").
+    pub async fn current(&self, wait: Duration) -> Result<Vec<ReverseTarget>, NotSynced> {
+        if tokio::time::timeout(wait, self.wait_synced())
+            .await
+            .is_err()
+        {
+            let kinds: Vec<&str> = self
+                .tx
+                .borrow()
+                .iter()
+                .filter(|(_, v)| v.is_none())
+                .map(|(k, _)| *k)
+                .collect();
+            return Err(NotSynced {
+                waited: wait,
+                kinds: kinds.join(", "),
+            });
+        }
+        let mut out: Vec<ReverseTarget> = self
+            .tx
+            .borrow()
+            .values()
+            .flatten()
+            .flat_map(|m| m.values().cloned())
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+}
+
 /// What each gateway of one kind asks of the links, keyed by namespace/name. Feeding it watch
 /// events says whether the estate's reverse targets changed.
 #[derive(Debug, Default)]
@@ -50,6 +145,14 @@ pub struct TargetTracker {
 }
 
 impl TargetTracker {
+    /// What the gateways of this kind ask for now, by namespace/name.
+    pub fn targets(&self) -> BTreeMap<String, ReverseTarget> {
+        self.known
+            .iter()
+            .filter_map(|(k, t)| t.clone().map(|t| (k.clone(), t)))
+            .collect()
+    }
+
     /// Record one event; true when it changed what some gateway asks for.
     pub fn observe(&mut self, event: watcher::Event<(String, Option<ReverseTarget>)>) -> bool {
         match event {
@@ -103,24 +206,40 @@ fn crd_missing(e: &watcher::Error) -> bool {
     matches!(e, watcher::Error::InitialListFailed(kube::Error::Api(s)) | watcher::Error::WatchStartFailed(kube::Error::Api(s)) if s.code == 404)
 }
 
-/// One `()` per change of the estate's reverse targets, from watches on both gateway kinds.
-/// A kind whose CRD is missing keeps retrying with the watcher's backoff, so installing it
-/// later needs no restart.
-pub fn fan_out(client: Client) -> impl Stream<Item = ()> + Send + 'static {
+/// One `()` per change of the estate's reverse targets, from watches on both gateway kinds,
+/// which keep `index` current before each `()` is yielded (so the reconciles it triggers read
+/// the change). A kind whose CRD is missing counts as synced and empty, and keeps retrying
+/// with the watcher's backoff, so installing it later needs no restart.
+pub fn fan_out(client: Client, index: TargetIndex) -> impl Stream<Item = ()> + Send + 'static {
     let per_kind = GATEWAY_KINDS.iter().map(move |(kind, plural)| {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource(kind, plural));
         let mut tracker = TargetTracker::default();
+        let index = index.clone();
+        let kind: &'static str = kind;
         watcher(api, watcher::Config::default())
             .default_backoff()
             .filter_map(move |ev| {
                 let changed = match ev {
-                    Ok(ev) => tracker.observe(project(kind, ev)),
-                    // A kind whose CRD is not installed is normal; anything else (RBAC!)
-                    // silently costs the fan-out, so say it.
+                    Ok(ev) => {
+                        let listed = matches!(ev, watcher::Event::InitDone);
+                        let changed = tracker.observe(project(kind, ev));
+                        // The first list marks the kind synced even when it found nothing.
+                        if changed || listed {
+                            index.set(kind, tracker.targets());
+                        }
+                        changed
+                    }
+                    // A kind whose CRD is not installed is normal: it asks for nothing.
                     Err(e) if crd_missing(&e) => {
                         debug!(kind = %kind, error = %e, "gateway kind not installed");
-                        false
+                        // Only a CRD removed under gateways that had targets changes anything.
+                        let had = !tracker.targets().is_empty();
+                        tracker = TargetTracker::default();
+                        index.set(kind, BTreeMap::new());
+                        had
                     }
+                    // Anything else (RBAC!) silently costs the fan-out, so say it. The index
+                    // keeps what it knew; before the first list it stays unsynced.
                     Err(e) => {
                         warn!(kind = %kind, error = %e, "gateway watch failed; reverse routes follow gateway changes only at the resync interval until it recovers");
                         false
@@ -191,5 +310,40 @@ mod tests {
         // A relist that misses a deletion notices it.
         assert!(!k.observe(Event::Init));
         assert!(k.observe(Event::InitDone));
+    }
+
+    #[tokio::test]
+    async fn an_unsynced_index_never_answers_no_targets() {
+        let index = TargetIndex::new();
+        assert!(!index.synced());
+        // Before both kinds were listed the unwind must not read "no gateway needs a route".
+        let e = index
+            .current(Duration::from_millis(20))
+            .await
+            .expect_err("unsynced");
+        assert!(
+            e.kinds.contains("IPsecGateway") && e.kinds.contains("VPNGateway"),
+            "{e}"
+        );
+        let mut k = TargetTracker::default();
+        k.observe(Event::Init);
+        k.observe(Event::InitApply(t("a", "100.64.1.0/24")));
+        k.observe(Event::InitDone);
+        index.set("IPsecGateway", k.targets());
+        assert!(index.current(Duration::from_millis(20)).await.is_err());
+        // A kind whose CRD is missing is synced and empty.
+        index.set("VPNGateway", BTreeMap::new());
+        let got = index.current(Duration::ZERO).await.expect("synced");
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].service_cidr, "100.64.1.0/24");
+        // A change replaces the kind's targets; a reader waiting for the sync wakes up.
+        index.set("IPsecGateway", BTreeMap::new());
+        assert!(
+            index
+                .current(Duration::ZERO)
+                .await
+                .expect("synced")
+                .is_empty()
+        );
     }
 }

@@ -72,7 +72,7 @@ impl Health {
             return Some(format!("OpenStack not reachable at the last check: {why}"));
         }
         if !self.synced.load(Ordering::Acquire) {
-            return Some("ClusterLink caches not synced yet".into());
+            return Some("caches not synced yet (ClusterLinks, gateway index)".into());
         }
         None
     }

@@ -47,6 +47,11 @@ pub struct KindLabel {
     pub kind: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PathLabel {
+    pub path: &'static str,
+}
+
 /// How a reconcile ended, as the `result` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReconcileResult {
@@ -80,6 +85,7 @@ pub struct Metrics {
     openstack: Family<CallLabels, Counter>,
     conditions: Family<ConditionLabels, Gauge>,
     drift_repairs: Family<KindLabel, Counter>,
+    resyncs: Family<PathLabel, Counter>,
     leader: Gauge,
     fabric_ok: Gauge,
 }
@@ -105,6 +111,7 @@ impl Metrics {
         let openstack = Family::<CallLabels, Counter>::default();
         let conditions = Family::<ConditionLabels, Gauge>::default();
         let drift_repairs = Family::<KindLabel, Counter>::default();
+        let resyncs = Family::<PathLabel, Counter>::default();
         let leader = Gauge::default();
         let fabric_ok = Gauge::default();
         registry.register(
@@ -138,6 +145,11 @@ impl Metrics {
             drift_repairs.clone(),
         );
         registry.register(
+            "bnerd_resyncs",
+            "Resyncs of converged links by path: snapshot (no call), replayed (route writes only), per_link (fresh reads)",
+            resyncs.clone(),
+        );
+        registry.register(
             "bnerd_leader",
             "1 while this replica holds the leader lease and reconciles",
             leader.clone(),
@@ -155,6 +167,7 @@ impl Metrics {
             openstack,
             conditions,
             drift_repairs,
+            resyncs,
             leader,
             fabric_ok,
         }
@@ -216,6 +229,11 @@ impl Metrics {
 
     pub fn drift_repaired(&self, kind: &'static str) {
         self.drift_repairs.get_or_create(&KindLabel { kind }).inc();
+    }
+
+    /// A converged link's resync went `path`: `snapshot`, `replayed` or `per_link`.
+    pub fn resynced(&self, path: &'static str) {
+        self.resyncs.get_or_create(&PathLabel { path }).inc();
     }
 
     pub fn set_leader(&self, leader: bool) {
@@ -306,6 +324,7 @@ mod tests {
         m.set_leader(true);
         m.set_fabric_ok(false);
         m.drift_repaired("RouteInstalled");
+        m.resynced("snapshot");
         let text = m.encode();
         for want in [
             r#"bnerd_openstack_requests_total{service="neutron",operation="GET /v2.0/ports",code="200"} 1"#,
@@ -315,6 +334,7 @@ mod tests {
             "bnerd_leader 1",
             "bnerd_fabric_check_ok 0",
             r#"bnerd_drift_repairs_total{kind="RouteInstalled"} 1"#,
+            r#"bnerd_resyncs_total{path="snapshot"} 1"#,
             "# EOF",
         ] {
             assert!(text.contains(want), "{want} missing from\n{text}");

@@ -13,6 +13,7 @@ mod model;
 mod ops;
 pub mod plan;
 mod report;
+pub mod resync;
 mod reverse_routes;
 mod share;
 mod unwind;

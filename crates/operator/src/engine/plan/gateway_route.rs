@@ -336,5 +336,13 @@ mod tests {
         let f = call_failed(RouteCall::Add, "gw", &e);
         assert_eq!(f.reason, Reason::EnsureRouteFailed);
         assert!(f.retryable && f.message.contains("adding route to gateway router gw"));
+        // Neutron's own text names neither the limit nor the fix; the condition does.
+        assert!(
+            f.message.contains("router_route quota")
+                && f.message.contains("30 per router")
+                && f.message.contains("quota_router_route"),
+            "{}",
+            f.message
+        );
     }
 }

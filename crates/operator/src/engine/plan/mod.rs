@@ -6,6 +6,7 @@
 pub mod credentials;
 pub mod gateway_route;
 pub mod leg;
+pub mod resync;
 pub mod reverse_routes;
 pub mod share;
 pub mod tenant;
@@ -69,9 +70,23 @@ impl StepFail {
     pub(crate) fn cloud(reason: Reason, context: &str, e: &CloudError) -> Self {
         Self {
             reason,
-            message: format!("{context}: {e}"),
+            message: format!("{context}: {e}{}", quota_hint(e)),
             retryable: e.is_retryable(),
         }
+    }
+}
+
+/// What to tell a human when Neutron refuses a route with 409 OverQuota: Neutron's own
+/// message ("Quota exceeded for resources: ['router_route']") names neither the limit nor
+/// the fix, and a gateway router of a large estate reaches the default long before anything
+/// else does. Empty for any other error.
+pub(crate) fn quota_hint(e: &CloudError) -> &'static str {
+    if e.is(bnerd_cloud::NeutronErrorKind::OverQuota) {
+        "; the router holds as many routes as Neutron allows it (the router_route quota, \
+         formerly max_routes: 30 per router by default): an OpenStack admin raises \
+         [QUOTAS] quota_router_route in neutron.conf, or the project's router_route quota"
+    } else {
+        ""
     }
 }
 

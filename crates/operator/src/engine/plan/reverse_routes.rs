@@ -206,8 +206,10 @@ pub(crate) fn add_failed(d: &ReverseRoute, router_id: &str, e: &CloudError) -> G
     GatewayProblem {
         gateway: d.gateway_ref.clone(),
         message: format!(
-            "adding {} via {} to router {router_id}: {e}",
-            d.service_cidr, d.next_hop
+            "adding {} via {} to router {router_id}: {e}{}",
+            d.service_cidr,
+            d.next_hop,
+            super::quota_hint(e)
         ),
         retryable: e.is_retryable(),
     }

@@ -1,0 +1,474 @@
+//! Estate scale (issue 10, item 6): 1000 ClusterLinks and 1000 gateway objects, 25 of them
+//! with reverse exposures, on the fake cloud. Prints a table: time, OpenStack reads and writes
+//! for the first convergence, a full resync per link (the old way) and batched from a resync
+//! snapshot, one gateway change, one changed link, out-of-band drift, and the bench process's
+//! memory. The ClusterLink side is driven as the controller drives it (peers from the link
+//! cache, status kept as the status patch would, converged links through the snapshot); the
+//! apiserver's gateway watch is stood in for by feeding the same watch events to the same
+//! tracker and index the controller uses.
+//!
+//! `cargo bench -p bnerd-vpn-operator --bench estate` (ESTATE_LINKS=n for another size).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bnerd_api::gateway::{ReverseTarget, reverse_target};
+use bnerd_api::{ClusterLink, ClusterLinkSpec};
+use bnerd_cloud::fabric::Fabric;
+use bnerd_cloud::{Neutron, NeutronAdmin, PortQuery, Route};
+use bnerd_cloud_fake::{FakeCloud, FakeNeutron};
+use bnerd_vpn_operator::controller::{link_input, peers_of};
+use bnerd_vpn_operator::engine::resync::{Resynced, Snapshots, resync_from};
+use bnerd_vpn_operator::engine::{Engine, Outcome};
+use bnerd_vpn_operator::gateways::{TargetIndex, TargetTracker};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::watcher::Event;
+use serde_json::json;
+
+const GATEWAYS: usize = 1000;
+const WITH_REVERSE: usize = 25;
+/// A transit subnet with room for 1000 legs (a /24 holds 251).
+const TRANSIT: &str = "10.254.0.0/21";
+
+fn rss_kib(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// user+system CPU time of this process, from /proc/self/stat (clock ticks of 10 ms).
+fn cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+    let f: Vec<u64> = after
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    // Fields 14 and 15 of stat; after the ')' the first field is 3 (state).
+    let ticks = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
+    Duration::from_millis(ticks * 10)
+}
+
+struct Estate {
+    cloud: FakeCloud,
+    net: FakeNeutron,
+    fab: Fabric,
+    links: Vec<Arc<ClusterLink>>,
+}
+
+impl Estate {
+    async fn new(n: usize, max_routes: usize) -> Self {
+        let cloud = FakeCloud::new().max_routes(max_routes);
+        let net = cloud.client("operator");
+        let t = net.create_network("vpn-transit").await.unwrap();
+        let s = net
+            .create_subnet(&t.id, TRANSIT, "10.254.0.1")
+            .await
+            .unwrap();
+        let gw = net.create_router("gw").await.unwrap();
+        net.add_router_subnet(&gw.id, &s.id).await.unwrap();
+        let fab = Fabric::discover(&net, &t.id, &gw.id).await.unwrap();
+        let mut links = vec![];
+        for i in 0..n {
+            let r = net.create_router(&format!("svc{i}")).await.unwrap();
+            let mut l = ClusterLink::new(
+                &format!("l{i}"),
+                ClusterLinkSpec {
+                    service_cluster_router: r.id.clone(),
+                    service_cluster_cidr: format!("10.{}.{}.0/24", 100 + i / 250, i % 250),
+                    ..Default::default()
+                },
+            );
+            l.metadata.uid = Some(format!("00000000-0000-4000-8000-{i:012}"));
+            l.metadata.generation = Some(1);
+            l.metadata.creation_timestamp = Some(Time(
+                Timestamp::from_second(1_700_000_000 + i as i64).unwrap(),
+            ));
+            links.push(Arc::new(l));
+        }
+        Self {
+            cloud,
+            net,
+            fab,
+            links,
+        }
+    }
+
+    /// The per-link path (what every reconcile did before; what a changed link still does).
+    async fn live(&mut self, i: usize, targets: &[ReverseTarget]) -> Outcome {
+        let peers = peers_of(&self.links[i], &self.links);
+        let l = &self.links[i];
+        let status = l.status.clone().unwrap_or_default();
+        let input = link_input(l, &status, &peers, targets).unwrap();
+        let out = Engine::same_tenant(&self.net, &self.fab)
+            .reconcile(&input)
+            .await;
+        Arc::make_mut(&mut self.links[i]).status = Some(out.status.clone());
+        out
+    }
+
+    /// What the controller does for a converged link: the window's snapshot, else per link.
+    /// Returns whether it fell back.
+    async fn batched(&mut self, i: usize, snaps: &Snapshots, targets: &[ReverseTarget]) -> bool {
+        let ids = || {
+            self.links
+                .iter()
+                .filter_map(|l| l.status.as_ref()?.service_router_id.clone())
+                .collect()
+        };
+        let snap = snaps.get(&self.net, &self.fab, ids).await.unwrap();
+        let peers = peers_of(&self.links[i], &self.links);
+        let l = &self.links[i];
+        let status = l.status.clone().unwrap_or_default();
+        let input = link_input(l, &status, &peers, targets).unwrap();
+        match resync_from(&snap, &self.net, &self.fab, &input).await {
+            Resynced::Done { outcome, .. } => {
+                Arc::make_mut(&mut self.links[i]).status = Some(outcome.status);
+                false
+            }
+            Resynced::PerLink(_) => {
+                self.live(i, targets).await;
+                true
+            }
+        }
+    }
+
+    fn ready(&self) -> usize {
+        self.links
+            .iter()
+            .filter(|l| {
+                l.status.as_ref().is_some_and(|s| {
+                    s.conditions
+                        .iter()
+                        .any(|c| c.type_ == "Ready" && c.status == "True")
+                })
+            })
+            .count()
+    }
+
+    fn counts(&self) -> (u64, u64) {
+        self.cloud.read_write_counts()
+    }
+}
+
+/// One row of the table.
+struct Row {
+    what: String,
+    time: Duration,
+    reads: u64,
+    writes: u64,
+    note: String,
+}
+
+fn row(rows: &mut Vec<Row>, what: &str, t: Instant, rw: (u64, u64), note: String) {
+    rows.push(Row {
+        what: what.into(),
+        time: t.elapsed(),
+        reads: rw.0,
+        writes: rw.1,
+        note,
+    });
+}
+
+/// A gateway object as the apiserver would send it; `reverse` gives it an exposure and the
+/// status a reverse route needs.
+fn gateway(g: usize, reverse: bool) -> (String, Option<ReverseTarget>) {
+    let name = format!("gw{g}");
+    let obj = json!({
+        "metadata": {"name": name, "namespace": format!("tenant{}", g % 40)},
+        "spec": {"reverseExposures": if reverse { json!([{"port": 443}]) } else { json!([]) }},
+        "status": {"serviceCIDR": format!("100.64.{}.0/24", g % 250), "portFixedIP": format!("10.254.7.{}", 1 + g % 250)},
+    });
+    let ns = format!("tenant{}", g % 40);
+    (
+        format!("{ns}/{name}"),
+        reverse_target("IPsecGateway", &ns, &name, &obj),
+    )
+}
+
+async fn over_quota() {
+    // An estate whose gateway router was not given more than Neutron's default 30 routes.
+    let mut e = Estate::new(31, 30).await;
+    for i in 0..31 {
+        e.live(i, &[]).await;
+    }
+    let s = e.links[30].status.clone().unwrap_or_default();
+    let c = s
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "RouteInstalled")
+        .unwrap();
+    println!(
+        "\nmax_routes not raised (Neutron default 30), the 31st link: RouteInstalled={} reason={}\n  message: {}",
+        c.status, c.reason, c.message
+    );
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let n: usize = std::env::var("ESTATE_LINKS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_default();
+    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
+    println!("machine: nproc={nproc}, {cpu}");
+    println!("command: cargo bench -p bnerd-vpn-operator --bench estate");
+    println!(
+        "estate: {n} links (one service router each, transit {TRANSIT}), {GATEWAYS} gateway objects, {WITH_REVERSE} with reverse exposures; fake cloud with router_route quota raised to {} (neutron.conf [QUOTAS] quota_router_route)\n",
+        n + 50
+    );
+    let rss0 = rss_kib("VmRSS:");
+    let mut rows = vec![];
+
+    // The gateway watch, stood in for: the initial list of 1000 objects through the tracker
+    // and index the controller uses.
+    let t = Instant::now();
+    let index = TargetIndex::new();
+    let mut tracker = TargetTracker::default();
+    tracker.observe(Event::Init);
+    for g in 0..GATEWAYS {
+        tracker.observe(Event::InitApply(gateway(g, g < WITH_REVERSE)));
+    }
+    tracker.observe(Event::InitDone);
+    index.set("IPsecGateway", tracker.targets());
+    index.set("VPNGateway", BTreeMap::new());
+    let targets = index.current(Duration::ZERO).await.unwrap();
+    assert_eq!(targets.len(), WITH_REVERSE);
+    rows.push(Row {
+        what: format!("gateway index: initial list of {GATEWAYS} objects"),
+        time: t.elapsed(),
+        reads: 0,
+        writes: 0,
+        note: format!(
+            "{} targets; 0 apiserver LISTs per reconcile (was 2)",
+            targets.len()
+        ),
+    });
+
+    let mut e = Estate::new(n, n + 50).await;
+    let rss_fake = rss_kib("VmRSS:");
+    e.cloud.reset_counters();
+    let t = Instant::now();
+    for i in 0..n {
+        e.live(i, &targets).await;
+    }
+    let ready = e.ready();
+    row(
+        &mut rows,
+        "first convergence (per link)",
+        t,
+        e.counts(),
+        format!("{ready}/{n} Ready"),
+    );
+    assert_eq!(ready, n, "estate did not converge");
+    let gw_routes = e
+        .net
+        .get_router(&e.fab.gateway_router_id)
+        .await
+        .unwrap()
+        .routes
+        .len();
+
+    e.cloud.reset_counters();
+    let t = Instant::now();
+    for i in 0..n {
+        e.live(i, &targets).await;
+    }
+    let per_link = e.counts();
+    row(
+        &mut rows,
+        "full resync, per link (before)",
+        t,
+        per_link,
+        format!("+{} apiserver LISTs before the index", 2 * n),
+    );
+
+    let window = Duration::from_secs(30);
+    let snaps = Snapshots::new(window);
+    e.cloud.reset_counters();
+    let t = Instant::now();
+    let mut fell = 0;
+    for i in 0..n {
+        fell += usize::from(e.batched(i, &snaps, &targets).await);
+    }
+    let batched = e.counts();
+    row(
+        &mut rows,
+        "full resync, batched snapshot",
+        t,
+        batched,
+        format!(
+            "{fell} per-link fallbacks; 1 read per {} links",
+            n as u64 / batched.0.max(1)
+        ),
+    );
+    assert!(batched.0 * 50 <= n as u64, "more than 1 read per 50 links");
+    assert_eq!(batched.1, 0);
+
+    // One gateway gains reverse exposures: the watch reports it, every link is re-triggered.
+    let (key, target) = gateway(WITH_REVERSE, true);
+    assert!(tracker.observe(Event::Apply((key, target))));
+    index.set("IPsecGateway", tracker.targets());
+    let targets = index.current(Duration::ZERO).await.unwrap();
+    let snaps = Snapshots::new(window);
+    e.cloud.reset_counters();
+    let t = Instant::now();
+    let mut fell = 0;
+    for i in 0..n {
+        fell += usize::from(e.batched(i, &snaps, &targets).await);
+    }
+    let change = e.counts();
+    row(
+        &mut rows,
+        "one gateway gains reverse exposures",
+        t,
+        change,
+        format!("{} routers' route sets changed; {fell} fallbacks", n),
+    );
+    assert_eq!(
+        change.1, n as u64,
+        "writes != routers whose route set changed"
+    );
+    assert!(change.0 <= n as u64, "reads > links");
+
+    // A gateway without exposures changes (a label, its spec): the tracker sees no change.
+    let (key, target) = gateway(WITH_REVERSE + 10, false);
+    let t = Instant::now();
+    let fan = tracker.observe(Event::Apply((key, target)));
+    rows.push(Row {
+        what: "a gateway without exposures changes".into(),
+        time: t.elapsed(),
+        reads: 0,
+        writes: 0,
+        note: format!("fan-out triggered: {fan}"),
+    });
+
+    // One link changes (a new CIDR): its own reconcile, at once, on the per-link path.
+    let i = n / 2;
+    {
+        let l = Arc::make_mut(&mut e.links[i]);
+        l.spec.service_cluster_cidr = "10.250.0.0/24".into();
+        l.metadata.generation = Some(2);
+    }
+    e.cloud.reset_counters();
+    let t = Instant::now();
+    e.live(i, &targets).await;
+    row(
+        &mut rows,
+        "one link's spec changes (per link, at once)",
+        t,
+        e.counts(),
+        "route moved: remove + add".into(),
+    );
+
+    // Out-of-band drift, found by the next batched resync.
+    let victim = e.links[7].status.clone().unwrap_or_default();
+    let svc = victim.service_router_id.clone().unwrap();
+    let rev = victim.reverse_routes[0].clone();
+    e.net
+        .remove_extraroutes(&svc, &[Route::new(&rev.service_cidr, &rev.next_hop)])
+        .await
+        .unwrap();
+    let gw_route = e.links[9]
+        .status
+        .as_ref()
+        .and_then(|s| s.gateway_route.clone())
+        .unwrap();
+    e.net
+        .remove_extraroutes(
+            &e.fab.gateway_router_id,
+            &[Route::new(&gw_route.destination, &gw_route.nexthop)],
+        )
+        .await
+        .unwrap();
+    let leg = e.links[11]
+        .status
+        .as_ref()
+        .and_then(|s| s.leg_port_id.clone())
+        .unwrap();
+    e.net.set_port_tags(&leg, &[]).await.unwrap();
+    let snaps = Snapshots::new(window);
+    e.cloud.reset_counters();
+    let t = Instant::now();
+    let mut fell = 0;
+    for i in 0..n {
+        fell += usize::from(e.batched(i, &snaps, &targets).await);
+    }
+    let drift = e.counts();
+    row(
+        &mut rows,
+        "resync after drift (2 routes, 1 leg's tags)",
+        t,
+        drift,
+        format!(
+            "{fell} per-link fallback (the tags); {}/{n} Ready",
+            e.ready()
+        ),
+    );
+    assert_eq!(e.ready(), n);
+    let legs = e
+        .net
+        .list_ports(&PortQuery {
+            network_id: Some(e.fab.transit_network_id.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .len();
+
+    // Idle: nothing is scheduled between resyncs; the process should not burn CPU.
+    let c0 = cpu_time();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let idle = cpu_time().saturating_sub(c0);
+
+    println!(
+        "{:<46} {:>10} {:>7} {:>7}  note",
+        "what", "time", "reads", "writes"
+    );
+    for r in &rows {
+        println!(
+            "{:<46} {:>10} {:>7} {:>7}  {}",
+            r.what,
+            format!("{:.1?}", r.time),
+            r.reads,
+            r.writes,
+            r.note
+        );
+    }
+    let rss = rss_kib("VmRSS:");
+    println!(
+        "\ngateway router: {gw_routes} routes; transit network: {legs} ports; per-link resync {} reads vs batched {} ({}x fewer)",
+        per_link.0,
+        batched.0,
+        per_link.0 / batched.0.max(1)
+    );
+    println!(
+        "memory (this bench process, fake cloud included): RSS at start {} MiB, with the fake estate {} MiB, at the end {} MiB, peak {} MiB",
+        rss0 / 1024,
+        rss_fake / 1024,
+        rss / 1024,
+        rss_kib("VmHWM:") / 1024
+    );
+    println!(
+        "idle CPU over 3 s with the estate converged: {:?} ({:.2}%)",
+        idle,
+        idle.as_secs_f64() / 3.0 * 100.0
+    );
+    over_quota().await;
+}

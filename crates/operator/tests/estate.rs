@@ -1,0 +1,399 @@
+//! Estate scale (issue 10, items 5 and 6): the call budgets of the batched resync and of a
+//! gateway change, asserted (the `estate` bench prints the same at 1000 links), and 50 links
+//! applied at once on one transit subnet of the real lab, then deleted at once.
+
+use std::collections::BTreeSet;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bnerd_api::gateway::ReverseTarget;
+use bnerd_api::names::tag_link_uid;
+use bnerd_api::{ClusterLink, GatewayRef};
+use bnerd_cloud::{NeutronAdmin, OpenStack, PortQuery, Route};
+use bnerd_cloud_fake::FakeCloud;
+use bnerd_testkit::{Env, env_on, fake_env_with, lab_client, lab_or_skip, reconcile_one, spec};
+use bnerd_vpn_operator::controller::{link_input, peers_of};
+use bnerd_vpn_operator::engine::resync::{Resynced, Snapshots, resync_from};
+use bnerd_vpn_operator::engine::{Engine, unwind};
+use futures::{FutureExt, StreamExt, stream};
+
+fn target(g: usize) -> ReverseTarget {
+    ReverseTarget {
+        gateway: GatewayRef {
+            kind: "IPsecGateway".into(),
+            namespace: "vpn".into(),
+            name: format!("gw{g}"),
+        },
+        service_cidr: format!("100.64.{g}.0/24"),
+        port_fixed_ip: format!("10.254.0.{}", 240 + g),
+    }
+}
+
+fn ready(l: &ClusterLink) -> bool {
+    l.status.as_ref().is_some_and(|s| {
+        s.conditions
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    })
+}
+
+/// Every link through the batched path, as the controller resyncs a converged estate.
+/// Returns how many fell back to the per-link path.
+async fn resync_all(env: &mut Env, snaps: &Snapshots, targets: &[ReverseTarget]) -> usize {
+    let all: Vec<Arc<ClusterLink>> = env.links.iter().cloned().map(Arc::new).collect();
+    let ids: Vec<String> = env
+        .links
+        .iter()
+        .filter_map(|l| l.status.as_ref()?.service_router_id.clone())
+        .collect();
+    let mut fell = 0;
+    for i in 0..env.links.len() {
+        let snap = snaps
+            .get(env.net.as_ref(), &env.fabric, || ids.clone())
+            .await
+            .expect("snapshot");
+        let l = env.links[i].clone();
+        let status = l.status.clone().unwrap_or_default();
+        let peers = peers_of(&l, &all);
+        let input = link_input(&l, &status, &peers, targets).unwrap();
+        let status = match resync_from(&snap, env.net.as_ref(), &env.fabric, &input).await {
+            Resynced::Done { outcome, .. } => outcome.status,
+            Resynced::PerLink(_) => {
+                fell += 1;
+                let peers = peers_of(&l, &all);
+                let input = link_input(&l, &status, &peers, targets).unwrap();
+                Engine::same_tenant(env.net.as_ref(), &env.fabric)
+                    .reconcile(&input)
+                    .await
+                    .status
+            }
+        };
+        env.links[i].status = Some(status);
+    }
+    fell
+}
+
+/// The budgets of issue 10 on the fake (whose call counts the parity table holds to the
+/// lab's): a converged estate's resync reads at most once per 50 links and writes nothing;
+/// a gateway change writes once per router whose route set changed and reads at most once
+/// per link; a changed link still converges on its own at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn batched_resync_and_gateway_change_budgets() {
+    const N: usize = 200;
+    let cloud = FakeCloud::new().max_routes(N + 10);
+    let mut env = fake_env_with(cloud.clone()).await;
+    let targets: Vec<ReverseTarget> = (0..3).map(target).collect();
+    for i in 0..N {
+        let r = env.router(&format!("svc{i}")).await;
+        env.add_link(
+            &format!("l{i}"),
+            spec(
+                &r.id,
+                &format!("10.{}.{}.0/24", 100 + i / 200, i % 200),
+                None,
+            ),
+        );
+    }
+    // A /24 holds 251 legs: this estate fits.
+    env.reverse = targets.clone();
+    for i in 0..N {
+        let name = format!("l{i}");
+        env.reconcile(&name).await;
+        env.assert_ready(&name);
+    }
+
+    let snaps = Snapshots::new(Duration::from_secs(30));
+    cloud.reset_counters();
+    let fell = resync_all(&mut env, &snaps, &targets).await;
+    let (reads, writes) = cloud.read_write_counts();
+    assert_eq!(fell, 0);
+    assert_eq!(writes, 0, "a converged estate's resync writes nothing");
+    assert!(
+        reads * 50 <= N as u64,
+        "{reads} reads for {N} links: more than one per 50"
+    );
+    assert!(env.links.iter().all(ready));
+
+    // A fourth gateway gains reverse exposures: one route on every service router.
+    let targets: Vec<ReverseTarget> = (0..4).map(target).collect();
+    env.reverse = targets.clone();
+    let snaps = Snapshots::new(Duration::from_secs(30));
+    cloud.reset_counters();
+    let fell = resync_all(&mut env, &snaps, &targets).await;
+    let (reads, writes) = cloud.read_write_counts();
+    assert_eq!(fell, 0);
+    assert_eq!(writes, N as u64, "writes = routers whose route set changed");
+    assert!(reads <= N as u64, "{reads} reads > {N} links");
+    for l in &env.links {
+        assert_eq!(l.status.as_ref().unwrap().reverse_routes.len(), 4);
+    }
+
+    // Drift: a leg's tags stripped by hand. Its link falls back to the per-link path, which
+    // repairs it; every other link stays on the snapshot.
+    let leg = env.leg_port_id("l5");
+    env.net.set_port_tags(&leg, &[]).await.unwrap();
+    let snaps = Snapshots::new(Duration::from_secs(30));
+    cloud.reset_counters();
+    let fell = resync_all(&mut env, &snaps, &targets).await;
+    assert_eq!(fell, 1);
+    let port = env.net.get_port(&leg).await.unwrap();
+    let uid = env.link("l5").metadata.uid.clone().unwrap();
+    assert!(port.has_tag(&tag_link_uid(&uid)), "tags not repaired");
+
+    // One link's CIDR changes: its own reconcile moves the route at once (no snapshot).
+    env.links[9].spec.service_cluster_cidr = "10.250.0.0/24".into();
+    env.links[9].metadata.generation = Some(2);
+    cloud.reset_counters();
+    env.reconcile("l9").await;
+    env.assert_ready("l9");
+    let (reads, writes) = cloud.read_write_counts();
+    assert!(reads <= 2, "changed link: {reads} reads");
+    assert_eq!(writes, 2, "changed link: remove the old route, add the new");
+}
+
+/// The scale project's credential: from lab.env, or, when an older up.sh rewrote lab.env
+/// without it, from the lab's keystone.json.
+fn scale_client(env: &std::collections::BTreeMap<String, String>) -> OpenStack {
+    let mut env = env.clone();
+    if !env.contains_key("LAB_SCALE_USERNAME") {
+        let path = format!("{}/run/keystone.json", env["LAB_DIR"]);
+        let ks: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("keystone.json"))
+                .expect("keystone.json");
+        let pw = ks["users"]["scale"]["password"]
+            .as_str()
+            .expect("no scale user in keystone.json: run lab/openstack/up.sh from this tree");
+        env.insert("LAB_SCALE_USERNAME".into(), "scale".into());
+        env.insert("LAB_SCALE_PASSWORD".into(), pw.into());
+        env.insert("LAB_SCALE_PROJECT_NAME".into(), "scale".into());
+    }
+    lab_client(&env, "SCALE")
+}
+
+const LINKS: usize = 50;
+
+/// Issue 10, item 5: 50 links applied at once on one transit subnet get 50 distinct
+/// addresses and 50 routes on the gateway router, nothing lost or leaked; a batched resync
+/// of them costs 2 reads; all 50 deleted at once leave the router's route table and the
+/// transit network as they were. Runs in the lab's `scale` project, whose router_route quota
+/// up.sh raises (the operator project keeps Neutron's default 30).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_links_at_once_on_the_lab() {
+    let Some(lab) = lab_or_skip("fifty_links_at_once_on_the_lab") else {
+        return;
+    };
+    let client = Arc::new(scale_client(&lab));
+    let env = env_on(client.clone()).await;
+    let routers = stream::iter(0..LINKS)
+        .map(|i| {
+            let net = env.net.clone();
+            async move {
+                net.create_router(&bnerd_testkit::unique(&format!("scale{i}")))
+                    .await
+                    .expect("router")
+            }
+        })
+        .buffered(8)
+        .collect::<Vec<_>>()
+        .await;
+    let router_ids: Vec<String> = routers.iter().map(|r| r.id.clone()).collect();
+    let net = env.net.clone();
+    let fabric = env.fabric.clone();
+    let body = AssertUnwindSafe(fifty(env, client.clone(), router_ids.clone()));
+    let result = body.catch_unwind().await;
+    // The test's fabric goes whatever happened: the lab stays up between runs.
+    teardown(net.as_ref(), &fabric, &router_ids).await;
+    if let Err(p) = result {
+        std::panic::resume_unwind(p);
+    }
+}
+
+async fn fifty(mut env: Env, client: Arc<OpenStack>, routers: Vec<String>) {
+    let first_routes = env.gateway_routes().await;
+    let first_ports: BTreeSet<String> = env.ports().await.into_iter().map(|p| p.id).collect();
+    for (i, r) in routers.iter().enumerate() {
+        env.add_link(
+            &format!("c{i}"),
+            spec(r, &format!("10.{}.0.0/16", 100 + i), None),
+        );
+    }
+
+    // Applied at once: every link's reconcile starts together, each seeing the others as the
+    // informer cache does (claims appear as their status is written); links still not Ready
+    // go again, as the controller requeues them.
+    let links = Arc::new(std::sync::Mutex::new(env.links.clone()));
+    let started = Instant::now();
+    let mut rounds = 0;
+    loop {
+        rounds += 1;
+        let todo: Vec<usize> = (0..LINKS)
+            .filter(|i| !ready(&links.lock().unwrap()[*i]))
+            .collect();
+        if todo.is_empty() || rounds > 4 {
+            break;
+        }
+        if rounds > 1 {
+            // Why a link needed another round (a retryable failure, as the controller's
+            // backoff would see it).
+            for i in &todo {
+                let l = &links.lock().unwrap()[*i];
+                let why: Vec<String> = l
+                    .status
+                    .iter()
+                    .flat_map(|s| &s.conditions)
+                    .filter(|c| c.status != "True" && c.type_ != "Ready")
+                    .map(|c| format!("{} {}: {}", c.type_, c.reason, c.message))
+                    .collect();
+                eprintln!("round {rounds}: {:?} again: {why:?}", l.metadata.name);
+            }
+        }
+        stream::iter(todo)
+            .map(|i| {
+                let links = links.clone();
+                let net = env.net.clone();
+                let fabric = env.fabric.clone();
+                async move {
+                    let now = links.lock().unwrap().clone();
+                    let out = reconcile_one(net.as_ref(), &fabric, &now, i, &[]).await;
+                    links.lock().unwrap()[i].status = Some(out.status);
+                }
+            })
+            .buffer_unordered(LINKS)
+            .collect::<Vec<()>>()
+            .await;
+    }
+    env.links = links.lock().unwrap().clone();
+    let converge = started.elapsed();
+    let rounds = rounds - 1;
+    let (converge_reads, converge_writes) = client.call_counts();
+    for l in &env.links {
+        assert!(ready(l), "{:?} not Ready: {:?}", l.metadata.name, l.status);
+    }
+
+    // 50 distinct addresses, 50 routes, each via the leg of its own link.
+    let ips: BTreeSet<String> = env
+        .links
+        .iter()
+        .map(|l| l.status.as_ref().unwrap().transit_ip.clone().unwrap())
+        .collect();
+    assert_eq!(ips.len(), LINKS, "addresses not distinct: {ips:?}");
+    assert!(!ips.contains("10.254.0.1") && !ips.contains("10.254.0.2"));
+    let want: BTreeSet<Route> = env
+        .links
+        .iter()
+        .map(|l| {
+            let s = l.status.as_ref().unwrap();
+            Route::new(
+                &l.spec.service_cluster_cidr,
+                s.transit_ip.as_deref().unwrap(),
+            )
+        })
+        .chain(first_routes.iter().cloned())
+        .collect();
+    let got: BTreeSet<Route> = env.gateway_routes().await.into_iter().collect();
+    assert_eq!(got, want, "gateway router routes");
+    // Nothing leaked: the transit network holds its first ports and one leg per link, each
+    // tagged with its link's UID and attached to its link's router.
+    let ports = env.ports().await;
+    assert_eq!(ports.len(), first_ports.len() + LINKS, "ports: {ports:?}");
+    for l in &env.links {
+        let s = l.status.as_ref().unwrap();
+        let uid = l.metadata.uid.clone().unwrap();
+        let leg = ports
+            .iter()
+            .find(|p| Some(&p.id) == s.leg_port_id.as_ref())
+            .expect("leg port");
+        assert!(leg.has_tag(&tag_link_uid(&uid)));
+        assert!(leg.is_interface_of(s.service_router_id.as_deref().unwrap()));
+    }
+
+    // The batched resync of the converged 50: one port list, one router list.
+    let snaps = Snapshots::new(Duration::from_secs(30));
+    let (r0, w0) = client.call_counts();
+    let started = Instant::now();
+    let fell = resync_all(&mut env, &snaps, &[]).await;
+    let resync = started.elapsed();
+    let (r1, w1) = client.call_counts();
+    assert_eq!(fell, 0);
+    assert_eq!(
+        (r1 - r0, w1 - w0),
+        (2, 0),
+        "batched resync of {LINKS} links"
+    );
+
+    // All 50 deleted at once; a retryable failure (a timeout on a loaded lab) goes again, as
+    // the controller's backoff would retry it.
+    let started = Instant::now();
+    let net = env.net.clone();
+    let fabric = env.fabric.clone();
+    let mut left = env.links.clone();
+    for round in 1..=4 {
+        let failed: Vec<(ClusterLink, String)> = stream::iter(left.clone())
+            .map(|l| {
+                let net = net.clone();
+                let fabric = fabric.clone();
+                async move {
+                    let status = l.status.clone().unwrap_or_default();
+                    let input = link_input(&l, &status, &[], &[]).unwrap();
+                    match unwind(&Engine::same_tenant(net.as_ref(), &fabric), &input, &[]).await {
+                        Ok(_) => None,
+                        Err(f) if f.retryable => Some((l.clone(), f.message)),
+                        Err(f) => panic!("unwind {:?}: {f:?}", l.metadata.name),
+                    }
+                }
+            })
+            .buffer_unordered(LINKS)
+            .filter_map(std::future::ready)
+            .collect()
+            .await;
+        for (l, why) in &failed {
+            eprintln!("delete round {round}: {:?} again: {why}", l.metadata.name);
+        }
+        left = failed.into_iter().map(|(l, _)| l).collect();
+        if left.is_empty() {
+            break;
+        }
+    }
+    assert!(left.is_empty(), "{} links not unwound", left.len());
+    let delete = started.elapsed();
+    assert_eq!(env.gateway_routes().await, first_routes);
+    let now: BTreeSet<String> = env.ports().await.into_iter().map(|p| p.id).collect();
+    assert_eq!(
+        now, first_ports,
+        "transit network not back to its first state"
+    );
+    println!(
+        "lab, {LINKS} links at once: converged in {converge:?} ({rounds} round(s), {converge_reads} reads and {converge_writes} writes incl. the test's fixtures and lost address races), batched resync {resync:?} (2 reads), deleted in {delete:?}"
+    );
+}
+
+async fn teardown(
+    net: &dyn NeutronAdmin,
+    fabric: &bnerd_cloud::fabric::Fabric,
+    routers: &[String],
+) {
+    // Whatever a failed run left: legs first (detach deletes them), then routes, routers,
+    // the gateway router's own leg and the network.
+    let ports = net
+        .list_ports(&PortQuery {
+            network_id: Some(fabric.transit_network_id.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap_or_default();
+    for r in routers.iter().chain([&fabric.gateway_router_id]) {
+        let _ = net.set_routes(r, &[], None).await;
+    }
+    for p in &ports {
+        if p.is_router_interface() {
+            let _ = net.remove_router_interface(&p.device_id, &p.id).await;
+        } else {
+            let _ = net.delete_port(&p.id).await;
+        }
+    }
+    for r in routers.iter().chain([&fabric.gateway_router_id]) {
+        let _ = net.delete_router(r).await;
+    }
+    let _ = net.delete_network(&fabric.transit_network_id).await;
+}

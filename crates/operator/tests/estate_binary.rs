@@ -1,0 +1,303 @@
+//! The real operator binary at (lab-sized) estate scale, against the kube lab and the
+//! OpenStack lab: its memory and idle CPU with 50 Ready links and 200 gateway objects, and the
+//! OpenStack requests one gateway change costs, read from its own /metrics. The fake-cloud
+//! bench (`benches/estate.rs`) does 1000 links in process; this is the number for the process
+//! a cluster would run. In the lab's `scale` project (router_route quota raised by up.sh).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use bnerd_api::ClusterLink;
+use bnerd_cloud::{Neutron, NeutronAdmin, OpenStack, PortQuery};
+use bnerd_testkit::kube_lab::{install_crd, kube_client};
+use bnerd_testkit::operator_proc::{
+    OperatorCommand, TEST_LABEL, http_get, is_ready, kube_lab_exclusive, sweep_leftovers,
+    test_link, wait_for,
+};
+use bnerd_testkit::{env_on, lab_client, lab_or_skip, unique};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+const LINKS: usize = 50;
+const GATEWAYS: usize = 200;
+const WITH_REVERSE: usize = 5;
+
+fn scale_env(lab: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut env = lab.clone();
+    if !env.contains_key("LAB_SCALE_USERNAME") {
+        let path = format!("{}/run/keystone.json", env["LAB_DIR"]);
+        let ks: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("keystone.json"))
+                .expect("keystone.json");
+        let pw = ks["users"]["scale"]["password"]
+            .as_str()
+            .expect("no scale user in keystone.json: run lab/openstack/up.sh from this tree");
+        env.insert("LAB_SCALE_USERNAME".into(), "scale".into());
+        env.insert("LAB_SCALE_PASSWORD".into(), pw.into());
+        env.insert("LAB_SCALE_PROJECT_NAME".into(), "scale".into());
+    }
+    env
+}
+
+async fn install_gateway_crds(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for (kind, plural) in bnerd_api::gateway::GATEWAY_KINDS {
+        let name = format!("{plural}.ipsec.bnerd.net");
+        let crd: CustomResourceDefinition = serde_json::from_value(json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": name},
+            "spec": {
+                "group": "ipsec.bnerd.net",
+                "scope": "Namespaced",
+                "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List")},
+                "versions": [{"name": "v1alpha1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
+            }
+        }))
+        .expect("crd");
+        crds.patch(
+            &name,
+            &PatchParams::apply("e2e").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .expect("apply gateway CRD");
+        wait_for("gateway CRD established", 20, async || {
+            let c = crds.get(&name).await.ok()?;
+            c.status?
+                .conditions?
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+                .then_some(())
+        })
+        .await;
+    }
+}
+
+fn gateway(name: &str, g: usize, reverse: bool) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "ipsec.bnerd.net/v1alpha1", "kind": "IPsecGateway",
+        "metadata": {"name": name, "namespace": "default", "labels": {TEST_LABEL: "true"}},
+        "spec": {"reverseExposures": if reverse { json!([{"port": 443}]) } else { json!([]) }},
+        "status": {"serviceCIDR": format!("100.65.{g}.0/24"), "portFixedIP": format!("10.254.0.{}", 200 + g % 50)}
+    }))
+    .expect("gateway")
+}
+
+/// (VmRSS, VmHWM) in KiB and user+system CPU time of a process.
+fn proc_stats(pid: u32) -> (u64, u64, Duration) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let kib = |field: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(field))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let f: Vec<u64> = stat
+        .rsplit_once(')')
+        .map(|(_, r)| r)
+        .unwrap_or("")
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    let ticks = f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0);
+    (
+        kib("VmRSS:"),
+        kib("VmHWM:"),
+        Duration::from_millis(ticks * 10),
+    )
+}
+
+/// Neutron requests the operator sent so far, (reads, writes), from its /metrics.
+async fn neutron_requests(addr: &str) -> (u64, u64) {
+    let (_, text) = http_get(addr, "/metrics").await;
+    let (mut r, mut w) = (0, 0);
+    for l in text.lines() {
+        let Some(rest) = l.strip_prefix("bnerd_openstack_requests_total{service=\"neutron\",")
+        else {
+            continue;
+        };
+        let n: u64 = l
+            .rsplit_once(' ')
+            .and_then(|(_, v)| v.parse::<f64>().ok())
+            .unwrap_or(0.0) as u64;
+        if rest.starts_with("operation=\"GET ") {
+            r += n;
+        } else {
+            w += n;
+        }
+    }
+    (r, w)
+}
+
+fn reverse_count(l: &ClusterLink) -> usize {
+    l.status.as_ref().map_or(0, |s| s.reverse_routes.len())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_binary_memory_idle_cpu_and_a_gateway_change() {
+    let test = "real_binary_memory_idle_cpu_and_a_gateway_change";
+    let Some((client, kubeconfig)) = kube_client(test).await else {
+        return;
+    };
+    let Some(lab) = lab_or_skip(test) else {
+        return;
+    };
+    let lab = scale_env(&lab);
+    install_crd(&client).await;
+    install_gateway_crds(&client).await;
+    let net: std::sync::Arc<OpenStack> = std::sync::Arc::new(lab_client(&lab, "SCALE"));
+    let env = env_on(net.clone()).await;
+    let mut routers = vec![];
+    for i in 0..LINKS {
+        routers.push(env.router(&format!("bin{i}")).await.id);
+    }
+    let _exclusive = kube_lab_exclusive(&kubeconfig).await;
+    sweep_leftovers(&client).await;
+    let op = OperatorCommand::new(env!("CARGO_BIN_EXE_bnerd-vpn-operator"))
+        .lab(
+            &kubeconfig,
+            &lab,
+            &env.fabric.gateway_router_id,
+            &env.fabric.transit_network_id,
+            "5m",
+        )
+        .env("OS_USERNAME", &lab["LAB_SCALE_USERNAME"])
+        .env("OS_PASSWORD", &lab["LAB_SCALE_PASSWORD"])
+        .env("OS_PROJECT_NAME", &lab["LAB_SCALE_PROJECT_NAME"])
+        .env("RUST_LOG", "warn,bnerd_vpn_operator=info")
+        .spawn();
+    let pid = op.pid().expect("pid");
+    let addr = op.served_address().await;
+
+    let gws: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        "default",
+        &bnerd_vpn_operator::gateways::resource("IPsecGateway", "ipsecgateways"),
+    );
+    let prefix = unique("egw");
+    for g in 0..GATEWAYS {
+        gws.create(
+            &PostParams::default(),
+            &gateway(&format!("{prefix}-{g}"), g, g < WITH_REVERSE),
+        )
+        .await
+        .expect("gateway");
+    }
+    let links: Api<ClusterLink> = Api::all(client.clone());
+    let names: Vec<String> = (0..LINKS).map(|i| format!("{prefix}-l{i}")).collect();
+    let started = Instant::now();
+    for (i, (name, r)) in names.iter().zip(&routers).enumerate() {
+        links
+            .create(
+                &PostParams::default(),
+                &test_link(
+                    name,
+                    json!({"serviceClusterRouter": r, "serviceClusterCIDR": format!("10.{}.0.0/16", 100 + i)}),
+                ),
+            )
+            .await
+            .expect("link");
+    }
+    let mine = ListParams::default().labels(&format!("{TEST_LABEL}=true"));
+    let all_ready = async |want_reverse: usize| {
+        wait_for("every link Ready", 600, async || {
+            let l = links.list(&mine).await.ok()?;
+            let ours: Vec<&ClusterLink> = l
+                .iter()
+                .filter(|l| l.metadata.name.as_ref().is_some_and(|n| names.contains(n)))
+                .collect();
+            (ours.len() == LINKS
+                && ours
+                    .iter()
+                    .all(|l| is_ready(l) && reverse_count(l) == want_reverse))
+            .then_some(())
+        })
+        .await;
+    };
+    all_ready(WITH_REVERSE).await;
+    let converge = started.elapsed();
+
+    // Idle: converged, nothing changes; the next resync is minutes away.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (_, _, c0) = proc_stats(pid);
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let (rss, hwm, c1) = proc_stats(pid);
+    let idle = c1.saturating_sub(c0);
+
+    // One gateway gains reverse exposures: every link's router gets one route.
+    let before = neutron_requests(&addr).await;
+    let started = Instant::now();
+    gws.patch(
+        &format!("{prefix}-{WITH_REVERSE}"),
+        &PatchParams::apply("e2e").force(),
+        &Patch::Apply(&gateway(
+            &format!("{prefix}-{WITH_REVERSE}"),
+            WITH_REVERSE,
+            true,
+        )),
+    )
+    .await
+    .expect("gateway change");
+    all_ready(WITH_REVERSE + 1).await;
+    let change = started.elapsed();
+    let after = neutron_requests(&addr).await;
+    let (reads, writes) = (after.0 - before.0, after.1 - before.1);
+
+    println!(
+        "real binary, {LINKS} links + {GATEWAYS} gateways ({WITH_REVERSE} with reverse exposures) on the labs: converged in {converge:?}; RSS {} MiB (peak {} MiB); idle CPU {idle:?} over 30 s ({:.2}%); one gateway change: {reads} Neutron reads, {writes} writes, all links converged in {change:?}",
+        rss / 1024,
+        hwm / 1024,
+        idle.as_secs_f64() / 30.0 * 100.0
+    );
+    let rss_ok = rss < 64 * 1024;
+    let budget_ok = writes == LINKS as u64 && reads <= LINKS as u64;
+
+    // Delete everything while the operator still runs (it unwinds), then the fabric.
+    for name in &names {
+        let _ = links.delete(name, &DeleteParams::default()).await;
+    }
+    wait_for("links gone", 300, async || {
+        let l = links.list(&mine).await.ok()?;
+        (!l.iter()
+            .any(|l| l.metadata.name.as_ref().is_some_and(|n| names.contains(n))))
+        .then_some(())
+    })
+    .await;
+    for g in 0..GATEWAYS {
+        let _ = gws
+            .delete(&format!("{prefix}-{g}"), &DeleteParams::default())
+            .await;
+    }
+    op.stop().await;
+    let left = net
+        .list_ports(&PortQuery {
+            network_id: Some(env.fabric.transit_network_id.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap_or_default();
+    for p in &left {
+        let _ = net.remove_router_interface(&p.device_id, &p.id).await;
+    }
+    for r in routers.iter().chain([&env.fabric.gateway_router_id]) {
+        let _ = net.delete_router(r).await;
+    }
+    let _ = net.delete_network(&env.fabric.transit_network_id).await;
+    assert_eq!(
+        left.len(),
+        1,
+        "only the gateway router's leg is left: {left:?}"
+    );
+    assert!(rss_ok, "RSS {} KiB over 64 MiB", rss);
+    assert!(
+        budget_ok,
+        "gateway change: {reads} reads, {writes} writes for {LINKS} links"
+    );
+}
