@@ -8,14 +8,13 @@ use std::process::Stdio;
 
 use bnerd_api::ClusterLink;
 use bnerd_api::names::{FINALIZER, tag_link_uid};
-use bnerd_cloud::{Neutron, PortQuery, Route};
+use bnerd_cloud::{Neutron, Route};
 use bnerd_testkit::kube_lab::{install_crd, kube_client};
 use bnerd_testkit::operator_proc::{
-    OperatorCommand, OperatorProcess, TEST_LABEL, is_ready, kube_lab_exclusive, sweep_leftovers,
-    test_link, wait_for,
+    OperatorCommand, OperatorProcess, TEST_LABEL, create_ready, install_gateway_crds, is_ready,
+    kube_lab_exclusive, sweep_leftovers, test_link, wait_for,
 };
 use bnerd_testkit::{Env, lab_env_for, lab_or_skip, unique};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -172,18 +171,12 @@ async fn operator_binary_converges_heals_and_unwinds() {
 
     let api: Api<ClusterLink> = Api::all(client.clone());
     let name = unique("e2e-link");
-    api.create(
-        &PostParams::default(),
-        &link(
-            &name,
-            json!({"serviceClusterRouter": svc.name, "serviceClusterCIDR": "10.251.0.0/16"}),
-        ),
+    let l = create_ready(
+        &api,
+        &name,
+        json!({"serviceClusterRouter": svc.name, "serviceClusterCIDR": "10.251.0.0/16"}),
+        90,
     )
-    .await
-    .expect("create link");
-    let l = wait_for("Ready=True", 90, async || {
-        api.get(&name).await.ok().filter(is_ready)
-    })
     .await;
     let st = l.status.clone().expect("status");
     assert_eq!(st.transit_ip.as_deref(), Some("10.254.0.3"));
@@ -252,18 +245,7 @@ async fn operator_binary_converges_heals_and_unwinds() {
             .routes
             .is_empty()
     );
-    let q = PortQuery {
-        network_id: Some(env.fabric.transit_network_id.clone()),
-        ..Default::default()
-    };
-    let left: Vec<_> = env
-        .net
-        .list_ports(&q)
-        .await
-        .expect("ports")
-        .into_iter()
-        .filter(|p| p.device_id != env.fabric.gateway_router_id)
-        .collect();
+    let left = env.leg_ports().await;
     assert!(left.is_empty(), "leaked ports: {left:?}");
 
     let log = op.stop().await;
@@ -272,6 +254,7 @@ async fn operator_binary_converges_heals_and_unwinds() {
         "the operator logged its password"
     );
     assert!(log.contains("fabric checked"), "{log}");
+    env.teardown(&[]).await;
 }
 
 #[tokio::test]
@@ -301,44 +284,6 @@ async fn operator_refuses_bad_settings_naming_them() {
         err.contains("operator credential: OS_AUTH_URL is not set"),
         "{err}"
     );
-}
-
-/// Minimal VPNGateway/IPsecGateway CRDs (namespaced, schema left open, no status
-/// subresource) so the test can write a gateway's status as its own controller would.
-async fn install_gateway_crds(client: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for (kind, plural) in bnerd_api::gateway::GATEWAY_KINDS {
-        let name = format!("{plural}.ipsec.bnerd.net");
-        let crd: CustomResourceDefinition = serde_json::from_value(json!({
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": {"name": name},
-            "spec": {
-                "group": "ipsec.bnerd.net",
-                "scope": "Namespaced",
-                "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List")},
-                "versions": [{"name": "v1alpha1", "served": true, "storage": true,
-                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
-            }
-        }))
-        .expect("crd");
-        crds.patch(
-            &name,
-            &PatchParams::apply("e2e").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .expect("apply gateway CRD");
-        wait_for("gateway CRD established", 20, async || {
-            let c = crds.get(&name).await.ok()?;
-            c.status?
-                .conditions?
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-                .then_some(())
-        })
-        .await;
-    }
 }
 
 fn reverse_routes_of(l: &ClusterLink) -> Vec<(String, String)> {
@@ -477,6 +422,7 @@ async fn gateway_changes_fan_out_to_every_link() {
         log.contains("re-triggering every ClusterLink"),
         "the fan-out did not log: {log}"
     );
+    env.teardown(&[]).await;
 }
 
 /// The chart's own RBAC, rendered by the real helm (lab/kube/build.sh), bound to the lab's
@@ -840,4 +786,5 @@ async fn operator_binary_cross_tenant_link() {
     // Lab hygiene: the abandoned leg is the customer's to remove by hand.
     let _ = customer.remove_router_interface(&router.id, &leg2).await;
     let _ = bnerd_cloud::NeutronAdmin::delete_router(&customer, &router.id).await;
+    env.teardown(&[&customer]).await;
 }

@@ -11,12 +11,10 @@ use bnerd_api::ClusterLink;
 use bnerd_cloud::{Neutron, NeutronAdmin, OpenStack, PortQuery};
 use bnerd_testkit::kube_lab::{install_crd, kube_client};
 use bnerd_testkit::operator_proc::{
-    OperatorCommand, TEST_LABEL, http_get, is_ready, kube_lab_exclusive, sweep_leftovers,
-    test_link, wait_for,
+    OperatorCommand, TEST_LABEL, http_get, install_gateway_crds, is_ready, kube_lab_exclusive,
+    sweep_leftovers, test_link, wait_for,
 };
 use bnerd_testkit::{env_on, lab_client, lab_or_skip, unique};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
@@ -39,42 +37,6 @@ fn scale_env(lab: &BTreeMap<String, String>) -> BTreeMap<String, String> {
         env.insert("LAB_SCALE_PROJECT_NAME".into(), "scale".into());
     }
     env
-}
-
-async fn install_gateway_crds(client: &Client) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    for (kind, plural) in bnerd_api::gateway::GATEWAY_KINDS {
-        let name = format!("{plural}.ipsec.bnerd.net");
-        let crd: CustomResourceDefinition = serde_json::from_value(json!({
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": {"name": name},
-            "spec": {
-                "group": "ipsec.bnerd.net",
-                "scope": "Namespaced",
-                "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List")},
-                "versions": [{"name": "v1alpha1", "served": true, "storage": true,
-                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
-            }
-        }))
-        .expect("crd");
-        crds.patch(
-            &name,
-            &PatchParams::apply("e2e").force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .expect("apply gateway CRD");
-        wait_for("gateway CRD established", 20, async || {
-            let c = crds.get(&name).await.ok()?;
-            c.status?
-                .conditions?
-                .iter()
-                .any(|c| c.type_ == "Established" && c.status == "True")
-                .then_some(())
-        })
-        .await;
-    }
 }
 
 fn gateway(name: &str, g: usize, reverse: bool) -> DynamicObject {

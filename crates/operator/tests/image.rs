@@ -15,13 +15,13 @@ use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
 use bnerd_api::ClusterLink;
-use bnerd_cloud::{PortQuery, Route};
+use bnerd_cloud::Route;
 use bnerd_testkit::kube_lab::{install_crd, kube_client};
 use bnerd_testkit::operator_proc::{
-    OperatorCommand, http_get, is_ready, kube_lab_exclusive, sweep_leftovers, test_link, wait_for,
+    OperatorCommand, create_ready, http_get, kube_lab_exclusive, sweep_leftovers, wait_for,
 };
 use bnerd_testkit::{LabTls, lab_env_for, lab_tls_or_skip, operator_os_env, unique};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams};
 use serde_json::json;
 
 const RUNNER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../image/run-rootfs.sh");
@@ -269,18 +269,12 @@ async fn image_operator_brings_a_link_ready_and_unwinds_it() {
 
     let api: Api<ClusterLink> = Api::all(client.clone());
     let name = unique("image-link");
-    api.create(
-        &PostParams::default(),
-        &test_link(
-            &name,
-            json!({"serviceClusterRouter": svc.name, "serviceClusterCIDR": "10.251.0.0/16"}),
-        ),
+    let l = create_ready(
+        &api,
+        &name,
+        json!({"serviceClusterRouter": svc.name, "serviceClusterCIDR": "10.251.0.0/16"}),
+        90,
     )
-    .await
-    .expect("create link");
-    let l = wait_for("Ready=True", 90, async || {
-        api.get(&name).await.ok().filter(is_ready)
-    })
     .await;
     let st = l.status.clone().expect("status");
     assert_eq!(st.transit_ip.as_deref(), Some("10.254.0.3"));
@@ -327,18 +321,7 @@ async fn image_operator_brings_a_link_ready_and_unwinds_it() {
     })
     .await;
     assert!(env.gateway_routes().await.is_empty());
-    let q = PortQuery {
-        network_id: Some(env.fabric.transit_network_id.clone()),
-        ..Default::default()
-    };
-    let left: Vec<_> = env
-        .net
-        .list_ports(&q)
-        .await
-        .expect("ports")
-        .into_iter()
-        .filter(|p| p.device_id != env.fabric.gateway_router_id)
-        .collect();
+    let left = env.leg_ports().await;
     assert!(left.is_empty(), "leaked ports: {left:?}");
 
     // SIGTERM, as the kubelet sends it, reaches the binary through the runner.
@@ -359,4 +342,5 @@ async fn image_operator_brings_a_link_ready_and_unwinds_it() {
         .cloned()
         .unwrap_or_default();
     assert!(!log.contains(&password), "the operator logged its password");
+    env.teardown(&[]).await;
 }

@@ -67,15 +67,6 @@ async fn delete_and_wait(api: &Api<ClusterLink>, names: &[&str]) {
     }
 }
 
-/// Ports on the transit network besides the gateway router's own leg.
-async fn leg_ports(env: &Env) -> usize {
-    env.ports()
-        .await
-        .iter()
-        .filter(|p| p.device_id != env.fabric.gateway_router_id)
-        .count()
-}
-
 /// Everything the test needs, or None when the labs are not there (and not required).
 async fn labs(test: &str) -> Option<(Client, String, BTreeMap<String, String>, Env)> {
     let (client, kubeconfig) = kube_client(test).await?;
@@ -197,7 +188,7 @@ async fn two_replicas_one_leader_and_a_takeover() {
 
     delete_and_wait(&api, &[&first, &second]).await;
     assert!(env.gateway_routes().await.is_empty());
-    assert_eq!(leg_ports(&env).await, 0, "leg ports left behind");
+    assert_eq!(env.leg_ports().await, vec![], "leg ports left behind");
 
     // SIGTERM: a graceful stop releases the Lease at once.
     let (status, log_b) = b.terminate(20).await;
@@ -211,6 +202,7 @@ async fn two_replicas_one_leader_and_a_takeover() {
             .filter(|h| !h.is_empty()),
         None
     );
+    env.teardown(&[]).await;
 }
 
 #[tokio::test]
@@ -248,6 +240,7 @@ async fn a_leader_that_loses_its_lease_stops() {
     assert_eq!(status.and_then(|s| s.code()), Some(1), "{log}");
     assert!(log.contains("lost the leader Lease"), "{log}");
     let _ = leases.delete(&lease, &DeleteParams::default()).await;
+    env.teardown(&[]).await;
 }
 
 /// Keystone is down when the pod starts: the operator stays up, says why it is not ready,
@@ -323,10 +316,11 @@ async fn a_cloud_down_at_startup_is_waited_for() {
     })
     .await;
     delete_and_wait(&api, &[&name]).await;
-    assert_eq!(leg_ports(&env).await, 0, "leg ports left behind");
+    assert_eq!(env.leg_ports().await, vec![], "leg ports left behind");
     let (status, log) = op.terminate(20).await;
     assert_eq!(status.and_then(|s| s.code()), Some(0), "{log}");
     forward.abort();
+    env.teardown(&[]).await;
 }
 
 /// The fabric checks run again at every resync: the gateway router's transit leg removed by
@@ -405,4 +399,5 @@ async fn a_fabric_broken_later_is_reported() {
     let log = op.stop().await;
     let warned = log.matches("FabricCheckFailed").count();
     assert_eq!(warned, 1, "one warning per change, not per check: {log}");
+    env.teardown(&[]).await;
 }

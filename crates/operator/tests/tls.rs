@@ -5,13 +5,13 @@
 //! `OS_INSECURE=true` it goes through and warns once.
 
 use bnerd_api::ClusterLink;
-use bnerd_cloud::{PortQuery, Route};
+use bnerd_cloud::Route;
 use bnerd_testkit::kube_lab::{install_crd, kube_client};
 use bnerd_testkit::operator_proc::{
-    OperatorCommand, is_ready, kube_lab_exclusive, sweep_leftovers, test_link, wait_for,
+    OperatorCommand, create_ready, kube_lab_exclusive, sweep_leftovers, wait_for,
 };
 use bnerd_testkit::{Env, LabTls, lab_env_for, lab_tls_or_skip, operator_tls_os_env, unique};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams};
 use serde_json::json;
 
 /// The cargo-built operator on `env`'s fabric, talking to the cloud through TLS only.
@@ -67,18 +67,12 @@ async fn operator_binary_through_tls() {
     let op = operator_through_tls(&kubeconfig, &lab, &tls, &env).spawn();
     let api: Api<ClusterLink> = Api::all(client.clone());
     let name = unique("tls-link");
-    api.create(
-        &PostParams::default(),
-        &test_link(
-            &name,
-            json!({"serviceClusterRouter": svc.name, "serviceClusterCIDR": "10.252.0.0/16"}),
-        ),
+    let l = create_ready(
+        &api,
+        &name,
+        json!({"serviceClusterRouter": svc.name, "serviceClusterCIDR": "10.252.0.0/16"}),
+        90,
     )
-    .await
-    .expect("create link");
-    let l = wait_for("Ready=True", 90, async || {
-        api.get(&name).await.ok().filter(is_ready)
-    })
     .await;
     let ready_after = started.elapsed();
     let st = l.status.clone().expect("status");
@@ -111,18 +105,7 @@ async fn operator_binary_through_tls() {
             .routes
             .is_empty()
     );
-    let q = PortQuery {
-        network_id: Some(env.fabric.transit_network_id.clone()),
-        ..Default::default()
-    };
-    let left: Vec<_> = env
-        .net
-        .list_ports(&q)
-        .await
-        .expect("ports")
-        .into_iter()
-        .filter(|p| p.device_id != env.fabric.gateway_router_id)
-        .collect();
+    let left = env.leg_ports().await;
     assert!(left.is_empty(), "leaked ports: {left:?}");
 
     let log = op.stop().await;
@@ -156,6 +139,7 @@ async fn operator_binary_through_tls() {
     );
     assert!(log.contains("fabric checked"), "{log}");
     assert!(!log.contains("UnknownIssuer"), "{log}");
+    env.teardown(&[]).await;
 }
 
 /// Where no CA bundle is found (an image built without one), the client cannot be built, even

@@ -404,6 +404,16 @@ impl Env {
         self.net.list_ports(&q).await.expect("ports")
     }
 
+    /// Ports on the transit network besides the gateway router's own leg: what a clean
+    /// unwind leaves none of.
+    pub async fn leg_ports(&self) -> Vec<Port> {
+        self.ports()
+            .await
+            .into_iter()
+            .filter(|p| p.device_id != self.fabric.gateway_router_id)
+            .collect()
+    }
+
     pub async fn port_at(&self, ip: &str) -> Option<Port> {
         self.ports().await.into_iter().find(|p| p.has_ip(ip))
     }

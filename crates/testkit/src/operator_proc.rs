@@ -351,6 +351,61 @@ pub async fn wait_for<T>(what: &str, secs: u64, mut f: impl AsyncFnMut() -> Opti
     }
 }
 
+/// Minimal VPNGateway/IPsecGateway CRDs (namespaced, schema left open, no status
+/// subresource) so a test can write a gateway's status as its own controller would.
+pub async fn install_gateway_crds(client: &Client) {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for (kind, plural) in bnerd_api::gateway::GATEWAY_KINDS {
+        let name = format!("{plural}.ipsec.bnerd.net");
+        let crd: CustomResourceDefinition = serde_json::from_value(json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": name},
+            "spec": {
+                "group": "ipsec.bnerd.net",
+                "scope": "Namespaced",
+                "names": {"kind": kind, "plural": plural, "singular": kind.to_lowercase(), "listKind": format!("{kind}List")},
+                "versions": [{"name": "v1alpha1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
+            }
+        }))
+        .expect("crd");
+        crds.patch(
+            &name,
+            &PatchParams::apply("e2e").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .expect("apply gateway CRD");
+        wait_for("gateway CRD established", 20, async || {
+            let c = crds.get(&name).await.ok()?;
+            c.status?
+                .conditions?
+                .iter()
+                .any(|c| c.type_ == "Established" && c.status == "True")
+                .then_some(())
+        })
+        .await;
+    }
+}
+
+/// Create a test link and wait until it is Ready; the link as it then is.
+pub async fn create_ready(
+    api: &Api<ClusterLink>,
+    name: &str,
+    spec: serde_json::Value,
+    secs: u64,
+) -> ClusterLink {
+    api.create(&kube::api::PostParams::default(), &test_link(name, spec))
+        .await
+        .expect("create link");
+    wait_for("Ready=True", secs, async || {
+        api.get(name).await.ok().filter(is_ready)
+    })
+    .await
+}
+
 /// Whether the link's Ready condition is True.
 pub fn is_ready(l: &ClusterLink) -> bool {
     l.status.as_ref().is_some_and(|s| {
