@@ -152,23 +152,9 @@ async fn batched_resync_and_gateway_change_budgets() {
     assert_eq!(writes, 2, "changed link: remove the old route, add the new");
 }
 
-/// The scale project's credential: from lab.env, or, when an older up.sh rewrote lab.env
-/// without it, from the lab's keystone.json.
+/// The scale project's credential.
 fn scale_client(env: &std::collections::BTreeMap<String, String>) -> OpenStack {
-    let mut env = env.clone();
-    if !env.contains_key("LAB_SCALE_USERNAME") {
-        let path = format!("{}/run/keystone.json", env["LAB_DIR"]);
-        let ks: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&path).expect("keystone.json"))
-                .expect("keystone.json");
-        let pw = ks["users"]["scale"]["password"]
-            .as_str()
-            .expect("no scale user in keystone.json: run lab/openstack/up.sh from this tree");
-        env.insert("LAB_SCALE_USERNAME".into(), "scale".into());
-        env.insert("LAB_SCALE_PASSWORD".into(), pw.into());
-        env.insert("LAB_SCALE_PROJECT_NAME".into(), "scale".into());
-    }
-    lab_client(&env, "SCALE")
+    lab_client(&bnerd_testkit::lab_scale_env(env), "SCALE")
 }
 
 const LINKS: usize = 50;

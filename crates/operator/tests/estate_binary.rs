@@ -4,7 +4,6 @@
 //! bench (`benches/estate.rs`) does 1000 links in process; this is the number for the process
 //! a cluster would run. In the lab's `scale` project (router_route quota raised by up.sh).
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use bnerd_api::ClusterLink;
@@ -21,23 +20,6 @@ use serde_json::json;
 const LINKS: usize = 50;
 const GATEWAYS: usize = 200;
 const WITH_REVERSE: usize = 5;
-
-fn scale_env(lab: &BTreeMap<String, String>) -> BTreeMap<String, String> {
-    let mut env = lab.clone();
-    if !env.contains_key("LAB_SCALE_USERNAME") {
-        let path = format!("{}/run/keystone.json", env["LAB_DIR"]);
-        let ks: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&path).expect("keystone.json"))
-                .expect("keystone.json");
-        let pw = ks["users"]["scale"]["password"]
-            .as_str()
-            .expect("no scale user in keystone.json: run lab/openstack/up.sh from this tree");
-        env.insert("LAB_SCALE_USERNAME".into(), "scale".into());
-        env.insert("LAB_SCALE_PASSWORD".into(), pw.into());
-        env.insert("LAB_SCALE_PROJECT_NAME".into(), "scale".into());
-    }
-    env
-}
 
 fn gateway(name: &str, g: usize, reverse: bool) -> DynamicObject {
     serde_json::from_value(json!({
@@ -111,7 +93,7 @@ async fn real_binary_memory_idle_cpu_and_a_gateway_change() {
     let Some(lab) = lab_or_skip(test) else {
         return;
     };
-    let lab = scale_env(&lab);
+    let lab = bnerd_testkit::lab_scale_env(&lab);
     install_crd(&client).await;
     install_gateway_crds(&client).await;
     let net: std::sync::Arc<OpenStack> = std::sync::Arc::new(lab_client(&lab, "SCALE"));

@@ -70,6 +70,25 @@ pub fn lab_client(env: &BTreeMap<String, String>, who: &str) -> OpenStack {
     OpenStack::new(auth).expect("client")
 }
 
+/// lab.env with the scale project's credential (`LAB_SCALE_*`), taken from the lab's
+/// keystone.json when an older up.sh rewrote lab.env without it.
+pub fn lab_scale_env(lab: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut env = lab.clone();
+    if !env.contains_key("LAB_SCALE_USERNAME") {
+        let path = format!("{}/run/keystone.json", env["LAB_DIR"]);
+        let ks: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("keystone.json"))
+                .expect("keystone.json");
+        let pw = ks["users"]["scale"]["password"]
+            .as_str()
+            .expect("no scale user in keystone.json: run lab/openstack/up.sh from this tree");
+        env.insert("LAB_SCALE_USERNAME".into(), "scale".into());
+        env.insert("LAB_SCALE_PASSWORD".into(), pw.into());
+        env.insert("LAB_SCALE_PROJECT_NAME".into(), "scale".into());
+    }
+    env
+}
+
 /// The password credential `LAB_<who>_*` on the lab's plain endpoint, region RegionOne.
 fn lab_password_auth(env: &BTreeMap<String, String>, who: &str) -> AuthConfig {
     let g = |k: &str| {
