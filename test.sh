@@ -44,6 +44,10 @@ export BNERD_IMAGE_ROOTFS=$IMAGE_ROOTFS BNERD_REQUIRE_IMAGE=1
 step "OpenStack lab (Keystone + Neutron)"
 LAB_ENV=$(bash lab/openstack/up.sh)
 export BNERD_LAB_ENV=$LAB_ENV BNERD_REQUIRE_LAB=1
+# What the lab holds before the tests; compared at the end: tests remove what they made.
+LAB_PY=$(cat "$(dirname "$LAB_ENV")/venv.path")/bin/python
+CENSUS=$(mktemp)
+"$LAB_PY" lab/openstack/census.py snapshot "$CENSUS"
 
 step "Kubernetes lab (kube-apiserver + etcd)"
 # The e2e, leader-election, metrics and chart tiers need it: no apiserver is a failed run.
@@ -70,5 +74,8 @@ step "benchmark: OpenStack calls per converge / resync"
 cargo bench -q -p bnerd-vpn-operator --bench calls 2>/dev/null | grep -v '^$'
 step "benchmark: estate scale (1000 links, 1000 gateways, fake cloud; docs/performance.md)"
 cargo bench -q -p bnerd-vpn-operator --bench estate 2>/dev/null | grep -v '^$'
+step "lab hygiene: the OpenStack lab holds what it held before the tests"
+"$LAB_PY" lab/openstack/census.py compare "$CENSUS"
+rm -f "$CENSUS"
 step "done"
 echo "${passed} passed, ${failed} failed, ${skipped} skipped"

@@ -174,24 +174,6 @@ gw_port = next(p for p in gw_ports if any(ip["ip_address"] == GW_IP for ip in p[
 log(f"fabric ok: network {net['id']} subnet {sub['id']} gw-router {gw['id']} "
     f"(if {GW_IP} port {gw_port['id']}) svc01 {svc['id']}")
 
-# ---- 3b. the HA anchor (admin) -------------------------------------------------------
-# Neutron creates a project's "HA network tenant <id>" with its first L3-HA router and deletes
-# it with its last one. Tests that create and delete HA routers in the operator project at the
-# same time (the lab and lab_tags_at_create variants of findings::ha_and_dvr_routers) race on
-# that network: a create that found it while another test's delete removes it fails with HTTP
-# 500 (IntegrityError on subnets.network_id, seen in CI). One HA router that lives as long as
-# the lab keeps the network in place.
-HA_ANCHOR = "lab-ha-anchor"
-anchor = call(admin_tok, "GET", "/routers", "list HA anchor",
-              params={"name": HA_ANCHOR, "project_id": op_pid})["routers"]
-if not anchor:
-    anchor = [call(admin_tok, "POST", "/routers", "create HA anchor router",
-                   json={"router": {"name": HA_ANCHOR, "project_id": op_pid,
-                                    "ha": True}})["router"]]
-if not anchor[0].get("ha"):
-    die(f"router {HA_ANCHOR} {anchor[0]['id']} is not HA")
-log(f"HA anchor router {anchor[0]['id']} keeps the operator project's HA network")
-
 # ---- 4. lab.env + clouds.yaml ---------------------------------------------------------
 clouds_path = os.path.join(RUN, "clouds.yaml")
 env = {

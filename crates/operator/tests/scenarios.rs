@@ -382,8 +382,8 @@ async fn bad_input_is_named(mut env: Env) {
 
     // Two routers with one name: ambiguous.
     let name = unique("twin");
-    env.net.create_router(&name).await.unwrap();
-    env.net.create_router(&name).await.unwrap();
+    env.router_named(&name).await;
+    env.router_named(&name).await;
     env.add_link("twin", spec(&name, "10.1.0.0/16", None));
     env.reconcile("twin").await;
     let (_, r, m) = env.condition("twin", "LegAttached");
@@ -482,7 +482,7 @@ async fn named_router_stays_put(mut env: Env) {
         .leg_port_id
         .clone();
 
-    let twin = env.net.create_router(&svc.name).await.unwrap();
+    let twin = env.router_named(&svc.name).await;
     let out = env.reconcile("named").await;
     env.assert_ready("named");
     assert!(out.actions.is_empty(), "{:?}", out.actions);
@@ -496,6 +496,5 @@ async fn named_router_stays_put(mut env: Env) {
     env.delete("late").await;
     env.delete("named").await;
     assert_eq!(env.ports().await.len(), 1, "only the gateway's leg is left");
-    env.net.delete_router(&twin.id).await.unwrap();
 }
 both!(named_router_stays_put);

@@ -233,8 +233,66 @@ pub struct Env {
     pub fake: Option<FakeCloud>,
     pub links: Vec<ClusterLink>,
     pub reverse: Vec<ReverseTarget>,
-    /// Routers made through [`Env::router`], removed by [`Env::teardown`].
-    made_routers: std::sync::Mutex<Vec<String>>,
+    /// Routers made through [`Env::router`], removed by [`Env::teardown`]; shared with the
+    /// [`Cleanup`] handles taken before a scenario consumes the Env.
+    made_routers: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+/// What [`Env::teardown`] needs, taken before a scenario consumes its Env (the `both!`
+/// scenarios take it by value), so the lab fabric is removed when the scenario returns.
+pub struct Cleanup {
+    net: Arc<dyn NeutronAdmin>,
+    transit_network_id: String,
+    gateway_router_id: String,
+    made_routers: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Cleanup {
+    /// Remove the fabric from the cloud: every port left on its transit network (detached
+    /// first), the routers made through [`Env::router`] and the gateway router (routes
+    /// cleared), and the network. A lab that stays up does not grow run after run.
+    /// Best effort: whatever a test already removed counts as done. Ports of other projects
+    /// on the network (a customer's leg) are removed through `others`, the clients that own
+    /// them; routers of those projects are the test's to remove.
+    pub async fn teardown(self, others: &[&dyn bnerd_cloud::Neutron]) {
+        let ports = self
+            .net
+            .list_ports(&PortQuery {
+                network_id: Some(self.transit_network_id.clone()),
+                ..Default::default()
+            })
+            .await
+            .unwrap_or_default();
+        let mut routers = self
+            .made_routers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        routers.push(self.gateway_router_id.clone());
+        // Routes first: Neutron refuses a detach while a route's nexthop needs it.
+        for id in &routers {
+            let _ = self.net.set_routes(id, &[], None).await;
+        }
+        for p in &ports {
+            let clients = std::iter::once(self.net.as_ref() as &dyn bnerd_cloud::Neutron)
+                .chain(others.iter().copied());
+            for c in clients {
+                if p.is_router_interface() {
+                    let _ = c.set_routes(&p.device_id, &[], None).await;
+                    if c.remove_router_interface(&p.device_id, &p.id).await.is_ok() {
+                        break;
+                    }
+                }
+                if c.delete_port(&p.id).await.is_ok() {
+                    break;
+                }
+            }
+        }
+        for id in &routers {
+            let _ = self.net.delete_router(id).await;
+        }
+        let _ = self.net.delete_network(&self.transit_network_id).await;
+    }
 }
 
 pub async fn fake_env() -> Env {
@@ -300,13 +358,19 @@ async fn build(net: Arc<dyn NeutronAdmin>, fake: Option<FakeCloud>) -> Env {
         fake,
         links: vec![],
         reverse: vec![],
-        made_routers: std::sync::Mutex::new(vec![]),
+        made_routers: Arc::default(),
     }
 }
 
 impl Env {
     pub async fn router(&self, name: &str) -> Router {
-        let r = self.net.create_router(&unique(name)).await.expect("router");
+        self.router_named(&unique(name)).await
+    }
+
+    /// A router with exactly this name (two of them make an ambiguous name), removed by
+    /// [`Env::teardown`] like [`Env::router`]'s.
+    pub async fn router_named(&self, name: &str) -> Router {
+        let r = self.net.create_router(name).await.expect("router");
         self.made_routers
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -314,47 +378,19 @@ impl Env {
         r
     }
 
-    /// Remove this Env's fabric from the cloud: every port left on its transit network
-    /// (detached first), the routers made through [`Env::router`] and the gateway router
-    /// (routes cleared), and the network. A lab that stays up does not grow run after run.
-    /// Best effort: whatever a test already removed counts as done. Ports of other projects
-    /// on the network (a customer's leg) are removed through `others`, the clients that own
-    /// them; routers of those projects are the test's to remove.
+    /// A handle that removes this Env's fabric later, see [`Cleanup::teardown`].
+    pub fn cleanup(&self) -> Cleanup {
+        Cleanup {
+            net: self.net.clone(),
+            transit_network_id: self.fabric.transit_network_id.clone(),
+            gateway_router_id: self.fabric.gateway_router_id.clone(),
+            made_routers: self.made_routers.clone(),
+        }
+    }
+
+    /// Remove this Env's fabric from the cloud, see [`Cleanup::teardown`].
     pub async fn teardown(self, others: &[&dyn bnerd_cloud::Neutron]) {
-        let ports = self.ports().await;
-        let made = self
-            .made_routers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
-        let mut routers = made.clone();
-        routers.push(self.fabric.gateway_router_id.clone());
-        // Routes first: Neutron refuses a detach while a route's nexthop needs it.
-        for id in &routers {
-            let _ = self.net.set_routes(id, &[], None).await;
-        }
-        for p in &ports {
-            let clients = std::iter::once(self.net.as_ref() as &dyn bnerd_cloud::Neutron)
-                .chain(others.iter().copied());
-            for c in clients {
-                if p.is_router_interface() {
-                    let _ = c.set_routes(&p.device_id, &[], None).await;
-                    if c.remove_router_interface(&p.device_id, &p.id).await.is_ok() {
-                        break;
-                    }
-                }
-                if c.delete_port(&p.id).await.is_ok() {
-                    break;
-                }
-            }
-        }
-        for id in &routers {
-            let _ = self.net.delete_router(id).await;
-        }
-        let _ = self
-            .net
-            .delete_network(&self.fabric.transit_network_id)
-            .await;
+        self.cleanup().teardown(others).await;
     }
 
     pub async fn get_router(&self, id: &str) -> Router {
@@ -586,7 +622,9 @@ macro_rules! both {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn lab() {
                 if let Some(env) = $crate::lab_env_for(concat!(stringify!($name), "::lab")).await {
+                    let cleanup = env.cleanup();
                     super::$name(env).await;
+                    cleanup.teardown(&[]).await;
                 }
             }
 
@@ -601,7 +639,9 @@ macro_rules! both {
             async fn lab_tags_at_create() {
                 let test = concat!(stringify!($name), "::lab_tags_at_create");
                 if let Some(env) = $crate::lab_tagged_env_for(test).await {
+                    let cleanup = env.cleanup();
                     super::$name(env).await;
+                    cleanup.teardown(&[]).await;
                 }
             }
 

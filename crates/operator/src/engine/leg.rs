@@ -268,7 +268,7 @@ async fn ensure_leg(
     let mut listed = Some(ports);
     let mut next_seen = Some(seen);
     for _ in 0..MAX_ROUNDS {
-        let ports = match listed.take() {
+        let mut ports = match listed.take() {
             Some(p) => p,
             None => ops::transit_ports(e)
                 .await
@@ -330,6 +330,12 @@ async fn ensure_leg(
                         }
                         Err(err) => return Err(leg_side(call_failed(LegCall::Create(ip), &err))),
                     }
+                    // Others are creating legs right now: one read shows every address they
+                    // took since our list, where walking on would spend a failed create on
+                    // each of them.
+                    ports = ops::transit_ports(e)
+                        .await
+                        .map_err(|err| operator(call_failed(LegCall::ListPorts, &err)))?;
                 }
                 LegPlan::CreateAny => {
                     let p = ops::create_leg(e, input.name, input.uid, &want_tags, None)

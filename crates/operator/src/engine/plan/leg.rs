@@ -243,6 +243,8 @@ fn allocate(v: &LegView<'_>) -> LegPlan {
             None => LegPlan::Create(ip),
         };
     }
+    let mut skip = spread(v.uid, v.lost_races.len());
+    let mut first_free = None;
     for ip in transit_candidates(v.subnet) {
         if claimed.contains_key(&ip) || v.lost_races.contains(&ip) {
             continue;
@@ -250,10 +252,37 @@ fn allocate(v: &LegView<'_>) -> LegPlan {
         match held.get(&ip) {
             Some(h) if adoptable(h) => return LegPlan::Adopt((*h).clone()),
             Some(_) => continue,
-            None => return LegPlan::Create(ip),
+            None if skip == 0 => return LegPlan::Create(ip),
+            None => {
+                skip -= 1;
+                first_free.get_or_insert(ip);
+            }
         }
     }
-    unavailable(format!("no free transit address left in {}", v.subnet))
+    match first_free {
+        Some(ip) => LegPlan::Create(ip),
+        None => unavailable(format!("no free transit address left in {}", v.subnet)),
+    }
+}
+
+/// How many free addresses a walk passes over after losing `lost` create races in this
+/// reconcile. A burst of links applied at once all walk from .3; without a spread every loser
+/// tries the same next address again and n links cost n²/2 failed creates. Each loser instead
+/// skips 0..2^lost free addresses (at most 63), picked from its UID, so the walks fan out and
+/// the burst settles in a few rounds. A walk that lost nothing takes the lowest free address,
+/// as the spec's order says; the gaps a burst leaves are the next links' lowest free ones.
+fn spread(uid: &str, lost: usize) -> usize {
+    if lost == 0 {
+        return 0;
+    }
+    let width = 1u64 << lost.min(6);
+    // FNV-1a over the UID and the round: pure, so plan tests and `plan` see the same choice.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in uid.bytes().chain((lost as u64).to_le_bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h % width) as usize
 }
 
 /// A cross-tenant leg: an untagged port already on the target router is adopted (at the
@@ -561,12 +590,54 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(run(c), create("10.254.0.5"));
-        // An address lost to a concurrent create during this reconcile is skipped.
+        // An address lost to a concurrent create during this reconcile is skipped (and the
+        // walk spreads over the next two free ones, see below).
         let c = Case {
             raced: vec!["10.254.0.3"],
             ..Default::default()
         };
-        assert_eq!(run(c), create("10.254.0.4"));
+        let got = run(c);
+        assert!(
+            [create("10.254.0.4"), create("10.254.0.5")].contains(&got),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn walks_that_lost_a_race_spread_out() {
+        // No lost race: the lowest free address, whatever the UID.
+        for i in 0..50 {
+            assert_eq!(spread(&format!("uid-{i}"), 0), 0);
+        }
+        // After k lost races a walk skips 0..2^k free addresses (capped at 64), and a burst's
+        // UIDs use the whole width, so they stop colliding on one address.
+        for lost in 1..=8 {
+            let width = 1usize << lost.min(6);
+            let picks: BTreeSet<usize> = (0..400)
+                .map(|i| spread(&format!("uid-{i}"), lost))
+                .collect();
+            assert!(picks.iter().all(|p| *p < width), "{lost}: {picks:?}");
+            assert_eq!(picks.len(), width, "lost {lost}: {picks:?}");
+        }
+        // Skipped addresses are free ones only: claimed/held addresses do not count, and a
+        // walk near the end of the subnet falls back to the first free address it passed.
+        let c = Case {
+            subnet: "10.254.0.0/29",
+            raced: vec!["10.254.0.3"],
+            ports: vec![port("x", "10.254.0.4")],
+            ..Default::default()
+        };
+        let got = run(c);
+        assert!(
+            [create("10.254.0.5"), create("10.254.0.6")].contains(&got),
+            "{got:?}"
+        );
+        let c = Case {
+            subnet: "10.254.0.0/29",
+            raced: vec!["10.254.0.3", "10.254.0.4", "10.254.0.5"],
+            ..Default::default()
+        };
+        assert_eq!(run(c), create("10.254.0.6"));
     }
 
     #[test]
