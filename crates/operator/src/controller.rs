@@ -32,6 +32,7 @@ use tracing::{Instrument, debug, info, warn};
 use crate::backoff::Backoff;
 use crate::config::Config;
 use crate::customers::CustomerClients;
+use crate::engine::plan::drift;
 use crate::engine::plan::unwind::abandoned;
 use crate::engine::resync::{Resynced, Snapshots, aligned_requeue, resync_from, resync_window};
 use crate::engine::{
@@ -196,11 +197,6 @@ async fn apply(
     }
     ctx.metrics
         .link_conditions(&name, &outcome.status.conditions);
-    if converged {
-        for a in &outcome.actions {
-            ctx.metrics.drift_repaired(a.kind.as_str());
-        }
-    }
     retrying.store(
         !matches!(outcome.retry, Retry::Resync),
         std::sync::atomic::Ordering::Relaxed,
@@ -221,7 +217,14 @@ async fn apply(
         )
         .await;
     }
-    for a in &outcome.actions {
+    let seen = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let (repairs, rest) = drift::classify(converged, &status, &outcome.actions, &seen);
+    for r in &repairs {
+        warn!(clusterlink = %name, drift = r.kind.as_str(), "{}", r.note);
+        ctx.metrics.drift_repaired(r.kind.as_str());
+        publish(ctx, &reference, EventType::Warning, drift::DRIFT_REPAIRED, &r.note).await;
+    }
+    for a in &rest {
         info!(clusterlink = %name, reason = a.kind.as_str(), "{}", a.note);
         publish(ctx, &reference, EventType::Normal, a.kind.as_str(), &a.note).await;
     }

@@ -62,7 +62,7 @@ impl Engine<'_> {
                 if let Some(c) = &self.customer {
                     // After the router is found, before the leg: the customer may only create
                     // a port on the transit network once it is shared with its project.
-                    match share::ensure(self, c).await {
+                    match share::ensure(self, c, &mut r.actions).await {
                         Ok(msg) => r.pass(ConditionType::TransitNetworkShared, msg),
                         Err(f) => {
                             r.fail(ConditionType::TransitNetworkShared, f);
@@ -111,6 +111,17 @@ impl Engine<'_> {
         // Reverse routes do not depend on the forward route: a broken one never reads as the
         // forward path being down, and vice versa.
         let rev = reverse_routes::ensure(self, input, &leg).await;
+        if !rev.restored.is_empty() {
+            let list: Vec<String> = rev
+                .restored
+                .iter()
+                .map(|d| format!("{} via {}", d.service_cidr, d.next_hop))
+                .collect();
+            r.actions.push(Action::new(
+                ActionKind::ReverseRouteRestored,
+                format!("re-added {} on router {}", list.join(", "), leg.router_id),
+            ));
+        }
         r.status.reverse_routes = rev.installed;
         r.gateway_problems = rev.problems;
         match rev.verdict {

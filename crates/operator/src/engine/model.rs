@@ -7,6 +7,7 @@ use std::time::Duration;
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::{ClusterLinkSpec, ClusterLinkStatus};
 
+pub use super::plan::action::{Action, ActionKind};
 use super::plan::Peer;
 use super::plan::reverse_routes::GatewayProblem;
 
@@ -34,48 +35,6 @@ pub enum Retry {
     Backoff,
     /// Look again after this long (the seed's "fixed 15s requeue").
     After(Duration),
-}
-
-/// Something the reconcile did to the cloud, worth an Event of its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ActionKind {
-    LegPortCreated,
-    LegPortAdopted,
-    LegAttached,
-    LegMoved,
-    DuplicateLegRemoved,
-    RouteInstalled,
-    RouteRemoved,
-}
-
-impl ActionKind {
-    /// The Event reason.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ActionKind::LegPortCreated => "LegPortCreated",
-            ActionKind::LegPortAdopted => "LegPortAdopted",
-            ActionKind::LegAttached => "LegAttached",
-            ActionKind::LegMoved => "LegMoved",
-            ActionKind::DuplicateLegRemoved => "DuplicateLegRemoved",
-            ActionKind::RouteInstalled => "RouteInstalled",
-            ActionKind::RouteRemoved => "RouteRemoved",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Action {
-    pub kind: ActionKind,
-    pub note: String,
-}
-
-impl Action {
-    pub(crate) fn new(kind: ActionKind, note: impl Into<String>) -> Self {
-        Self {
-            kind,
-            note: note.into(),
-        }
-    }
 }
 
 /// The result of one reconcile: the full status to write and what to say about it.

@@ -19,6 +19,8 @@ use super::plan::reverse_routes::{
 /// deserve a Warning Event of their own.
 pub(crate) struct ReverseOutcome {
     pub installed: Vec<ReverseRoute>,
+    /// Routes status recorded that were gone from the router and are back (drift).
+    pub restored: Vec<ReverseRoute>,
     pub verdict: Result<String, StepFail>,
     pub problems: Vec<GatewayProblem>,
 }
@@ -35,12 +37,14 @@ pub(crate) async fn ensure(e: &Engine<'_>, input: &Input<'_>, leg: &Leg) -> Reve
     if desired.is_empty() && recorded.is_empty() {
         return ReverseOutcome {
             installed: vec![],
+            restored: vec![],
             verdict: verdict(&leg.router_id, 0, &problems),
             problems,
         };
     }
     let fail = |f: StepFail, installed: Vec<ReverseRoute>| ReverseOutcome {
         installed,
+        restored: vec![],
         verdict: Err(f),
         problems: vec![],
     };
@@ -86,9 +90,16 @@ pub(crate) async fn ensure(e: &Engine<'_>, input: &Input<'_>, leg: &Leg) -> Reve
         }
     }
     installed.sort();
+    let restored = p
+        .add
+        .iter()
+        .filter(|d| recorded.contains(d) && installed.contains(d))
+        .cloned()
+        .collect();
     ReverseOutcome {
         verdict: verdict(rid, installed.len(), &problems),
         installed,
+        restored,
         problems,
     }
 }

@@ -4,6 +4,7 @@
 
 use bnerd_cloud::{ACCESS_AS_SHARED, ShareNetwork};
 
+use super::model::{Action, ActionKind};
 use super::ops::{Customer, Engine};
 use super::plan::StepFail;
 use super::plan::share::{
@@ -12,8 +13,12 @@ use super::plan::share::{
 
 /// Share the transit network with the customer's project, or prove it already is. Runs at
 /// every reconcile (self-healing a removed rule); writes nothing when one of the operator's
-/// rules is in place.
-pub(crate) async fn ensure(e: &Engine<'_>, c: &Customer<'_>) -> Result<String, StepFail> {
+/// rules is in place. A rule it creates is reported in `actions`.
+pub(crate) async fn ensure(
+    e: &Engine<'_>,
+    c: &Customer<'_>,
+    actions: &mut Vec<Action>,
+) -> Result<String, StepFail> {
     let network = &e.fabric.transit_network_id;
     let project = c.project_id;
     let own = e
@@ -31,7 +36,15 @@ pub(crate) async fn ensure(e: &Engine<'_>, c: &Customer<'_>) -> Result<String, S
     };
     let created = e.net.create_rbac_policy(&req).await.map(|_| ());
     match after_create(created.as_ref().map(|_| ())) {
-        AfterCreate::Shared => Ok(shared_message(network, project)),
+        AfterCreate::Shared => {
+            if created.is_ok() {
+                actions.push(Action::new(
+                    ActionKind::TransitNetworkShared,
+                    format!("shared transit network {network} with project {project} (RBAC access_as_shared)"),
+                ));
+            }
+            Ok(shared_message(network, project))
+        }
         AfterCreate::Failed(f) => Err(f),
         AfterCreate::CheckVisibility => {
             let seen = c.net.get_network(network).await.map(|_| ());

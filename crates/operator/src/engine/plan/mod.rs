@@ -3,7 +3,9 @@
 //! follows. No IO, no client, no `&mut` status: every rule of the spec is table-tested here,
 //! and every condition reason the engine sets is chosen in this module (or in `report`).
 
+pub mod action;
 pub mod credentials;
+pub mod drift;
 pub mod gateway_route;
 pub mod leg;
 pub mod resync;
