@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::names::{ANNOTATION_ABANDON, FIELD_MANAGER, FINALIZER};
-use bnerd_api::{ClusterLink, ClusterLinkStatus, ConditionType};
+use bnerd_api::{ClusterLink, ClusterLinkStatus, ConditionType, EventReason};
 use bnerd_cloud::Neutron;
 use bnerd_cloud::OpenStack;
 use bnerd_cloud::fabric::Fabric;
@@ -405,7 +405,7 @@ async fn warn_gateway(ctx: &Context, link: &str, p: &GatewayProblem) {
         ctx,
         &reference,
         EventType::Warning,
-        "ReverseRouteNotInstalled",
+        EventReason::ReverseRouteNotInstalled.as_str(),
         &format!("ClusterLink {link}: {}", p.message),
     )
     .await;
@@ -451,7 +451,7 @@ async fn remove(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> 
         ctx,
         &reference,
         EventType::Normal,
-        "Unwound",
+        EventReason::Unwound.as_str(),
         "gateway route, router attachment and leg port removed",
     )
     .await;
@@ -481,7 +481,7 @@ async fn hold_or_abandon(
             ctx,
             &reference,
             EventType::Warning,
-            "CustomerResourcesAbandoned",
+            EventReason::CustomerResourcesAbandoned.as_str(),
             &note,
         )
         .await;

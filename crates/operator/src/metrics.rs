@@ -203,7 +203,7 @@ impl Metrics {
                     .get_or_create(&labels)
                     .set(i64::from(c.status == s));
             }
-            if c.status == "False" && c.type_ != "Ready" {
+            if c.status == "False" && c.type_ != bnerd_api::ConditionType::Ready.as_str() {
                 self.failures
                     .get_or_create(&FailureLabels {
                         condition: c.type_.clone(),

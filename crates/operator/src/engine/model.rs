@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bnerd_api::gateway::ReverseTarget;
-use bnerd_api::{ClusterLinkSpec, ClusterLinkStatus};
+use bnerd_api::{ClusterLinkSpec, ClusterLinkStatus, EventReason};
 
 use super::plan::Peer;
 use super::plan::reverse_routes::GatewayProblem;
@@ -50,16 +50,21 @@ pub enum ActionKind {
 
 impl ActionKind {
     /// The Event reason.
-    pub fn as_str(self) -> &'static str {
+    pub fn reason(self) -> EventReason {
         match self {
-            ActionKind::LegPortCreated => "LegPortCreated",
-            ActionKind::LegPortAdopted => "LegPortAdopted",
-            ActionKind::LegAttached => "LegAttached",
-            ActionKind::LegMoved => "LegMoved",
-            ActionKind::DuplicateLegRemoved => "DuplicateLegRemoved",
-            ActionKind::RouteInstalled => "RouteInstalled",
-            ActionKind::RouteRemoved => "RouteRemoved",
+            ActionKind::LegPortCreated => EventReason::LegPortCreated,
+            ActionKind::LegPortAdopted => EventReason::LegPortAdopted,
+            ActionKind::LegAttached => EventReason::LegAttached,
+            ActionKind::LegMoved => EventReason::LegMoved,
+            ActionKind::DuplicateLegRemoved => EventReason::DuplicateLegRemoved,
+            ActionKind::RouteInstalled => EventReason::RouteInstalled,
+            ActionKind::RouteRemoved => EventReason::RouteRemoved,
         }
+    }
+
+    /// The Event reason as the API spells it.
+    pub fn as_str(self) -> &'static str {
+        self.reason().as_str()
     }
 }
 
