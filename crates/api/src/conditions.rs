@@ -141,9 +141,13 @@ impl ConditionType {
                 TransitIPMismatch,
                 Blocked,
             ],
-            ConditionType::RouteInstalled => {
-                &[Installed, EnsureRouteFailed, RouteConflict, CIDROverlap, Blocked]
-            }
+            ConditionType::RouteInstalled => &[
+                Installed,
+                EnsureRouteFailed,
+                RouteConflict,
+                CIDROverlap,
+                Blocked,
+            ],
             ConditionType::ReverseRoutesInstalled => {
                 &[Installed, EnsureReverseRoutesFailed, Blocked]
             }

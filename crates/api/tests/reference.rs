@@ -159,7 +159,9 @@ fn every_field_of_the_generated_crd_is_documented() {
         field_paths(&schema["properties"][top], top, &mut paths);
     }
     assert!(
-        paths.iter().any(|p| p == "status.reverseRoutes[].gatewayRef.kind"),
+        paths
+            .iter()
+            .any(|p| p == "status.reverseRoutes[].gatewayRef.kind"),
         "the walk reaches nested fields: {paths:?}"
     );
     let words = quoted(&reference());
@@ -216,8 +218,8 @@ fn literals() -> Vec<(String, String)> {
         .map(|d| root().join(d))
         .collect();
     while let Some(dir) = dirs.pop() {
-        let entries = std::fs::read_dir(&dir)
-            .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
+        let entries =
+            std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
         for entry in entries.flatten() {
             let path = entry.path();
             if path.is_dir() {
