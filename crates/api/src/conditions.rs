@@ -102,6 +102,91 @@ string_enum!(
     }
 );
 
+impl ConditionType {
+    /// Every reason the operator can set on this condition, True reason first. The single
+    /// list docs/crd-reference.md is checked against (crates/api/tests/reference.rs), and
+    /// [`set_condition`] refuses (in debug builds) a reason not listed for its condition.
+    pub fn reasons(self) -> &'static [Reason] {
+        use Reason::*;
+        match self {
+            ConditionType::Validated => &[Valid, InvalidSpec],
+            ConditionType::TenantIsolationAttested => &[Attested, NotAttested, Blocked],
+            ConditionType::CredentialsResolved => &[
+                Resolved,
+                SecretNotFound,
+                SecretNamespaceNotAllowed,
+                SecretNameNotAllowed,
+                CredentialsInvalid,
+                AuthFailed,
+                CredentialsAreOperatorProject,
+                CredentialsPrivileged,
+                CredentialsProjectMismatch,
+                CredentialsProjectChanged,
+                CredentialsUnavailable,
+                Blocked,
+            ],
+            ConditionType::TransitNetworkShared => &[
+                Shared,
+                EnsureNetworkSharedFailed,
+                NetworkVisibilityCheckFailed,
+                TransitNetworkNotShared,
+                Blocked,
+            ],
+            ConditionType::LegAttached => &[
+                Attached,
+                RouterResolveFailed,
+                TransitIPUnavailable,
+                EnsureLegPortFailed,
+                EnsureRouterHasPortFailed,
+                TransitIPMismatch,
+                Blocked,
+            ],
+            ConditionType::RouteInstalled => &[
+                Installed,
+                EnsureRouteFailed,
+                RouteConflict,
+                CIDROverlap,
+                Blocked,
+            ],
+            ConditionType::ReverseRoutesInstalled => {
+                &[Installed, EnsureReverseRoutesFailed, Blocked]
+            }
+            ConditionType::Ready => &[Ready, NotReady, Deleting],
+        }
+    }
+}
+
+string_enum!(
+    /// Reasons of the Events the operator publishes besides condition transitions (a
+    /// transition's Event carries the condition's own [`Reason`]). The one list of them: the
+    /// code spells each through this enum, and docs/crd-reference.md and docs/operations.md
+    /// are checked against it.
+    EventReason {
+        // On the ClusterLink: what a reconcile did to the cloud.
+        LegPortCreated,
+        LegPortAdopted,
+        LegAttached,
+        LegMoved,
+        DuplicateLegRemoved,
+        RouteInstalled,
+        RouteRemoved,
+        TransitNetworkShared,
+        ReverseRouteRestored,
+        // On the ClusterLink, a Warning: a reconcile of a Ready link put back what was
+        // removed out of band (what was missing, when it was seen, what was restored).
+        DriftRepaired,
+        // On the ClusterLink: its delete.
+        Unwound,
+        CustomerResourcesAbandoned,
+        // On a gateway (IPsecGateway/VPNGateway) whose reverse route a link could not install.
+        ReverseRouteNotInstalled,
+        // On the operator's Pod: the periodic fabric checks.
+        FabricCheckPassed,
+        FabricCheckFailed,
+        FabricCheckUnreachable,
+    }
+);
+
 /// Status of a condition as the API spells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
@@ -131,6 +216,10 @@ pub fn set_condition(
     generation: Option<i64>,
     now: Timestamp,
 ) {
+    debug_assert!(
+        type_.reasons().contains(&reason),
+        "{reason} is not a reason of {type_} (ConditionType::reasons)"
+    );
     let message = message.into();
     match conditions.iter_mut().find(|c| c.type_ == type_.as_str()) {
         Some(c) => {
@@ -205,6 +294,16 @@ mod tests {
         );
         assert_eq!(c[0].last_transition_time.0, t2);
         assert_eq!(c.len(), 1);
+    }
+
+    #[test]
+    fn every_reason_belongs_to_a_condition() {
+        for r in Reason::ALL {
+            assert!(
+                ConditionType::ALL.iter().any(|t| t.reasons().contains(r)),
+                "{r} is set on no condition"
+            );
+        }
     }
 
     #[test]

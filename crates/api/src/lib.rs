@@ -12,4 +12,4 @@ pub use clusterlink::{
     ClusterLink, ClusterLinkSpec, ClusterLinkStatus, GatewayRef, ReverseRoute, RouteRecord,
     SecretRef,
 };
-pub use conditions::{ConditionType, Reason};
+pub use conditions::{ConditionType, EventReason, Reason};

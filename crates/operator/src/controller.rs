@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::names::{ANNOTATION_ABANDON, FIELD_MANAGER, FINALIZER};
-use bnerd_api::{ClusterLink, ClusterLinkStatus, ConditionType};
+use bnerd_api::{ClusterLink, ClusterLinkStatus, ConditionType, EventReason};
 use bnerd_cloud::Neutron;
 use bnerd_cloud::OpenStack;
 use bnerd_cloud::fabric::Fabric;
@@ -222,7 +222,7 @@ async fn apply(
     for r in &repairs {
         warn!(clusterlink = %name, drift = r.kind.as_str(), "{}", r.note);
         ctx.metrics.drift_repaired(r.kind.as_str());
-        publish(ctx, &reference, EventType::Warning, drift::DRIFT_REPAIRED, &r.note).await;
+        publish(ctx, &reference, EventType::Warning, drift::DRIFT_REPAIRED.as_str(), &r.note).await;
     }
     for a in &rest {
         info!(clusterlink = %name, reason = a.kind.as_str(), "{}", a.note);
@@ -408,7 +408,7 @@ async fn warn_gateway(ctx: &Context, link: &str, p: &GatewayProblem) {
         ctx,
         &reference,
         EventType::Warning,
-        "ReverseRouteNotInstalled",
+        EventReason::ReverseRouteNotInstalled.as_str(),
         &format!("ClusterLink {link}: {}", p.message),
     )
     .await;
@@ -454,7 +454,7 @@ async fn remove(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> 
         ctx,
         &reference,
         EventType::Normal,
-        "Unwound",
+        EventReason::Unwound.as_str(),
         "gateway route, router attachment and leg port removed",
     )
     .await;
@@ -484,7 +484,7 @@ async fn hold_or_abandon(
             ctx,
             &reference,
             EventType::Warning,
-            "CustomerResourcesAbandoned",
+            EventReason::CustomerResourcesAbandoned.as_str(),
             &note,
         )
         .await;

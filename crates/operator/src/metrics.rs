@@ -141,7 +141,7 @@ impl Metrics {
         );
         registry.register(
             "bnerd_drift_repairs",
-            "Out-of-band changes self-heal repaired on a Ready link, by what was restored",
+            "Out-of-band changes self-heal repaired on a Ready link, by what was missing",
             drift_repairs.clone(),
         );
         registry.register(
@@ -203,7 +203,7 @@ impl Metrics {
                     .get_or_create(&labels)
                     .set(i64::from(c.status == s));
             }
-            if c.status == "False" && c.type_ != "Ready" {
+            if c.status == "False" && c.type_ != bnerd_api::ConditionType::Ready.as_str() {
                 self.failures
                     .get_or_create(&FailureLabels {
                         condition: c.type_.clone(),
@@ -323,7 +323,7 @@ mod tests {
         m.reconciled(ReconcileResult::Retry, Duration::from_millis(30));
         m.set_leader(true);
         m.set_fabric_ok(false);
-        m.drift_repaired("RouteInstalled");
+        m.drift_repaired("gateway_route");
         m.resynced("snapshot");
         let text = m.encode();
         for want in [
@@ -333,7 +333,7 @@ mod tests {
             r#"bnerd_reconcile_duration_seconds_count{result="retry"} 1"#,
             "bnerd_leader 1",
             "bnerd_fabric_check_ok 0",
-            r#"bnerd_drift_repairs_total{kind="RouteInstalled"} 1"#,
+            r#"bnerd_drift_repairs_total{kind="gateway_route"} 1"#,
             r#"bnerd_resyncs_total{path="snapshot"} 1"#,
             "# EOF",
         ] {

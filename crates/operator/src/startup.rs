@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use bnerd_api::EventReason;
 use bnerd_cloud::fabric::{Fabric, FabricError};
 use bnerd_cloud::{Identity, OpenStack};
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -95,17 +96,18 @@ pub fn fabric_transition(
         (None, None) => None,
         (Some(_), None) => Some((
             EventType::Normal,
-            "FabricCheckPassed",
+            EventReason::FabricCheckPassed.as_str(),
             "the transit network, its subnet and the gateway router's leg check out again".into(),
         )),
         (b, Some(p)) if b == Some(p) => None,
         (_, Some(p)) => Some((
             EventType::Warning,
             if p.unreachable {
-                "FabricCheckUnreachable"
+                EventReason::FabricCheckUnreachable
             } else {
-                "FabricCheckFailed"
-            },
+                EventReason::FabricCheckFailed
+            }
+            .as_str(),
             p.message.clone(),
         )),
     }

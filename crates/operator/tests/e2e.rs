@@ -23,6 +23,23 @@ fn link(name: &str, spec: serde_json::Value) -> ClusterLink {
     test_link(name, spec)
 }
 
+/// The note of the `DriftRepaired` Warning on link `name` that contains `missing`.
+async fn drift_event(client: &Client, name: &str, missing: &str) -> String {
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), "default");
+    wait_for("DriftRepaired event", 30, async || {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items
+            .into_iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+            .filter(|e| e.reason.as_deref() == Some("DriftRepaired"))
+            .filter(|e| e.type_.as_deref() == Some("Warning"))
+            .filter_map(|e| e.note)
+            .find(|n| n.contains(missing))
+    })
+    .await
+}
+
 /// The cargo-built operator on the lab's settings and `env`'s fabric.
 fn spawn_operator(
     kubeconfig: &str,
@@ -217,7 +234,7 @@ async fn operator_binary_converges_heals_and_unwinds() {
     .await;
     assert!(evs.iter().any(|r| r == "LegPortCreated"), "{evs:?}");
 
-    // Out-of-band removal of the route: restored by the periodic resync.
+    // Out-of-band removal of the route: restored by the periodic resync, and said so.
     env.net
         .remove_extraroutes(&env.fabric.gateway_router_id, std::slice::from_ref(&want))
         .await
@@ -230,6 +247,44 @@ async fn operator_binary_converges_heals_and_unwinds() {
             .then_some(())
     })
     .await;
+    let note = drift_event(
+        &client,
+        &name,
+        "the gateway route 10.251.0.0/16 via 10.254.0.3 was gone",
+    )
+    .await;
+    assert!(
+        note.contains("(seen 20") && note.contains("restored: "),
+        "{note}"
+    );
+
+    // The leg is detached out of band (Neutron deletes the port with it): a new leg at the
+    // same address, attached again, and one Warning naming the old port.
+    env.net
+        .remove_router_interface(&svc.id, &port.id)
+        .await
+        .expect("detach");
+    let l = wait_for("a new leg", 60, async || {
+        let l = api.get(&name).await.ok().filter(is_ready)?;
+        (l.status.as_ref()?.leg_port_id.as_deref() != Some(port.id.as_str())).then_some(l)
+    })
+    .await;
+    let st = l.status.clone().expect("status");
+    assert_eq!(st.transit_ip.as_deref(), Some("10.254.0.3"));
+    let new_leg = st.leg_port_id.clone().expect("port id");
+    let note = drift_event(
+        &client,
+        &name,
+        &format!("leg port {} at 10.254.0.3 was gone", port.id),
+    )
+    .await;
+    assert!(note.contains(&new_leg), "the restored part names the new leg: {note}");
+    assert!(
+        env.get_router(&env.fabric.gateway_router_id)
+            .await
+            .routes
+            .contains(&want)
+    );
 
     // Delete: the finalizer unwinds, the object goes, the cloud is clean.
     api.delete(&name, &DeleteParams::default())
@@ -685,6 +740,38 @@ async fn operator_binary_cross_tenant_link() {
             .await
             .routes
             .contains(&want)
+    );
+
+    // The share is withdrawn out of band (the operator's RBAC rule deleted): shared again at
+    // the next resync, and one Warning saying so.
+    let shares = env
+        .net
+        .list_rbac_policies(&env.fabric.transit_network_id)
+        .await
+        .expect("rbac");
+    let share = shares
+        .iter()
+        .find(|p| p.target_tenant == project)
+        .expect("the operator's share");
+    env.net
+        .delete_rbac_policy(&share.id)
+        .await
+        .expect("withdraw the share");
+    let note = drift_event(
+        &client,
+        &name,
+        &format!("the transit network was no longer shared with project {project}"),
+    )
+    .await;
+    assert!(note.contains("restored: shared transit network"), "{note}");
+    let again = env
+        .net
+        .list_rbac_policies(&env.fabric.transit_network_id)
+        .await
+        .expect("rbac");
+    assert!(
+        again.iter().any(|p| p.target_tenant == project && p.id != share.id),
+        "{again:?}"
     );
 
     // The Secret disappears, then the link is deleted: the gateway route goes at once, the

@@ -1,6 +1,8 @@
 //! What a reconcile did to the cloud, in the engine's words: the vocabulary of Events, kept
 //! with the plans so the pure rules (drift) can read it without depending on the engine.
 
+use bnerd_api::EventReason;
+
 /// Something the reconcile did to the cloud, worth an Event of its own.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ActionKind {
@@ -19,18 +21,23 @@ pub enum ActionKind {
 
 impl ActionKind {
     /// The Event reason.
-    pub fn as_str(self) -> &'static str {
+    pub fn reason(self) -> EventReason {
         match self {
-            ActionKind::LegPortCreated => "LegPortCreated",
-            ActionKind::LegPortAdopted => "LegPortAdopted",
-            ActionKind::LegAttached => "LegAttached",
-            ActionKind::LegMoved => "LegMoved",
-            ActionKind::DuplicateLegRemoved => "DuplicateLegRemoved",
-            ActionKind::RouteInstalled => "RouteInstalled",
-            ActionKind::RouteRemoved => "RouteRemoved",
-            ActionKind::TransitNetworkShared => "TransitNetworkShared",
-            ActionKind::ReverseRouteRestored => "ReverseRouteRestored",
+            ActionKind::LegPortCreated => EventReason::LegPortCreated,
+            ActionKind::LegPortAdopted => EventReason::LegPortAdopted,
+            ActionKind::LegAttached => EventReason::LegAttached,
+            ActionKind::LegMoved => EventReason::LegMoved,
+            ActionKind::DuplicateLegRemoved => EventReason::DuplicateLegRemoved,
+            ActionKind::RouteInstalled => EventReason::RouteInstalled,
+            ActionKind::RouteRemoved => EventReason::RouteRemoved,
+            ActionKind::TransitNetworkShared => EventReason::TransitNetworkShared,
+            ActionKind::ReverseRouteRestored => EventReason::ReverseRouteRestored,
         }
+    }
+
+    /// The Event reason as the API spells it.
+    pub fn as_str(self) -> &'static str {
+        self.reason().as_str()
     }
 }
 

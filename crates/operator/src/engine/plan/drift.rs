@@ -4,12 +4,12 @@
 //! becomes one Warning Event naming what was missing, when it was seen and what was restored,
 //! and one count on `bnerd_drift_repairs_total{kind}`.
 
-use bnerd_api::ClusterLinkStatus;
+use bnerd_api::{ClusterLinkStatus, EventReason};
 
 use super::action::{Action, ActionKind};
 
 /// The Event reason of every repair.
-pub const DRIFT_REPAIRED: &str = "DriftRepaired";
+pub const DRIFT_REPAIRED: EventReason = EventReason::DriftRepaired;
 
 /// What was found missing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,304 @@
+//! docs/crd-reference.md and docs/operations.md against the code, so the two cannot drift:
+//! every condition type and each of its reasons, every Event reason, every annotation and
+//! every spec/status field path of the generated CRD must be in the reference; the reference
+//! may name no reason the code cannot set; and no reason is spelled as a string literal in
+//! the product code outside the one list of them (`ConditionType::reasons`, `EventReason`).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use bnerd_api::names::{ANNOTATION_ABANDON, ANNOTATION_API_ACCESS, FINALIZER};
+use bnerd_api::{ConditionType, EventReason, Reason};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn read(rel: &str) -> String {
+    let p = root().join(rel);
+    std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("reading {}: {e}", p.display()))
+}
+
+fn reference() -> String {
+    read("docs/crd-reference.md")
+}
+
+/// Words of the document in backticks: `X` (the reference names every identifier that way).
+fn quoted(doc: &str) -> BTreeSet<String> {
+    doc.split('`')
+        .skip(1)
+        .step_by(2)
+        .map(|s| s.trim().to_string())
+        .collect()
+}
+
+/// The reasons table of one condition: the rows under its `### <Type>` heading, up to the
+/// next heading. Each row starts with the reason in backticks: | `Reason` | ... |
+fn documented_reasons(doc: &str, t: ConditionType) -> Vec<String> {
+    let heading = format!("### `{t}`");
+    let Some(start) = doc.find(&heading) else {
+        panic!("docs/crd-reference.md has no heading {heading:?}");
+    };
+    let body = &doc[start + heading.len()..];
+    let end = body.find("\n#").unwrap_or(body.len());
+    body[..end]
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split_once('`').map(|(r, _)| r.to_string()))
+        .collect()
+}
+
+#[test]
+fn every_condition_and_each_of_its_reasons_has_a_row() {
+    let doc = reference();
+    for t in ConditionType::ALL {
+        let documented = documented_reasons(&doc, *t);
+        let code: Vec<String> = t.reasons().iter().map(|r| r.to_string()).collect();
+        for r in &code {
+            assert!(
+                documented.contains(r),
+                "docs/crd-reference.md: condition {t} can carry reason {r} (ConditionType::reasons), but its table has no row | `{r}` |"
+            );
+        }
+        for r in &documented {
+            assert!(
+                code.contains(r),
+                "docs/crd-reference.md: the table of {t} documents reason {r}, which the code never sets on {t} (ConditionType::reasons)"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_reference_names_no_reason_the_code_cannot_set() {
+    let doc = reference();
+    let known: BTreeSet<String> = Reason::ALL
+        .iter()
+        .map(|r| r.to_string())
+        .chain(EventReason::ALL.iter().map(|r| r.to_string()))
+        .collect();
+    // Every row of every reason table, and every row of the Events table.
+    let heading = "## Events";
+    let Some(events) = doc.find(heading) else {
+        panic!("docs/crd-reference.md has no heading {heading:?}");
+    };
+    let body = &doc[events + heading.len()..];
+    let end = body.find("\n## ").unwrap_or(body.len());
+    let event_rows: Vec<String> = body[..end]
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split_once('`').map(|(r, _)| r.to_string()))
+        .collect();
+    for r in &event_rows {
+        assert!(
+            known.contains(r),
+            "docs/crd-reference.md: the Events table names {r}, which is neither a Reason nor an EventReason"
+        );
+    }
+    for e in EventReason::ALL {
+        assert!(
+            event_rows.contains(&e.to_string()),
+            "docs/crd-reference.md: Event reason {e} (EventReason) has no row in the Events table"
+        );
+    }
+}
+
+#[test]
+fn the_operations_guide_explains_every_event() {
+    let ops = read("docs/operations.md");
+    let words = quoted(&ops);
+    for e in EventReason::ALL {
+        assert!(
+            words.contains(e.as_str()),
+            "docs/operations.md never names Event reason `{e}`"
+        );
+    }
+}
+
+#[test]
+fn annotations_and_finalizer_are_documented() {
+    let words = quoted(&reference());
+    for a in [ANNOTATION_API_ACCESS, ANNOTATION_ABANDON, FINALIZER] {
+        assert!(
+            words.iter().any(|w| w.contains(a)),
+            "docs/crd-reference.md never names `{a}`"
+        );
+    }
+}
+
+/// Every field path under `prefix` in an openAPIV3Schema node: spec.transitIP,
+/// status.reverseRoutes[].gatewayRef.kind, ...
+fn field_paths(node: &serde_yaml::Value, prefix: &str, out: &mut Vec<String>) {
+    if let Some(props) = node.get("properties").and_then(|p| p.as_mapping()) {
+        for (k, v) in props {
+            let Some(k) = k.as_str() else { continue };
+            let path = format!("{prefix}.{k}");
+            out.push(path.clone());
+            field_paths(v, &path, out);
+        }
+    }
+    if let Some(items) = node.get("items") {
+        field_paths(items, &format!("{prefix}[]"), out);
+    }
+}
+
+fn crd_schema() -> serde_yaml::Value {
+    let text = read("charts/bnerd-vpn-operator/files/clusterlinks.ipsec.bnerd.net.yaml");
+    let crd: serde_yaml::Value = match serde_yaml::from_str(&text) {
+        Ok(v) => v,
+        Err(e) => panic!("the generated CRD does not parse: {e}"),
+    };
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone()
+}
+
+#[test]
+fn every_field_of_the_generated_crd_is_documented() {
+    let schema = crd_schema();
+    let mut paths = vec![];
+    for top in ["spec", "status"] {
+        field_paths(&schema["properties"][top], top, &mut paths);
+    }
+    assert!(
+        paths
+            .iter()
+            .any(|p| p == "status.reverseRoutes[].gatewayRef.kind"),
+        "the walk reaches nested fields: {paths:?}"
+    );
+    let words = quoted(&reference());
+    for p in &paths {
+        assert!(
+            words.contains(p),
+            "docs/crd-reference.md never names the CRD field `{p}`"
+        );
+    }
+}
+
+#[test]
+fn every_cel_rule_and_schema_bound_is_quoted() {
+    let doc = reference();
+    let schema = crd_schema();
+    let rules = schema["properties"]["spec"]["x-kubernetes-validations"]
+        .as_sequence()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(rules.len(), 3, "the CRD carries the spec's three CEL rules");
+    for r in &rules {
+        for key in ["rule", "message"] {
+            let text = r[key].as_str().unwrap_or_default();
+            assert!(
+                doc.contains(text),
+                "docs/crd-reference.md does not quote the CEL {key} exactly: {text}"
+            );
+        }
+    }
+    let spec = &schema["properties"]["spec"]["properties"];
+    for (field, node) in spec.as_mapping().into_iter().flatten() {
+        let field = field.as_str().unwrap_or_default();
+        for bound in ["minLength", "maxLength"] {
+            if let Some(n) = node[bound].as_u64() {
+                let row = doc
+                    .lines()
+                    .find(|l| l.starts_with(&format!("| `spec.{field}` |")))
+                    .unwrap_or_else(|| panic!("no field row for spec.{field}"));
+                assert!(
+                    row.contains(&format!("{bound}: {n}")),
+                    "docs/crd-reference.md: the row of spec.{field} does not say `{bound}: {n}`: {row}"
+                );
+            }
+        }
+    }
+}
+
+/// Capitalised words in string literals of the product code (tests and comments left out),
+/// with where they are.
+fn literals() -> Vec<(String, String)> {
+    let mut out = vec![];
+    let mut dirs: Vec<PathBuf> = ["crates/api/src", "crates/operator/src", "crates/cli/src"]
+        .iter()
+        .map(|d| root().join(d))
+        .collect();
+    while let Some(dir) = dirs.pop() {
+        let entries =
+            std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                dirs.push(path);
+                continue;
+            }
+            if path.extension().is_none_or(|x| x != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            for (n, line) in text.lines().enumerate() {
+                if line.trim_start().starts_with("#[cfg(test)]") {
+                    break;
+                }
+                let code = line.trim_start();
+                // Comments, and raw strings (the CRD's printer columns are JSON).
+                if code.starts_with("//") || code.contains("r#\"") {
+                    continue;
+                }
+                for (i, piece) in code.split('"').enumerate() {
+                    let word = !piece.is_empty()
+                        && piece.starts_with(|c: char| c.is_ascii_uppercase())
+                        && piece.chars().all(|c| c.is_ascii_alphanumeric());
+                    if i % 2 == 1 && word {
+                        let at = format!(
+                            "{}:{}",
+                            path.strip_prefix(root()).unwrap_or(&path).display(),
+                            n + 1
+                        );
+                        out.push((piece.to_string(), at));
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Capitalised string literals the product code may spell that are no reason: Kubernetes
+/// kinds and condition statuses, printer columns, Event actions, derive names, output words.
+const NOT_REASONS: &[&str] = &[
+    "True",
+    "False",
+    "Unknown",
+    "ClusterLink",
+    "ClusterLinkStatus",
+    "IPsecGateway",
+    "VPNGateway",
+    "Pod",
+    "Lease",
+    "Reconcile",
+    "FabricCheck",
+    "Default",
+    "PartialEq",
+    "GET",
+    "HOSTNAME",
+    "PROBLEM",
+    "WRITE",
+];
+
+#[test]
+fn no_reason_is_spelled_outside_its_list() {
+    let names: BTreeSet<String> = Reason::ALL
+        .iter()
+        .map(|r| r.to_string())
+        .chain(EventReason::ALL.iter().map(|r| r.to_string()))
+        .chain(ConditionType::ALL.iter().map(|t| t.to_string()))
+        .collect();
+    let mut stray = vec![];
+    for (word, at) in literals() {
+        if names.contains(&word) {
+            stray.push(format!(
+                "{at}: \"{word}\" is a condition type or reason spelled as a string; use ConditionType/Reason/EventReason"
+            ));
+        } else if !NOT_REASONS.contains(&word.as_str()) {
+            stray.push(format!(
+                "{at}: \"{word}\": if it is a condition or Event reason, add it to Reason (and ConditionType::reasons) or EventReason and document it in docs/crd-reference.md; if not, add it to NOT_REASONS in crates/api/tests/reference.rs"
+            ));
+        }
+    }
+    assert!(stray.is_empty(), "{}", stray.join("\n"));
+}
