@@ -7,7 +7,7 @@
 //! and no body past `MAX_BODY_BYTES` is read whole.
 //!
 //! Sampled: a fresh seed each run, printed. Replay or widen with `BNERD_HOSTILE_SEED=<seed>`
-//! and `BNERD_HOSTILE_CASES=<n>` (docs/testing.md).
+//! and `BNERD_HOSTILE_CASES=<n>` (docs/performance.md, "Hostile input").
 
 mod support;
 

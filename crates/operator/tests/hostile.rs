@@ -9,7 +9,7 @@
 //! status patch itself fail, and the condition would never be seen).
 //!
 //! Sampled: each run draws a fresh seed and prints it. Replay or widen with
-//! `BNERD_HOSTILE_SEED=<seed>` and `BNERD_HOSTILE_CASES=<n>` (docs/testing.md).
+//! `BNERD_HOSTILE_SEED=<seed>` and `BNERD_HOSTILE_CASES=<n>` (docs/performance.md, "Hostile input").
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

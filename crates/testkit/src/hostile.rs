@@ -10,10 +10,9 @@
 //! BNERD_HOSTILE_CASES=5000 cargo test -p bnerd-vpn-operator --test hostile -p bnerd-cloud --test hostile_bodies
 //! ```
 
-use proptest::test_runner::{Config, RngSeed, TestRunner};
+use std::io::Write;
 
-/// Cases per property unless `BNERD_HOSTILE_CASES` says otherwise.
-pub const DEFAULT_CASES: u32 = 64;
+use proptest::test_runner::{Config, RngSeed, TestRunner};
 
 /// The seed of this run: `BNERD_HOSTILE_SEED`, or a new one from the clock.
 pub fn seed() -> u64 {
@@ -43,7 +42,12 @@ pub fn cases(default: u32) -> u32 {
 pub fn runner(property: &str, default_cases: u32) -> (TestRunner, u64) {
     let seed = seed();
     let cases = cases(default_cases);
-    eprintln!("hostile {property}: {cases} cases, BNERD_HOSTILE_SEED={seed}");
+    // Straight to stderr, past the test harness's capture: the seed belongs in every CI log,
+    // passing runs included, so a later failure's input space can be compared.
+    let _ = writeln!(
+        std::io::stderr(),
+        "hostile {property}: {cases} cases, BNERD_HOSTILE_SEED={seed}"
+    );
     let config = Config {
         cases,
         rng_seed: RngSeed::Fixed(seed),
