@@ -4,20 +4,35 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use ipnet::{IpNet, Ipv4Net};
 
+use crate::echo::quoted;
+
 /// Parse `spec.serviceClusterCIDR`: an IPv4 network in canonical form (no host bits).
 pub fn parse_service_cidr(value: &str) -> Result<Ipv4Net, String> {
     let net: IpNet = value.parse().map_err(|_| {
-        format!("spec.serviceClusterCIDR {value:?} is not a CIDR (want e.g. 10.251.0.0/16)")
+        format!(
+            "spec.serviceClusterCIDR {} is not a CIDR (want e.g. 10.251.0.0/16)",
+            quoted(value)
+        )
     })?;
     let IpNet::V4(net) = net else {
         return Err(format!(
-            "spec.serviceClusterCIDR {value:?} is not IPv4; the transit fabric is IPv4"
+            "spec.serviceClusterCIDR {} is not IPv4; the transit fabric is IPv4",
+            quoted(value)
         ));
     };
     if net.trunc() != net {
         return Err(format!(
-            "spec.serviceClusterCIDR {value:?} has host bits set; did you mean {}?",
+            "spec.serviceClusterCIDR {} has host bits set; did you mean {}?",
+            quoted(value),
             net.trunc()
+        ));
+    }
+    // ipnet reads "010.001.0.0/16" as 10.1.0.0/16; inet_aton-style tools read the same text
+    // as 8.1.0.0/16. Only the one spelling everyone reads alike is taken.
+    if net.to_string() != value {
+        return Err(format!(
+            "spec.serviceClusterCIDR {} is not written canonically (leading zeros read as octal elsewhere); write {net}",
+            quoted(value)
         ));
     }
     if net.prefix_len() == 0 {
@@ -33,9 +48,9 @@ pub fn parse_service_cidr(value: &str) -> Result<Ipv4Net, String> {
 pub fn check_transit_ip(value: &str, subnet: Ipv4Net) -> Result<Ipv4Addr, String> {
     let ip: IpAddr = value
         .parse()
-        .map_err(|_| format!("spec.transitIP {value:?} is not an IP address"))?;
+        .map_err(|_| format!("spec.transitIP {} is not an IP address", quoted(value)))?;
     let IpAddr::V4(ip) = ip else {
-        return Err(format!("spec.transitIP {value:?} is not IPv4"));
+        return Err(format!("spec.transitIP {} is not IPv4", quoted(value)));
     };
     if !subnet.contains(&ip) {
         return Err(format!(
@@ -94,6 +109,9 @@ mod tests {
             "fd00::/64",
             "0.0.0.0/0",
             "10.251.0.0",
+            "010.251.0.0/16",
+            "10.251.00.0/16",
+            "10.251.0.0/016",
         ] {
             let err = parse_service_cidr(bad).unwrap_err();
             assert!(err.contains("spec.serviceClusterCIDR"), "{bad}: {err}");

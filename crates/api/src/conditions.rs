@@ -220,7 +220,9 @@ pub fn set_condition(
         type_.reasons().contains(&reason),
         "{reason} is not a reason of {type_} (ConditionType::reasons)"
     );
-    let message = message.into();
+    // The apiserver refuses a status whose condition message passes its limit, and the
+    // whole patch with it: cut here, whatever a step put together.
+    let message = crate::echo::truncated(message.into(), crate::echo::MAX_CONDITION_MESSAGE_BYTES);
     match conditions.iter_mut().find(|c| c.type_ == type_.as_str()) {
         Some(c) => {
             if c.status != status.as_str() {

@@ -30,6 +30,34 @@ pub struct ReverseTarget {
     pub port_fixed_ip: String,
 }
 
+/// A status field longer than this is no CIDR or address (those take at most 43 bytes):
+/// the index keeps a short stand-in instead, which the screen refuses naming the field.
+pub const MAX_STATUS_FIELD_BYTES: usize = 64;
+
+/// A status field as the screen sees it: `None` while the gateway has not filled it in (absent
+/// or null); the text when it is a string of sensible size; otherwise a stand-in that is no
+/// CIDR or address, so the gateway is refused naming the field instead of silently skipped,
+/// and the index (one entry per gateway of the estate) stays small whatever the object holds.
+fn status_field(obj: &Value, pointer: &str) -> Option<String> {
+    match obj.pointer(pointer)? {
+        Value::Null => None,
+        Value::String(s) if s.len() <= MAX_STATUS_FIELD_BYTES => Some(s.clone()),
+        Value::String(s) => {
+            let head: String = s.chars().take(32).collect();
+            Some(format!("{head}... ({} bytes)", s.len()))
+        }
+        other => {
+            let kind = match other {
+                Value::Bool(_) => "a boolean",
+                Value::Number(_) => "a number",
+                Value::Array(_) => "a list",
+                _ => "an object",
+            };
+            Some(format!("(not a string but {kind})"))
+        }
+    }
+}
+
 /// A gateway needs a reverse route once it has at least one `spec.reverseExposures` entry and
 /// its status reports both `serviceCIDR` and `portFixedIP`. Deleting gateways need none.
 pub fn reverse_target(
@@ -48,8 +76,8 @@ pub fn reverse_target(
     if exposures.is_empty() {
         return None;
     }
-    let service_cidr = obj.pointer("/status/serviceCIDR")?.as_str()?.to_string();
-    let port_fixed_ip = obj.pointer("/status/portFixedIP")?.as_str()?.to_string();
+    let service_cidr = status_field(obj, "/status/serviceCIDR")?;
+    let port_fixed_ip = status_field(obj, "/status/portFixedIP")?;
     Some(ReverseTarget {
         gateway: GatewayRef {
             kind: kind.into(),
@@ -92,6 +120,19 @@ mod tests {
             )
             .is_none()
         );
+        // Wrong types and oversized values still make a target, which the screen refuses
+        // naming the field; the index entry stays small.
+        let odd = json!({"spec": full["spec"], "status": {"serviceCIDR": 42, "portFixedIP": "1".repeat(1 << 20)}});
+        let t = reverse_target("IPsecGateway", "ns", "gw", &odd).unwrap();
+        assert_eq!(t.service_cidr, "(not a string but a number)");
+        assert!(
+            t.port_fixed_ip.len() < 2 * MAX_STATUS_FIELD_BYTES,
+            "{}",
+            t.port_fixed_ip
+        );
+        assert!(t.port_fixed_ip.ends_with("... (1048576 bytes)"));
+        let null = json!({"spec": full["spec"], "status": {"serviceCIDR": null, "portFixedIP": "10.254.0.10"}});
+        assert!(reverse_target("IPsecGateway", "ns", "gw", &null).is_none());
         let mut deleting = full.clone();
         deleting["metadata"] = json!({"deletionTimestamp": "2026-01-01T00:00:00Z"});
         assert!(reverse_target("IPsecGateway", "ns", "gw", &deleting).is_none());

@@ -5,6 +5,7 @@
 pub mod cidr;
 pub mod clusterlink;
 pub mod conditions;
+pub mod echo;
 pub mod gateway;
 pub mod names;
 

@@ -388,12 +388,55 @@ fn clouds_yaml_candidates(get: &dyn Fn(&str) -> Option<String>) -> Vec<PathBuf> 
     out
 }
 
+/// A clouds.yaml is a few KiB; one far larger is not one, and is not read whole.
+const MAX_CLOUDS_YAML_BYTES: u64 = 256 * 1024;
+/// libyaml's time grows with the square of the nesting depth (measured: 16k levels 1.4 s,
+/// 100k levels about a minute, release build); a clouds.yaml nests four or five levels.
+const MAX_CLOUDS_YAML_DEPTH: usize = 64;
+
+/// How deep `[`/`{` nest outside quoted text: flow collections are where a small file
+/// nests deep (block nesting costs indentation, bounded by the size cap).
+fn flow_depth(text: &str) -> usize {
+    let (mut depth, mut max, mut quote) = (0usize, 0usize, None);
+    for c in text.chars() {
+        match (quote, c) {
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '[' | '{') => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            (None, ']' | '}') => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if c == '\n' {
+            // A quote left open at the end of a line is an apostrophe in a plain scalar.
+            quote = None;
+        }
+    }
+    max
+}
+
 fn load_entry(path: &Path, cloud: &str) -> Result<CloudEntry, ConfigError> {
     let invalid = |message: String| ConfigError::Invalid {
         setting: path.display().to_string(),
         message,
     };
-    let text = std::fs::read_to_string(path).map_err(|e| invalid(format!("cannot read: {e}")))?;
+    let mut text = String::new();
+    std::fs::File::open(path)
+        .and_then(|f| f.take(MAX_CLOUDS_YAML_BYTES + 1).read_to_string(&mut text))
+        .map_err(|e| invalid(format!("cannot read: {e}")))?;
+    if text.len() as u64 > MAX_CLOUDS_YAML_BYTES {
+        return Err(invalid(format!(
+            "is larger than {MAX_CLOUDS_YAML_BYTES} bytes; not a clouds.yaml"
+        )));
+    }
+    if flow_depth(&text) > MAX_CLOUDS_YAML_DEPTH {
+        return Err(invalid(format!(
+            "nests deeper than {MAX_CLOUDS_YAML_DEPTH} levels; not a clouds.yaml"
+        )));
+    }
     let mut file: CloudsFile =
         serde_yaml::from_str(&text).map_err(|e| invalid(format!("not a clouds.yaml: {e}")))?;
     file.clouds
@@ -478,6 +521,52 @@ mod tests {
         assert!(e.to_string().contains("no cloud named \"nope\""), "{e}");
         std::fs::remove_dir_all(dir).unwrap();
     }
+    #[test]
+    fn hostile_clouds_yaml_is_refused_quickly_without_echoing_a_value() {
+        // The operator's own clouds.yaml comes from a Secret too: a billion-laughs bomb, a
+        // deep nest and wrong types must be refused at once, naming the file, never a value.
+        let dir = scratch("hostile-yaml");
+        let f = dir.join("clouds.yaml");
+        let p = f.display().to_string();
+        let mut bomb = String::from("a: &a [\"s3cr3t-bomb\", \"s3cr3t-bomb\"]\n");
+        for i in 1..30 {
+            let prev = format!("*x{}", i - 1).replace("*x0", "*a");
+            bomb.push_str(&format!("x{i}: &x{i} [{prev}, {prev}, {prev}, {prev}]\n"));
+        }
+        bomb.push_str("clouds:\n  lab:\n    auth: *x29\n");
+        let nested = format!("clouds: {}{}", "[".repeat(100_000), "]".repeat(100_000));
+        let wrong = "clouds:\n  lab:\n    auth:\n      auth_url: http://k/v3\n      password: [s3cr3t-pw]\n      username: {s3cr3t-user: 1}\n".to_string();
+        let huge = format!(
+            "clouds:\n  lab:\n    region_name: {}\n",
+            "s3cr3t".repeat(100_000)
+        );
+        let cases = [
+            ("bomb", bomb),
+            ("nested", nested),
+            ("wrong types", wrong),
+            ("huge", huge),
+        ];
+        for (what, text) in cases {
+            std::fs::write(&f, &text).unwrap();
+            let t = std::time::Instant::now();
+            let e =
+                AuthConfig::from_env(&env(&[("OS_CLOUD", "lab"), ("OS_CLIENT_CONFIG_FILE", &p)]))
+                    .expect_err(what);
+            let msg = e.to_string();
+            assert!(
+                t.elapsed() < std::time::Duration::from_secs(5),
+                "{what}: {:?}",
+                t.elapsed()
+            );
+            assert!(msg.contains(&p) && !msg.contains("s3cr3t"), "{what}: {msg}");
+            assert!(msg.len() < 1024, "{what}: {} bytes", msg.len());
+        }
+        std::fs::remove_dir_all(dir).unwrap();
+        // Brackets inside quotes, or an apostrophe in a plain scalar, do not count.
+        assert_eq!(flow_depth("clouds: {a: [1, \"[[[\", '{{']}\n"), 2);
+        assert_eq!(flow_depth("password: it's\nb: [x]\n"), 1);
+    }
+
     /// A fresh directory for one test (tests of this module run in parallel).
     fn scratch(test: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("bnerd-auth-{test}-{}", std::process::id()));

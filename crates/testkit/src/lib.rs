@@ -7,6 +7,7 @@
 //! does not depend on the operator, not even for its tests.
 
 pub mod crash;
+pub mod hostile;
 pub mod kube_lab;
 pub mod operator_proc;
 

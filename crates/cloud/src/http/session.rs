@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::OpenStack;
-use super::transport::{BodyError, MAX_BODY_BYTES, read_capped, transport};
+use super::transport::{BodyError, MAX_BODY_BYTES, json_body, read_capped, transport, typed};
 use crate::Identity;
 use crate::auth::{AuthConfig, AuthMethod};
 use crate::error::{CloudError, Result};
@@ -108,7 +108,8 @@ impl OpenStack {
         })?;
         let token =
             token.ok_or_else(|| CloudError::auth("Keystone returned no X-Subject-Token"))?;
-        let parsed: TokenEnvelope = serde_json::from_slice(&bytes)
+        let parsed: TokenEnvelope = json_body(&bytes)
+            .and_then(|v| typed(v, ""))
             .map_err(|e| CloudError::auth(format!("unreadable token body: {e}")))?;
         let t = parsed.token;
         let neutron_url = match &self.neutron_override {

@@ -440,13 +440,46 @@ pub(super) async fn read_capped(mut resp: reqwest::Response) -> Result<Vec<u8>, 
 
 /// A link, as the server wrote it, shortened for a message.
 fn shown(href: &str) -> String {
-    const MAX: usize = 200;
-    if href.chars().count() <= MAX {
-        return href.to_string();
+    shortened(href, 200)
+}
+
+/// What a message keeps of text the server wrote (a NeutronError message, a decoding error,
+/// which quotes the offending value): an answer can be megabytes up to [`MAX_BODY_BYTES`],
+/// and the error ends up in a condition, an Event and the log.
+pub(crate) const MAX_SERVER_TEXT_CHARS: usize = 512;
+
+/// `text`, at most `max` characters of it, marked when cut.
+pub(crate) fn shortened(text: &str, max: usize) -> String {
+    let mut chars = text.chars();
+    let mut s: String = chars.by_ref().take(max).collect();
+    if chars.next().is_some() {
+        s.push_str(&format!("... ({} bytes)", text.len()));
     }
-    let mut s: String = href.chars().take(MAX).collect();
-    s.push_str("...");
     s
+}
+
+/// A typed value from JSON, or what is wrong with it naming the field (`ports[3].fixed_ips:
+/// invalid type ...`): serde alone names only the type it wanted. `at` is where `value` sits
+/// in the answer (its key; empty for the whole body).
+pub(crate) fn typed<T: DeserializeOwned>(value: Value, at: &str) -> Result<T, String> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let field = match (at.is_empty(), path.as_str()) {
+            (true, p) => p.to_string(),
+            (false, ".") => at.to_string(),
+            (false, p) if p.starts_with('[') => format!("{at}{p}"),
+            (false, p) => format!("{at}.{p}"),
+        };
+        shortened(
+            &format!("{field}: {}", e.into_inner()),
+            MAX_SERVER_TEXT_CHARS,
+        )
+    })
+}
+
+/// A JSON body, or why it is none (serde_json's syntax errors name a position, not the input).
+pub(crate) fn json_body(bytes: &[u8]) -> Result<Value, String> {
+    serde_json::from_slice(bytes).map_err(|e| shortened(&e.to_string(), MAX_SERVER_TEXT_CHARS))
 }
 
 /// The URL to send a page's `next` link to and its path relative to `endpoint`, or why it is
@@ -500,11 +533,11 @@ fn decode_page<T: DeserializeOwned>(
         path: path.into(),
         message,
     };
-    let mut v: Value = serde_json::from_slice(bytes).map_err(|e| err(e.to_string()))?;
+    let mut v = json_body(bytes).map_err(err)?;
     let links_key = format!("{key}_links");
     let links: Vec<Link> = match v.get_mut(&links_key).map(Value::take) {
         None | Some(Value::Null) => vec![],
-        Some(l) => serde_json::from_value(l).map_err(|e| err(format!("{links_key}: {e}")))?,
+        Some(l) => typed(l, &links_key).map_err(err)?,
     };
     let items = take(&mut v, key).map_err(err)?;
     let next = links.into_iter().find(|l| l.rel == "next").map(|l| l.href);
@@ -516,19 +549,19 @@ pub(super) fn error_body(bytes: &[u8]) -> (String, String) {
     let v: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
     if let Some(e) = v.get("NeutronError") {
         let s = |k: &str| {
-            e.get(k)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()
+            shortened(
+                e.get(k).and_then(Value::as_str).unwrap_or_default(),
+                MAX_SERVER_TEXT_CHARS,
+            )
         };
         return (s("type"), s("message"));
     }
     if let Some(e) = v.get("error") {
         let s = |k: &str| {
-            e.get(k)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()
+            shortened(
+                e.get(k).and_then(Value::as_str).unwrap_or_default(),
+                MAX_SERVER_TEXT_CHARS,
+            )
         };
         return (s("title"), s("message"));
     }
@@ -549,7 +582,7 @@ pub(super) fn decode<T: DeserializeOwned>(
         path: path.into(),
         message,
     };
-    let mut v: Value = serde_json::from_slice(bytes).map_err(|e| err(e.to_string()))?;
+    let mut v = json_body(bytes).map_err(err)?;
     take(&mut v, key).map_err(err)
 }
 
@@ -562,7 +595,7 @@ fn take<T: DeserializeOwned>(v: &mut Value, key: &str) -> Result<T, String> {
             .map(Value::take)
             .ok_or_else(|| format!("no {key:?} in body"))?
     };
-    serde_json::from_value(inner).map_err(|e| e.to_string())
+    typed(inner, key)
 }
 
 #[cfg(test)]
@@ -590,6 +623,44 @@ mod tests {
         );
         assert_eq!(parse_retry_after("soon", now), None);
         assert_eq!(parse_retry_after("-1", now), None);
+    }
+
+    #[test]
+    fn a_wrong_field_is_named_and_a_quoted_value_cut() {
+        let body = br#"{"ports": [{"id": "a", "network_id": "n"}, {"id": "b", "network_id": "n", "fixed_ips": [{"ip_address": 5}]}]}"#;
+        let e = decode::<Vec<crate::Port>>(body, "ports", "GET", "/ports").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("ports[1].fixed_ips[0].ip_address: invalid type: integer `5`"),
+            "{e}"
+        );
+        let e = decode::<crate::Network>(br#"{"network": {"name": "x"}}"#, "network", "GET", "/n")
+            .unwrap_err();
+        assert!(e.to_string().contains("network: missing field `id`"), "{e}");
+        // serde quotes a wrong-typed string whole: a megabyte of it stays out of the message.
+        let big = format!(
+            r#"{{"network": {{"id": "n", "shared": "{}"}}}}"#,
+            "y".repeat(1 << 20)
+        );
+        let e = decode::<crate::Network>(big.as_bytes(), "network", "GET", "/n").unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("network.shared: invalid type: string"),
+            "{text}"
+        );
+        assert!(
+            text.len() < 2 * MAX_SERVER_TEXT_CHARS,
+            "{} bytes",
+            text.len()
+        );
+        let (_, m) = error_body(
+            format!(
+                r#"{{"NeutronError": {{"type": "X", "message": "{}"}}}}"#,
+                "m".repeat(1 << 20)
+            )
+            .as_bytes(),
+        );
+        assert!(m.ends_with("... (1048576 bytes)") && m.len() < 2 * MAX_SERVER_TEXT_CHARS);
     }
 
     #[test]

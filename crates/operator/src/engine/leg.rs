@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 
+use bnerd_api::echo::quoted;
 use bnerd_api::names::{TAG_MANAGED, tag_link_name, tag_link_uid};
 use bnerd_cloud::{Port, Router, RouterQuery};
 
@@ -105,7 +106,10 @@ async fn observe_router(e: &Engine<'_>, value: &str, own: &[&Port]) -> (RouterSe
     match net.list_routers(&q).await {
         Ok(found) => (RouterSeen::ByName(found), seen),
         Err(err) => (
-            RouterSeen::Failed(format!("looking up router {value:?}"), err),
+            RouterSeen::Failed(
+                format!("looking up spec.serviceClusterRouter {}", quoted(value)),
+                err,
+            ),
             seen,
         ),
     }

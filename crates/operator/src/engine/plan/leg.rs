@@ -10,6 +10,7 @@ use std::net::Ipv4Addr;
 
 use bnerd_api::Reason;
 use bnerd_api::cidr::transit_candidates;
+use bnerd_api::echo::quoted;
 use bnerd_api::names::{is_managed, leg_owner_uid};
 use bnerd_cloud::{CloudError, NeutronErrorKind, Port, Router};
 use ipnet::Ipv4Net;
@@ -50,12 +51,14 @@ pub(crate) fn resolve_router(value: &str, seen: RouterSeen) -> Result<Router, St
         RouterSeen::ByName(found) => match <[Router; 1]>::try_from(found) {
             Ok([r]) => Ok(r),
             Err(found) if found.is_empty() => Err(fail(format!(
-                "spec.serviceClusterRouter {value:?}: no router with that name or ID is visible to the operator credential"
+                "spec.serviceClusterRouter {}: no router with that name or ID is visible to the operator credential",
+                quoted(value)
             ))),
             Err(many) => {
                 let ids: Vec<&str> = many.iter().map(|r| r.id.as_str()).collect();
                 Err(fail(format!(
-                    "spec.serviceClusterRouter {value:?} is ambiguous: {} routers carry that name ({}); use the router ID",
+                    "spec.serviceClusterRouter {} is ambiguous: {} routers carry that name ({}); use the router ID",
+                    quoted(value),
                     many.len(),
                     ids.join(", ")
                 )))

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
+use bnerd_api::echo::quoted;
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::{GatewayRef, Reason, ReverseRoute};
 use bnerd_cloud::{CloudError, Route};
@@ -47,8 +48,8 @@ fn target_fault(t: &ReverseTarget, transit: Ipv4Net, link_cidrs: &[Ipv4Net]) -> 
         }
         Err(_) => {
             return Some(format!(
-                "status.serviceCIDR {:?} is not a CIDR",
-                t.service_cidr
+                "status.serviceCIDR {} is not a CIDR",
+                quoted(&t.service_cidr)
             ));
         }
     };
@@ -77,8 +78,8 @@ fn target_fault(t: &ReverseTarget, transit: Ipv4Net, link_cidrs: &[Ipv4Net]) -> 
         Ok(h) => h,
         Err(_) => {
             return Some(format!(
-                "status.portFixedIP {:?} is not an IPv4 address",
-                t.port_fixed_ip
+                "status.portFixedIP {} is not an IPv4 address",
+                quoted(&t.port_fixed_ip)
             ));
         }
     };

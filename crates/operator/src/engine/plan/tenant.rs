@@ -8,6 +8,7 @@
 
 use std::collections::BTreeMap;
 
+use bnerd_api::echo::quoted;
 use bnerd_api::names::{ANNOTATION_API_ACCESS, credentials_secret_name};
 use bnerd_api::{Reason, SecretRef};
 
@@ -95,7 +96,7 @@ pub fn attested(annotation: Option<&str>, secret: &SecretRef) -> Result<String, 
                 "annotation {ANNOTATION_API_ACCESS} is {}, not exactly \"none\"; a platform admin sets it once the customer has no OpenStack API access of its own into that project; no OpenStack call is made until then (secret {s})",
                 match other {
                     None => "missing".to_string(),
-                    Some(v) => format!("{v:?}"),
+                    Some(v) => quoted(v),
                 }
             ),
         )),
@@ -219,8 +220,9 @@ pub fn credential_from_secret(
     if let Some(region) = text(KEY_REGION)?
         && Some(region.as_str()) != operator.region
     {
+        // The value is the Secret's: named by key only, like every other one.
         return Err(invalid(format!(
-            "key {KEY_REGION} {region:?} differs from the operator's region {}",
+            "key {KEY_REGION} differs from the operator's region {}; remove it or set it to the operator's",
             operator.region.unwrap_or("(none)")
         )));
     }
