@@ -222,7 +222,14 @@ async fn apply(
     for r in &repairs {
         warn!(clusterlink = %name, drift = r.kind.as_str(), "{}", r.note);
         ctx.metrics.drift_repaired(r.kind.as_str());
-        publish(ctx, &reference, EventType::Warning, drift::DRIFT_REPAIRED.as_str(), &r.note).await;
+        publish(
+            ctx,
+            &reference,
+            EventType::Warning,
+            drift::DRIFT_REPAIRED.as_str(),
+            &r.note,
+        )
+        .await;
     }
     for a in &rest {
         info!(clusterlink = %name, reason = a.kind.as_str(), "{}", a.note);

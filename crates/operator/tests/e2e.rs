@@ -278,7 +278,10 @@ async fn operator_binary_converges_heals_and_unwinds() {
         &format!("leg port {} at 10.254.0.3 was gone", port.id),
     )
     .await;
-    assert!(note.contains(&new_leg), "the restored part names the new leg: {note}");
+    assert!(
+        note.contains(&new_leg),
+        "the restored part names the new leg: {note}"
+    );
     assert!(
         env.get_router(&env.fabric.gateway_router_id)
             .await
@@ -770,7 +773,9 @@ async fn operator_binary_cross_tenant_link() {
         .await
         .expect("rbac");
     assert!(
-        again.iter().any(|p| p.target_tenant == project && p.id != share.id),
+        again
+            .iter()
+            .any(|p| p.target_tenant == project && p.id != share.id),
         "{again:?}"
     );
 

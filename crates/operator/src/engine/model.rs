@@ -7,8 +7,8 @@ use std::time::Duration;
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::{ClusterLinkSpec, ClusterLinkStatus};
 
-pub use super::plan::action::{Action, ActionKind};
 use super::plan::Peer;
+pub use super::plan::action::{Action, ActionKind};
 use super::plan::reverse_routes::GatewayProblem;
 
 /// Everything a reconcile reads besides the cloud.

@@ -160,7 +160,10 @@ mod tests {
     #[test]
     fn a_link_still_converging_repairs_nothing() {
         let actions = vec![
-            act(ActionKind::LegPortCreated, "created leg port p2 at 10.254.0.3"),
+            act(
+                ActionKind::LegPortCreated,
+                "created leg port p2 at 10.254.0.3",
+            ),
             act(ActionKind::RouteInstalled, "added route"),
         ];
         let (repairs, rest) = classify(false, &before(), &actions, SEEN);
@@ -172,7 +175,10 @@ mod tests {
     fn each_kind_of_removal_is_one_repair_naming_what_was_missing() {
         let cases = [
             (
-                vec![act(ActionKind::RouteInstalled, "added 10.251.0.0/16 via 10.254.0.3")],
+                vec![act(
+                    ActionKind::RouteInstalled,
+                    "added 10.251.0.0/16 via 10.254.0.3",
+                )],
                 DriftKind::GatewayRoute,
                 "the gateway route 10.251.0.0/16 via 10.254.0.3 was gone",
             ),
@@ -183,19 +189,28 @@ mod tests {
             ),
             (
                 vec![
-                    act(ActionKind::LegPortCreated, "created leg port p2 at 10.254.0.3"),
+                    act(
+                        ActionKind::LegPortCreated,
+                        "created leg port p2 at 10.254.0.3",
+                    ),
                     act(ActionKind::LegAttached, "attached leg port p2 to router r1"),
                 ],
                 DriftKind::LegPort,
                 "leg port p1 at 10.254.0.3 was gone",
             ),
             (
-                vec![act(ActionKind::TransitNetworkShared, "shared network n with c1")],
+                vec![act(
+                    ActionKind::TransitNetworkShared,
+                    "shared network n with c1",
+                )],
                 DriftKind::TransitShare,
                 "no longer shared with project c1",
             ),
             (
-                vec![act(ActionKind::ReverseRouteRestored, "10.96.0.0/12 via 10.254.0.9")],
+                vec![act(
+                    ActionKind::ReverseRouteRestored,
+                    "10.96.0.0/12 via 10.254.0.9",
+                )],
                 DriftKind::ReverseRoute,
                 "reverse routes were gone from router r1",
             ),
@@ -209,7 +224,11 @@ mod tests {
             assert!(r.note.contains(missing), "{kind:?}: {}", r.note);
             assert!(r.note.contains(SEEN), "{}", r.note);
             for a in &actions {
-                assert!(r.note.contains(&a.note), "{kind:?}: restored part: {}", r.note);
+                assert!(
+                    r.note.contains(&a.note),
+                    "{kind:?}: restored part: {}",
+                    r.note
+                );
             }
         }
     }
