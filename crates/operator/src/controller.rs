@@ -222,11 +222,12 @@ async fn apply(
     for r in &repairs {
         warn!(clusterlink = %name, drift = r.kind.as_str(), "{}", r.note);
         ctx.metrics.drift_repaired(r.kind.as_str());
-        publish(
+        publish_as(
             ctx,
             &reference,
             EventType::Warning,
             drift::DRIFT_REPAIRED.as_str(),
+            r.kind.action(),
             &r.note,
         )
         .await;
@@ -302,11 +303,25 @@ async fn publish(
     reason: &str,
     note: &str,
 ) {
+    publish_as(ctx, reference, type_, reason, "Reconcile", note).await;
+}
+
+/// The Recorder folds Events of one object with the same type, reason and action into one
+/// series (its count and last time move, the first note stays): the action keeps apart what
+/// must not fold into each other, e.g. repairs of different kinds of drift.
+async fn publish_as(
+    ctx: &Context,
+    reference: &k8s_openapi::api::core::v1::ObjectReference,
+    type_: EventType,
+    reason: &str,
+    action: &str,
+    note: &str,
+) {
     let ev = KubeEvent {
         type_,
         reason: reason.chars().take(128).collect(),
         note: Some(note.chars().take(1000).collect()),
-        action: "Reconcile".into(),
+        action: action.into(),
         secondary: None,
     };
     if let Err(e) = ctx.recorder.publish(&ev, reference).await {

@@ -38,6 +38,17 @@ impl DriftKind {
         }
     }
 
+    /// The Event's action: one Event series per kind of repair on a link.
+    pub fn action(self) -> &'static str {
+        match self {
+            DriftKind::GatewayRoute => "RestoreGatewayRoute",
+            DriftKind::LegDetached => "ReattachLeg",
+            DriftKind::LegPort => "RecreateLegPort",
+            DriftKind::TransitShare => "ShareTransitNetwork",
+            DriftKind::ReverseRoute => "RestoreReverseRoutes",
+        }
+    }
+
     pub const ALL: [DriftKind; 5] = [
         DriftKind::GatewayRoute,
         DriftKind::LegDetached,
@@ -249,9 +260,12 @@ mod tests {
     }
 
     #[test]
-    fn metric_labels_are_distinct() {
+    fn metric_labels_and_event_actions_are_distinct() {
         let labels: std::collections::BTreeSet<&str> =
             DriftKind::ALL.iter().map(|k| k.as_str()).collect();
         assert_eq!(labels.len(), DriftKind::ALL.len());
+        let actions: std::collections::BTreeSet<&str> =
+            DriftKind::ALL.iter().map(|k| k.action()).collect();
+        assert_eq!(actions.len(), DriftKind::ALL.len());
     }
 }
