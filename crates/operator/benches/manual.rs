@@ -36,7 +36,8 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::json;
 
 const MANY: usize = 20;
-/// How often the operator rows look at Neutron for the objects (two reads in parallel).
+/// How often the operator rows look at Neutron for the objects (one read of the gateway
+/// router; the ports once every route is there).
 const POLL: Duration = Duration::from_millis(50);
 
 /// One link's objects: the service router, its CIDR, and (raw and CLI) the leg's address.
@@ -86,14 +87,29 @@ impl Bench {
 
     /// Whether every target's leg is on the transit network, attached to its router, and
     /// routed from the gateway router; with the operator the address is whichever it chose.
+    ///
+    /// The gateway router first, alone: a poll is one light read until every route is there,
+    /// so the watching loads Neutron (two cores, shared with the operator) as little as it
+    /// can; then the ports, once.
     async fn all_present(&self, targets: &[Target]) -> bool {
+        let Ok(gw) = self
+            .net
+            .get_router(&self.env.fabric.gateway_router_id)
+            .await
+        else {
+            return false;
+        };
+        let routed = targets
+            .iter()
+            .all(|t| gw.routes.iter().any(|r| r.destination == t.cidr));
+        if !routed {
+            return false;
+        }
         let q = PortQuery {
             network_id: Some(self.env.fabric.transit_network_id.clone()),
             ..Default::default()
         };
-        let ports = self.net.list_ports(&q);
-        let gw = self.net.get_router(&self.env.fabric.gateway_router_id);
-        let (Ok(ports), Ok(gw)) = futures::join!(ports, gw) else {
+        let Ok(ports) = self.net.list_ports(&q).await else {
             return false;
         };
         targets.iter().all(|t| {
@@ -425,7 +441,11 @@ async fn main() {
             &fab.transit_network_id,
             "5m",
         )
-        .env("RUST_LOG", "warn,bnerd_vpn_operator=info")
+        .env(
+            "RUST_LOG",
+            &std::env::var("MANUAL_OPERATOR_LOG")
+                .unwrap_or_else(|_| "warn,bnerd_vpn_operator=info".into()),
+        )
         .spawn();
     let metrics = process.served_address().await;
     wait_for("operator /readyz", 120, async || {
@@ -466,6 +486,9 @@ async fn main() {
     }
     let (_, log) = op.process.terminate(20).await;
     b.env.teardown(&[]).await;
+    if let Ok(path) = std::env::var("MANUAL_OPERATOR_LOG_FILE") {
+        let _ = std::fs::write(path, &log);
+    }
     report(&rows, &calls, rounds, &log);
 }
 
