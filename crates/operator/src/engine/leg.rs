@@ -23,38 +23,6 @@ const MAX_TAG: usize = 255;
 /// rounds than that means the network keeps changing under us.
 const MAX_ROUNDS: usize = 4;
 
-/// Addresses a reconcile of this process is creating a leg at right now, per transit
-/// network. Reconciles run side by side (IPSEC_CONCURRENCY) and see each other's addresses
-/// only once a status is written, so without this every one of them walks to the same free
-/// address, and all but one pay a create Neutron refuses (409 IpAddressAlreadyAllocated):
-/// about 20 wasted writes for 20 new links at concurrency 4 (docs/performance.md, "Against
-/// the manual method"). An address claimed here is skipped by the others without a request.
-/// Only a hint: the create and its 409 stay the proof, and another process still races.
-static CREATING: std::sync::Mutex<BTreeSet<(String, Ipv4Addr)>> =
-    std::sync::Mutex::new(BTreeSet::new());
-
-/// Holds one address in [`CREATING`] until dropped: when the reconcile's leg step ends, or
-/// when its future is dropped half-way (a crash point, a lost lease), so nothing stays held.
-struct Creating((String, Ipv4Addr));
-
-impl Creating {
-    /// Claim `ip` on `network`; None when another reconcile is creating there already.
-    fn claim(network: &str, ip: Ipv4Addr) -> Option<Self> {
-        let key = (network.to_string(), ip);
-        let mut held = CREATING.lock().unwrap_or_else(|e| e.into_inner());
-        held.insert(key.clone()).then_some(Self(key))
-    }
-}
-
-impl Drop for Creating {
-    fn drop(&mut self) {
-        CREATING
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&self.0);
-    }
-}
-
 pub(crate) fn link_tags(name: &str, uid: &str) -> Vec<String> {
     let mut name_tag = tag_link_name(name);
     let mut end = name_tag.len().min(MAX_TAG);
@@ -336,8 +304,6 @@ async fn ensure_leg(
     let held = cross_tenant && rules::mismatch_recorded(&input.status.conditions);
     let mut listed = Some(ports);
     let mut next_seen = Some(seen);
-    // Held until this step returns: the port is then in Neutron, where the others' lists see it.
-    let mut claims: Vec<Creating> = vec![];
     for _ in 0..MAX_ROUNDS {
         let ports = match listed.take() {
             Some(p) => p,
@@ -383,17 +349,6 @@ async fn ensure_leg(
                     break None;
                 }
                 LegPlan::Create(ip) => {
-                    // A pinned address is this link's alone (peers' pins are refused), so
-                    // only the walk claims.
-                    if valid.pinned_ip.is_none() {
-                        match Creating::claim(&e.fabric.transit_network_id, ip) {
-                            Some(c) => claims.push(c),
-                            None => {
-                                lost.insert(ip);
-                                continue;
-                            }
-                        }
-                    }
                     match ops::create_leg(e, input.name, input.uid, &want_tags, Some(ip)).await {
                         Ok(p) => {
                             actions.push(Action::new(
