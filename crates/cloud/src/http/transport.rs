@@ -178,7 +178,16 @@ impl OpenStack {
                 &self.writes
             };
             counter.fetch_add(1, Ordering::Relaxed);
+            let started = std::time::Instant::now();
             let sent = req.send().await;
+            // Where a reconcile's time goes (RUST_LOG=bnerd_cloud=debug): each request's wait.
+            tracing::debug!(
+                method = m,
+                operation = %neutron_path(path),
+                code = sent.as_ref().map(|r| r.status().as_u16()).unwrap_or(0),
+                ms = started.elapsed().as_millis() as u64,
+                "neutron request"
+            );
             self.observed(
                 crate::observe::Service::Neutron,
                 m,
