@@ -3,4 +3,5 @@
 //! and never change anything unless told to (`--yes`).
 
 pub mod doctor;
+pub mod output;
 pub mod share;

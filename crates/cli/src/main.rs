@@ -1,22 +1,28 @@
 //! `kubectl-clusterlink` (run as `kubectl clusterlink …`): reads the cluster's ClusterLinks
 //! and the operator's OpenStack project with the operator's settings and credential.
-//! Exit codes: 0 all good / done, 1 problems found / refused, 2 bad settings or unreachable.
+//! Exit codes (stable): 0 all good / done, 1 problems found / refused, 2 usage, bad settings
+//! or unreachable.
 
 use std::process::ExitCode;
 
 use bnerd_api::ClusterLink;
 use bnerd_cloud::{AuthConfig, AuthMethod, OpenStack, SecretString, error_chain};
+use bnerd_clusterlink_cli::output::{self, Format, ShareOutcome};
 use bnerd_clusterlink_cli::{doctor, share};
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use kube::api::{Api, ListParams};
 
 #[derive(Debug, Parser)]
 #[command(
     name = "kubectl-clusterlink",
     version,
-    about = "Health checks and decommission helpers for ClusterLinks (the operator's settings and OS_* credential apply)"
+    about = "Health checks and decommission helpers for ClusterLinks (the operator's settings and OS_* credential apply)",
+    after_help = "Exit codes: 0 all good or done, 1 problems found or refused, 2 usage, bad settings or unreachable."
 )]
 struct Cli {
+    /// text for a person, json for a script (one document on stdout; errors as {"error": …}).
+    #[arg(long, short = 'o', value_enum, default_value = "text", global = true)]
+    output: Format,
     /// The gateway cluster's OpenStack router, as the operator is configured.
     #[arg(long, env = "IPSEC_GATEWAY_ROUTER_ID", global = true)]
     gateway_router_id: Option<String>,
@@ -40,6 +46,11 @@ enum Command {
         /// Delete the rules instead of listing them.
         #[arg(long)]
         yes: bool,
+    },
+    /// Print a shell completion script: `source <(kubectl-clusterlink completion bash)`.
+    Completion {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
     },
 }
 
@@ -121,7 +132,24 @@ async fn cross_tenant_views(
 }
 
 async fn run(cli: Cli) -> Result<bool, String> {
+    if let Command::Completion { shell } = cli.command {
+        // Into memory first: clap_complete panics on a failed write, e.g. `| head`.
+        let mut script = vec![];
+        clap_complete::generate(
+            shell,
+            &mut Cli::command(),
+            "kubectl-clusterlink",
+            &mut script,
+        );
+        use std::io::Write;
+        return match std::io::stdout().write_all(&script) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(true),
+            Err(e) => Err(format!("writing the completion script: {e}")),
+        };
+    }
     let _ = rustls::crypto::ring::default_provider().install_default();
+    let format = cli.output;
     let network = setting(
         cli.transit_network_id,
         "IPSEC_TRANSIT_NETWORK_ID (--transit-network-id)",
@@ -141,55 +169,38 @@ async fn run(cli: Cli) -> Result<bool, String> {
                 .map_err(|e| e.to_string())?;
             let cross = cross_tenant_views(&cloud, &links).await?;
             findings.extend(doctor::share_findings(&network, &cross).await);
-            for f in &findings {
-                println!(
-                    "{} {}",
-                    if f.problem { "PROBLEM" } else { "ok     " },
-                    f.text
-                );
-            }
-            let problems = findings.iter().filter(|f| f.problem).count();
-            println!("{problems} problem(s)");
-            Ok(problems == 0)
+            print!("{}", output::doctor(format, &findings));
+            Ok(!findings.iter().any(|f| f.problem))
         }
         Command::DecommissionShare { project, yes } => {
             let links = links().await?;
-            match share::decommission_share(&cloud, &network, &project, &links, yes).await {
-                Ok(policies) if policies.is_empty() => {
-                    println!(
-                        "no RBAC share of network {network} with project {project} is visible to the operator credential (one an admin made is not: openstack network rbac list --target-project {project})"
-                    );
-                    Ok(true)
-                }
-                Ok(policies) => {
-                    for p in &policies {
-                        let verb = if yes { "deleted" } else { "would delete" };
-                        println!(
-                            "{verb} RBAC policy {} ({} of network {network} with project {project})",
-                            p.id, p.action
-                        );
-                    }
-                    if !yes {
-                        println!("dry run: add --yes to delete");
-                    }
-                    Ok(true)
-                }
-                Err(e) => {
-                    println!("refused: {e}");
-                    Ok(false)
-                }
-            }
+            let done = share::decommission_share(&cloud, &network, &project, &links, yes).await;
+            let outcome = match &done {
+                Ok(policies) => ShareOutcome::Policies(policies),
+                Err(e) => ShareOutcome::Refused(e.to_string()),
+            };
+            print!(
+                "{}",
+                output::share(format, &network, &project, yes, &outcome)
+            );
+            Ok(done.is_ok())
         }
+        Command::Completion { .. } => Ok(true),
     }
 }
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> ExitCode {
-    match run(Cli::parse()).await {
+    let cli = Cli::parse();
+    let format = cli.output;
+    match run(cli).await {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::from(1),
         Err(e) => {
             eprintln!("kubectl-clusterlink: {e}");
+            if let Some(json) = output::error(format, &e) {
+                print!("{json}");
+            }
             ExitCode::from(2)
         }
     }

@@ -69,6 +69,53 @@ fn binary_names_a_missing_setting() {
     );
 }
 
+#[test]
+fn binary_errors_as_json_and_usage_exits_2() {
+    let bin = env!("CARGO_BIN_EXE_kubectl-clusterlink");
+    let out = std::process::Command::new(bin)
+        .args(["doctor", "--output", "json"])
+        .env_clear()
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert!(
+        v["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("IPSEC_TRANSIT_NETWORK_ID")),
+        "{v}"
+    );
+    // A usage error (clap): 2, naming the bad value.
+    let out = std::process::Command::new(bin)
+        .args(["doctor", "--output", "yaml"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("yaml"));
+}
+
+#[test]
+fn binary_prints_shell_completion() {
+    let bin = env!("CARGO_BIN_EXE_kubectl-clusterlink");
+    for (shell, marker) in [
+        ("bash", "complete"),
+        ("zsh", "#compdef"),
+        ("fish", "complete -c"),
+    ] {
+        let out = std::process::Command::new(bin)
+            .args(["completion", shell])
+            .env_clear()
+            .output()
+            .expect("runs");
+        assert_eq!(out.status.code(), Some(0), "{shell}");
+        let script = String::from_utf8_lossy(&out.stdout);
+        assert!(script.contains(marker), "{shell}: {script}");
+        for sub in ["doctor", "decommission-share", "completion", "output"] {
+            assert!(script.contains(sub), "{shell} completion lacks {sub}");
+        }
+    }
+}
+
 /// The binary end to end: real apiserver for the links, real lab for the cloud.
 #[tokio::test]
 async fn doctor_binary_reports_an_orphan_leg() {
@@ -96,9 +143,10 @@ async fn doctor_binary_reports_an_orphan_leg() {
         .await
         .unwrap();
     let g = |k: &str| lab.get(k).cloned().unwrap_or_default();
-    let run = || {
+    let run_with = |args: &[&str]| {
         std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-clusterlink"))
             .arg("doctor")
+            .args(args)
             .env_clear()
             .env("KUBECONFIG", &kubeconfig)
             .envs(operator_os_env(&lab))
@@ -107,6 +155,7 @@ async fn doctor_binary_reports_an_orphan_leg() {
             .output()
             .expect("runs")
     };
+    let run = || run_with(&[]);
     let out = run();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
@@ -123,9 +172,26 @@ async fn doctor_binary_reports_an_orphan_leg() {
         "{stdout}"
     );
     assert!(!stdout.contains(&g("LAB_OPERATOR_PASSWORD")));
+    // The same report as one JSON document, with the same exit code.
+    let out = run_with(&["--output", "json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let problems = v["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["problem"] == true)
+        .filter_map(|f| f["text"].as_str())
+        .collect::<Vec<_>>();
+    assert!(
+        problems.iter().any(|t| t.contains(&orphan.id)),
+        "{problems:?}"
+    );
+    assert_eq!(v["problems"].as_u64(), Some(problems.len() as u64));
     env.net.delete_port(&orphan.id).await.unwrap();
     let stdout = String::from_utf8_lossy(&run().stdout).to_string();
     assert!(!stdout.contains(&orphan.id), "{stdout}");
+    env.teardown(&[]).await;
 }
 
 /// The binary reads the operator's TLS settings: through the lab's HTTPS endpoint with the
@@ -195,6 +261,7 @@ async fn doctor_binary_through_tls() {
             && err.contains("set OS_CACERT or clouds.yaml cacert"),
         "{err}"
     );
+    env.teardown(&[]).await;
 }
 
 /// `doctor` checks each cross-tenant link's share with the customer's own credential: a
