@@ -4,4 +4,5 @@
 
 pub mod doctor;
 pub mod output;
+pub mod recreate;
 pub mod share;

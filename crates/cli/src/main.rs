@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use bnerd_api::ClusterLink;
 use bnerd_cloud::{AuthConfig, AuthMethod, OpenStack, SecretString, error_chain};
 use bnerd_clusterlink_cli::output::{self, Format, ShareOutcome};
-use bnerd_clusterlink_cli::{doctor, share};
+use bnerd_clusterlink_cli::{doctor, recreate, share};
 use clap::{CommandFactory, Parser, Subcommand};
 use kube::api::{Api, ListParams};
 
@@ -46,6 +46,19 @@ enum Command {
         /// Delete the rules instead of listing them.
         #[arg(long)]
         yes: bool,
+    },
+    /// Delete a ClusterLink and apply it again with the same spec, labels and annotations
+    /// (for the terminal TransitIPMismatch, or any link to rebuild): shows what will happen,
+    /// asks (or --yes), waits for the finalizer's unwind, then for Ready.
+    Recreate {
+        /// The ClusterLink's name.
+        name: String,
+        /// Do it without asking.
+        #[arg(long)]
+        yes: bool,
+        /// How long to wait for the unwind, and then for Ready, in seconds.
+        #[arg(long, default_value_t = 300)]
+        timeout: u64,
     },
     /// Print a shell completion script: `source <(kubectl-clusterlink completion bash)`.
     Completion {
@@ -150,6 +163,9 @@ async fn run(cli: Cli) -> Result<bool, String> {
     }
     let _ = rustls::crypto::ring::default_provider().install_default();
     let format = cli.output;
+    if let Command::Recreate { name, yes, timeout } = &cli.command {
+        return recreate_cmd(format, name, *yes, std::time::Duration::from_secs(*timeout)).await;
+    }
     let network = setting(
         cli.transit_network_id,
         "IPSEC_TRANSIT_NETWORK_ID (--transit-network-id)",
@@ -185,8 +201,51 @@ async fn run(cli: Cli) -> Result<bool, String> {
             );
             Ok(done.is_ok())
         }
-        Command::Completion { .. } => Ok(true),
+        Command::Completion { .. } | Command::Recreate { .. } => Ok(true),
     }
+}
+
+async fn recreate_cmd(
+    format: Format,
+    name: &str,
+    yes: bool,
+    timeout: std::time::Duration,
+) -> Result<bool, String> {
+    if !yes && format == Format::Json {
+        return Err("recreate with --output json needs --yes (there is no one to ask)".into());
+    }
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| format!("kubernetes client: {}", error_chain(&e)))?;
+    let api: Api<ClusterLink> = Api::all(client);
+    let old = match recreate::fetch(&api, name).await {
+        Ok(l) => l,
+        Err(e @ recreate::RecreateError::Kube { .. }) => return Err(e.to_string()),
+        Err(e) => {
+            print!("{}", output::recreated(format, name, &Err(e.to_string())));
+            return Ok(false);
+        }
+    };
+    if format == Format::Text {
+        for line in recreate::plan(&old) {
+            println!("{line}");
+        }
+    }
+    if !yes {
+        eprint!("recreate ClusterLink {name}? [y/N] ");
+        let mut answer = String::new();
+        let _ = std::io::stdin().read_line(&mut answer);
+        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+            println!("{}", recreate::RecreateError::Aborted);
+            return Ok(false);
+        }
+    }
+    let done = recreate::recreate(&api, &old, timeout)
+        .await
+        .map_err(|e| e.to_string());
+    let ok = matches!(&done, Ok(r) if r.ready);
+    print!("{}", output::recreated(format, name, &done));
+    Ok(ok)
 }
 
 #[tokio::main(flavor = "current_thread")]

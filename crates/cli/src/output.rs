@@ -91,6 +91,38 @@ pub fn share(
     }
 }
 
+/// How `recreate` ended: Ready (with its address), not Ready in time (the condition where it
+/// stopped), or refused (why).
+pub fn recreated(
+    format: Format,
+    name: &str,
+    done: &Result<crate::recreate::Recreated, String>,
+) -> String {
+    match format {
+        Format::Text => match done {
+            Ok(r) if r.ready => format!(
+                "ClusterLink {name} recreated: Ready at {}\n",
+                r.transit_ip.as_deref().unwrap_or("?")
+            ),
+            Ok(r) => format!(
+                "ClusterLink {name} recreated but not Ready yet: {}\n",
+                r.stuck.as_deref().unwrap_or("?")
+            ),
+            Err(e) => format!("refused: {e}\n"),
+        },
+        Format::Json => json_line(&match done {
+            Ok(r) => json!({
+                "name": name, "recreated": true, "ready": r.ready,
+                "transitIP": r.transit_ip, "stuck": r.stuck, "refused": Value::Null,
+            }),
+            Err(e) => json!({
+                "name": name, "recreated": false, "ready": false,
+                "transitIP": Value::Null, "stuck": Value::Null, "refused": e,
+            }),
+        }),
+    }
+}
+
 /// A usage or configuration error (exit 2): on stderr as text, and with `--output json` also
 /// as `{"error": …}` on stdout, so a script reading stdout sees why there is no report.
 pub fn error(format: Format, message: &str) -> Option<String> {

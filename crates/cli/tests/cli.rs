@@ -94,6 +94,52 @@ fn binary_errors_as_json_and_usage_exits_2() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("yaml"));
 }
 
+/// `recreate`'s refusals through the binary: JSON without --yes (no one to ask) is a usage
+/// error, a link that does not exist is refused (exit 1) and nothing is created.
+#[tokio::test]
+async fn binary_recreate_refusals() {
+    let bin = env!("CARGO_BIN_EXE_kubectl-clusterlink");
+    let out = std::process::Command::new(bin)
+        .args(["recreate", "any", "-o", "json"])
+        .env_clear()
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert!(
+        v["error"].as_str().is_some_and(|e| e.contains("--yes")),
+        "{v}"
+    );
+
+    let Some((client, kubeconfig)) = kube_client("binary_recreate_refusals").await else {
+        return;
+    };
+    install_crd(&client).await;
+    let name = format!("no-such-link-{}", std::process::id());
+    let out = std::process::Command::new(bin)
+        .args(["recreate", &name, "--yes", "-o", "json"])
+        .env_clear()
+        .env("KUBECONFIG", &kubeconfig)
+        .output()
+        .expect("runs");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v["recreated"], false);
+    assert!(
+        v["refused"]
+            .as_str()
+            .is_some_and(|e| e.contains(&format!("ClusterLink {name} does not exist"))),
+        "{v}"
+    );
+    let links: kube::Api<bnerd_api::ClusterLink> = kube::Api::all(client);
+    assert!(links.get_opt(&name).await.expect("read").is_none());
+}
+
 #[test]
 fn binary_prints_shell_completion() {
     let bin = env!("CARGO_BIN_EXE_kubectl-clusterlink");

@@ -880,3 +880,125 @@ async fn operator_binary_cross_tenant_link() {
     let _ = bnerd_cloud::NeutronAdmin::delete_router(&customer, &router.id).await;
     env.teardown(&[&customer]).await;
 }
+
+/// `kubectl clusterlink recreate` on the terminal TransitIPMismatch: a cross-tenant link's leg
+/// vanishes out of band and its address is taken, the operator stops at TransitIPMismatch with
+/// no route to the squatter; recreate deletes the link (the finalizer unwinds), applies the
+/// same spec and annotations, and the link is Ready again at a new address.
+#[tokio::test]
+async fn recreate_brings_a_transit_ip_mismatch_link_back() {
+    let test = "recreate_brings_a_transit_ip_mismatch_link_back";
+    let Some((client, kubeconfig)) = kube_client(test).await else {
+        return;
+    };
+    let Some(lab) = lab_or_skip(test) else {
+        return;
+    };
+    install_crd(&client).await;
+    let env = lab_env_for("e2e-recreate").await.expect("lab");
+    let g = |k: &str| lab.get(k).cloned().unwrap_or_default();
+    let customer = bnerd_testkit::lab_app_cred_client(&lab, "CUSTOMER");
+    let router = bnerd_cloud::NeutronAdmin::create_router(&customer, &unique("e2e-recreate"))
+        .await
+        .expect("customer router");
+    let project = g("LAB_CUSTOMER_PROJECT_ID");
+    let _exclusive = kube_lab_exclusive(&kubeconfig).await;
+    sweep_leftovers(&client).await;
+    let op = spawn_operator(&kubeconfig, &lab, &env, "3s");
+
+    let api: Api<ClusterLink> = Api::all(client.clone());
+    let name = unique("e2e-recreate");
+    put_credentials_secret(
+        &client,
+        &name,
+        &g("LAB_CUSTOMER_AC_ID"),
+        &g("LAB_CUSTOMER_AC_SECRET"),
+    )
+    .await;
+    let mut l = link(
+        &name,
+        json!({
+            "serviceClusterRouter": router.id, "serviceClusterCIDR": "10.228.0.0/16",
+            "credentialsSecretRef": {"name": format!("clusterlink-{name}"), "namespace": bnerd_api::names::DEFAULT_CREDENTIALS_NAMESPACE},
+            "customerProjectID": project,
+        }),
+    );
+    l.metadata.annotations = Some(
+        [(
+            bnerd_api::names::ANNOTATION_API_ACCESS.to_string(),
+            "none".to_string(),
+        )]
+        .into(),
+    );
+    api.create(&PostParams::default(), &l)
+        .await
+        .expect("create link");
+    let ready = wait_for("Ready=True", 90, async || {
+        api.get(&name).await.ok().filter(is_ready)
+    })
+    .await;
+    let st = ready.status.clone().expect("status");
+    let old_ip = st.transit_ip.clone().expect("ip");
+    let old_leg = st.leg_port_id.clone().expect("leg");
+
+    // The leg vanishes (detached by the customer: Neutron deletes it) and its address is taken.
+    customer
+        .remove_router_interface(&router.id, &old_leg)
+        .await
+        .expect("detach");
+    let squatter = env.port_at_ip(&old_ip, "squatter").await;
+    let stuck = wait_for("TransitIPMismatch", 60, async || {
+        api.get(&name)
+            .await
+            .ok()
+            .filter(|l| condition(l, "LegAttached").is_some_and(|c| c.1 == "TransitIPMismatch"))
+    })
+    .await;
+    assert!(
+        !env.get_router(&env.fabric.gateway_router_id)
+            .await
+            .routes
+            .iter()
+            .any(|r| r.nexthop == old_ip),
+        "no route to the squatter"
+    );
+
+    // What recreate says it will do, then doing it.
+    let plan = bnerd_clusterlink_cli::recreate::plan(&stuck).join("\n");
+    assert!(
+        plan.contains(&format!("delete ClusterLink {name}")),
+        "{plan}"
+    );
+    assert!(plan.contains("an address Neutron picks"), "{plan}");
+    let done =
+        bnerd_clusterlink_cli::recreate::recreate(&api, &stuck, std::time::Duration::from_secs(90))
+            .await
+            .expect("recreate");
+    assert!(done.ready, "{done:?}");
+    let now = api.get(&name).await.expect("link");
+    assert_ne!(now.metadata.uid, stuck.metadata.uid, "a new object");
+    assert_eq!(now.spec, stuck.spec);
+    assert_eq!(now.metadata.annotations, stuck.metadata.annotations);
+    let new_ip = done.transit_ip.clone().expect("new address");
+    assert_ne!(new_ip, old_ip, "the squatter keeps the old address");
+    let want = Route::new("10.228.0.0/16", &new_ip);
+    assert!(
+        env.get_router(&env.fabric.gateway_router_id)
+            .await
+            .routes
+            .contains(&want)
+    );
+
+    api.delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_for("object gone", 60, async || {
+        matches!(api.get(&name).await, Err(kube::Error::Api(s)) if s.code == 404).then_some(())
+    })
+    .await;
+    delete_credentials_secret(&client, &name).await;
+    let _ = op.stop().await;
+    env.net.delete_port(&squatter.id).await.expect("squatter");
+    let _ = bnerd_cloud::NeutronAdmin::delete_router(&customer, &router.id).await;
+    env.teardown(&[&customer]).await;
+}

@@ -1,0 +1,228 @@
+//! `recreate`: delete a ClusterLink and apply it again with the same spec, labels and
+//! annotations — what the terminal TransitIPMismatch asks a human to do, and what anyone
+//! wanting a link rebuilt from scratch does. The operator's finalizer unwinds the old leg and
+//! routes before the object goes; the new object starts from an empty status.
+
+use std::time::Duration;
+
+use bnerd_api::conditions::is_true;
+use bnerd_api::{ClusterLink, ConditionType};
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::core::ObjectMeta;
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum RecreateError {
+    #[error("ClusterLink {0} does not exist")]
+    NotFound(String),
+    #[error("ClusterLink {0} is already being deleted; wait for it to go, then apply it again")]
+    AlreadyDeleting(String),
+    #[error("{what}: {source}")]
+    Kube {
+        what: String,
+        #[source]
+        source: kube::Error,
+    },
+    #[error(
+        "ClusterLink {name} was not gone after {waited:?}: its finalizer is still unwinding (kubectl describe clusterlink {name}); nothing was re-applied"
+    )]
+    NotGone { name: String, waited: Duration },
+    #[error("aborted: nothing was changed")]
+    Aborted,
+}
+
+/// What the new object is: the old one's name, spec, labels and annotations, nothing the
+/// apiserver or the operator wrote (UID, status, finalizers, resourceVersion, managedFields).
+pub fn recreated(old: &ClusterLink) -> ClusterLink {
+    ClusterLink {
+        metadata: ObjectMeta {
+            name: old.metadata.name.clone(),
+            labels: old.metadata.labels.clone(),
+            annotations: old.metadata.annotations.clone(),
+            ..Default::default()
+        },
+        spec: old.spec.clone(),
+        status: None,
+    }
+}
+
+/// What `recreate` will do, line by line, for the confirmation prompt and the dry look.
+pub fn plan(old: &ClusterLink) -> Vec<String> {
+    let name = old.metadata.name.clone().unwrap_or_default();
+    let mut out = vec![format!(
+        "delete ClusterLink {name}; the operator unwinds it first:"
+    )];
+    let st = old.status.clone().unwrap_or_default();
+    if let Some(r) = &st.gateway_route {
+        out.push(format!(
+            "  remove gateway route {} via {}",
+            r.destination, r.nexthop
+        ));
+    }
+    if let Some(p) = &st.leg_port_id {
+        out.push(format!(
+            "  detach and delete leg port {p} at {} from router {}",
+            st.transit_ip.as_deref().unwrap_or("?"),
+            st.service_router_id.as_deref().unwrap_or("?")
+        ));
+    }
+    if !st.reverse_routes.is_empty() {
+        out.push(format!(
+            "  remove {} reverse route(s) from the service router",
+            st.reverse_routes.len()
+        ));
+    }
+    let address = match (&old.spec.transit_ip, old.is_cross_tenant()) {
+        (Some(ip), _) => format!("at the pinned spec.transitIP {ip}"),
+        (None, true) => "at an address Neutron picks (cross-tenant)".to_string(),
+        (None, false) => "at the lowest free transit address".to_string(),
+    };
+    out.push(format!(
+        "apply ClusterLink {name} again with the same spec, labels and annotations: a new leg {address}, then its routes"
+    ));
+    out
+}
+
+/// How the recreate ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recreated {
+    pub ready: bool,
+    /// The first condition (in reconcile order) not True when `ready` is false.
+    pub stuck: Option<String>,
+    pub transit_ip: Option<String>,
+}
+
+/// Delete, wait for the finalizer, re-apply, wait for Ready (up to `timeout` each).
+pub async fn recreate(
+    api: &Api<ClusterLink>,
+    old: &ClusterLink,
+    timeout: Duration,
+) -> Result<Recreated, RecreateError> {
+    let name = old.metadata.name.clone().unwrap_or_default();
+    let kube = |what: &str| {
+        let what = format!("{what} ClusterLink {name}");
+        move |source| RecreateError::Kube { what, source }
+    };
+    api.delete(&name, &DeleteParams::default())
+        .await
+        .map_err(kube("deleting"))?;
+    let step = Duration::from_millis(500);
+    let mut waited = Duration::ZERO;
+    loop {
+        match api.get_opt(&name).await.map_err(kube("reading"))? {
+            None => break,
+            Some(_) if waited >= timeout => return Err(RecreateError::NotGone { name, waited }),
+            Some(_) => {}
+        }
+        tokio::time::sleep(step).await;
+        waited += step;
+    }
+    api.create(&PostParams::default(), &recreated(old))
+        .await
+        .map_err(kube("creating"))?;
+    let mut waited = Duration::ZERO;
+    loop {
+        let now = api.get_opt(&name).await.map_err(kube("reading"))?;
+        let status = now.and_then(|l| l.status).unwrap_or_default();
+        let ready = is_true(&status.conditions, ConditionType::Ready);
+        if ready || waited >= timeout {
+            let stuck = (!ready).then(|| {
+                ConditionType::ALL
+                    .iter()
+                    .filter_map(|t| bnerd_api::conditions::find(&status.conditions, *t))
+                    .find(|c| c.status != "True")
+                    .map(|c| format!("{}={} {}: {}", c.type_, c.status, c.reason, c.message))
+                    .unwrap_or_else(|| "no conditions yet: is the operator running?".into())
+            });
+            return Ok(Recreated {
+                ready,
+                stuck,
+                transit_ip: status.transit_ip,
+            });
+        }
+        tokio::time::sleep(step).await;
+        waited += step;
+    }
+}
+
+/// Read the link and refuse what recreate cannot do.
+pub async fn fetch(api: &Api<ClusterLink>, name: &str) -> Result<ClusterLink, RecreateError> {
+    let l = api
+        .get_opt(name)
+        .await
+        .map_err(|source| RecreateError::Kube {
+            what: format!("reading ClusterLink {name}"),
+            source,
+        })?
+        .ok_or_else(|| RecreateError::NotFound(name.into()))?;
+    if l.metadata.deletion_timestamp.is_some() {
+        return Err(RecreateError::AlreadyDeleting(name.into()));
+    }
+    Ok(l)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bnerd_api::{ClusterLinkSpec, ClusterLinkStatus, RouteRecord};
+
+    fn old() -> ClusterLink {
+        let mut l = ClusterLink::new(
+            "svc01-link",
+            ClusterLinkSpec {
+                service_cluster_router: "shoot--services--svc01".into(),
+                service_cluster_cidr: "10.251.0.0/16".into(),
+                ..Default::default()
+            },
+        );
+        l.metadata.uid = Some("u1".into());
+        l.metadata.resource_version = Some("42".into());
+        l.metadata.finalizers = Some(vec!["ipsec.bnerd.net/cleanup".into()]);
+        l.metadata.labels = Some([("team".to_string(), "infra".to_string())].into());
+        l.metadata.annotations = Some([("a".to_string(), "b".to_string())].into());
+        l.status = Some(ClusterLinkStatus {
+            leg_port_id: Some("p1".into()),
+            transit_ip: Some("10.254.0.3".into()),
+            service_router_id: Some("r1".into()),
+            gateway_route: Some(RouteRecord {
+                destination: "10.251.0.0/16".into(),
+                nexthop: "10.254.0.3".into(),
+            }),
+            ..Default::default()
+        });
+        l
+    }
+
+    #[test]
+    fn the_new_object_keeps_what_a_human_wrote_and_nothing_else() {
+        let n = recreated(&old());
+        assert_eq!(n.metadata.name.as_deref(), Some("svc01-link"));
+        assert_eq!(n.spec, old().spec);
+        assert_eq!(n.metadata.labels, old().metadata.labels);
+        assert_eq!(n.metadata.annotations, old().metadata.annotations);
+        assert!(n.status.is_none());
+        assert!(n.metadata.uid.is_none() && n.metadata.resource_version.is_none());
+        assert!(n.metadata.finalizers.is_none());
+    }
+
+    #[test]
+    fn the_plan_names_what_goes_and_what_comes() {
+        let p = plan(&old()).join("\n");
+        assert!(
+            p.contains("remove gateway route 10.251.0.0/16 via 10.254.0.3"),
+            "{p}"
+        );
+        assert!(
+            p.contains("leg port p1 at 10.254.0.3 from router r1"),
+            "{p}"
+        );
+        assert!(p.contains("lowest free transit address"), "{p}");
+        let mut pinned = old();
+        pinned.spec.transit_ip = Some("10.254.0.9".into());
+        assert!(
+            plan(&pinned)
+                .join("\n")
+                .contains("pinned spec.transitIP 10.254.0.9")
+        );
+    }
+}
