@@ -89,6 +89,36 @@ pub fn reverse_target(
     })
 }
 
+/// One gateway object as a reverse target, if it has reverse exposures.
+pub fn target_of(kind: &str, obj: &kube::api::DynamicObject) -> Option<ReverseTarget> {
+    let v = serde_json::to_value(obj).ok()?;
+    reverse_target(
+        kind,
+        &obj.metadata.namespace.clone().unwrap_or_default(),
+        &obj.metadata.name.clone().unwrap_or_default(),
+        &v,
+    )
+}
+
+/// Every gateway with reverse exposures, either kind, any namespace, by two LISTs. A kind
+/// whose CRD is not installed simply contributes none. The operator reads [`TargetIndex`]
+/// instead; this is for one-shot callers (tests, tools).
+pub async fn reverse_targets(client: &kube::Client) -> Result<Vec<ReverseTarget>, kube::Error> {
+    let mut out = vec![];
+    for (kind, plural) in GATEWAY_KINDS {
+        let api: kube::api::Api<kube::api::DynamicObject> =
+            kube::api::Api::all_with(client.clone(), &resource(kind, plural));
+        let list = match api.list(&kube::api::ListParams::default()).await {
+            Ok(l) => l,
+            Err(kube::Error::Api(s)) if s.code == 404 => continue,
+            Err(e) => return Err(e),
+        };
+        out.extend(list.iter().filter_map(|o| target_of(kind, o)));
+    }
+    out.sort();
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,5 +4,6 @@
 
 pub mod doctor;
 pub mod output;
+pub mod plan;
 pub mod recreate;
 pub mod share;

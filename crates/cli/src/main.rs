@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use bnerd_api::ClusterLink;
 use bnerd_cloud::{AuthConfig, AuthMethod, OpenStack, SecretString, error_chain};
 use bnerd_clusterlink_cli::output::{self, Format, ShareOutcome};
-use bnerd_clusterlink_cli::{doctor, recreate, share};
+use bnerd_clusterlink_cli::{doctor, plan, recreate, share};
 use clap::{CommandFactory, Parser, Subcommand};
 use kube::api::{Api, ListParams};
 
@@ -46,6 +46,13 @@ enum Command {
         /// Delete the rules instead of listing them.
         #[arg(long)]
         yes: bool,
+    },
+    /// What the operator's next reconcile of a ClusterLink would do against the cloud now,
+    /// without writing: a link in the cluster by name, or a manifest file (`-` for stdin) as
+    /// `kubectl apply` would send it. Exit 0 when it would end Ready, 1 when refused.
+    Plan {
+        /// A ClusterLink name, or a path to its YAML manifest.
+        target: String,
     },
     /// Delete a ClusterLink and apply it again with the same spec, labels and annotations
     /// (for the terminal TransitIPMismatch, or any link to rebuild): shows what will happen,
@@ -201,8 +208,72 @@ async fn run(cli: Cli) -> Result<bool, String> {
             );
             Ok(done.is_ok())
         }
+        Command::Plan { target } => {
+            let gw = setting(
+                cli.gateway_router_id,
+                "IPSEC_GATEWAY_ROUTER_ID (--gateway-router-id)",
+            )?;
+            let links = links().await?;
+            let link = plan_target(&target, &links)?;
+            let client = kube::Client::try_default()
+                .await
+                .map_err(|e| format!("kubernetes client: {}", error_chain(&e)))?;
+            let targets = bnerd_api::gateway::reverse_targets(&client)
+                .await
+                .map_err(|e| format!("listing gateways: {}", error_chain(&e)))?;
+            let fabric = bnerd_cloud::fabric::Fabric::discover(&cloud, &network, &gw)
+                .await
+                .map_err(|e| e.to_string())?;
+            match plan::plan(&cloud, &fabric, &link, &links, &targets).await {
+                Ok(p) => {
+                    print!("{}", output::plan(format, &p));
+                    Ok(p.ready)
+                }
+                Err(e) => Err(e.to_string()),
+            }
+        }
         Command::Completion { .. } | Command::Recreate { .. } => Ok(true),
     }
+}
+
+/// The link to plan: a manifest (a path, or `-` for stdin) as `kubectl apply` would send it,
+/// on top of the object of that name if the cluster has one (its UID, status and generation,
+/// the generation moved on when the spec changes); else the named object in the cluster.
+fn plan_target(target: &str, links: &[ClusterLink]) -> Result<ClusterLink, String> {
+    let path = std::path::Path::new(target);
+    let text = if target == "-" {
+        let mut s = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut s)
+            .map_err(|e| format!("reading the manifest from stdin: {e}"))?;
+        Some(s)
+    } else if path.is_file() {
+        Some(std::fs::read_to_string(path).map_err(|e| format!("reading {target}: {e}"))?)
+    } else {
+        None
+    };
+    let Some(text) = text else {
+        return links
+            .iter()
+            .find(|l| l.metadata.name.as_deref() == Some(target))
+            .cloned()
+            .ok_or_else(|| format!("no ClusterLink {target} in the cluster and no file {target}"));
+    };
+    let mut wanted: ClusterLink =
+        serde_yaml::from_str(&text).map_err(|e| format!("{target}: not a ClusterLink: {e}"))?;
+    if let Some(live) = links
+        .iter()
+        .find(|l| l.metadata.name == wanted.metadata.name)
+    {
+        let changed = live.spec != wanted.spec;
+        wanted.metadata.uid = live.metadata.uid.clone();
+        wanted.metadata.creation_timestamp = live.metadata.creation_timestamp.clone();
+        wanted.metadata.generation = live
+            .metadata
+            .generation
+            .map(|g| if changed { g + 1 } else { g });
+        wanted.status = live.status.clone();
+    }
+    Ok(wanted)
 }
 
 async fn recreate_cmd(

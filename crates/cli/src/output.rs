@@ -123,6 +123,44 @@ pub fn recreated(
     }
 }
 
+/// `plan`: the writes in order, the conditions the reconcile would leave, hints.
+pub fn plan(format: Format, p: &crate::plan::Plan) -> String {
+    match format {
+        Format::Text => {
+            let mut out = format!(
+                "plan for ClusterLink {} (read from the cloud now; nothing written):\n",
+                p.name
+            );
+            if p.writes.is_empty() {
+                out.push_str("  no writes: the cloud already matches\n");
+            }
+            for w in &p.writes {
+                out.push_str(&format!("  {w}\n"));
+            }
+            out.push_str("then:\n");
+            for c in &p.conditions {
+                out.push_str(&format!(
+                    "  {}={} {}: {}\n",
+                    c.type_, c.status, c.reason, c.message
+                ));
+            }
+            for h in &p.hints {
+                out.push_str(&format!("hint: {h}\n"));
+            }
+            out
+        }
+        Format::Json => json_line(&json!({
+            "name": p.name,
+            "writes": p.writes.iter().map(|w| w.to_string()).collect::<Vec<_>>(),
+            "conditions": p.conditions.iter().map(|c| json!({
+                "type": c.type_, "status": c.status, "reason": c.reason, "message": c.message,
+            })).collect::<Vec<_>>(),
+            "ready": p.ready,
+            "hints": p.hints,
+        })),
+    }
+}
+
 /// A usage or configuration error (exit 2): on stderr as text, and with `--output json` also
 /// as `{"error": …}` on stdout, so a script reading stdout sees why there is no report.
 pub fn error(format: Format, message: &str) -> Option<String> {

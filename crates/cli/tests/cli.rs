@@ -377,3 +377,110 @@ async fn doctor_checks_cross_tenant_shares(env: Env) {
     );
 }
 both!(doctor_checks_cross_tenant_shares);
+
+/// `plan` through the binary on the real apiserver and lab: a ClusterLink object no operator
+/// has reconciled (by name), and the same as a manifest file with `-o json`; nothing is
+/// written to the cloud.
+#[tokio::test]
+async fn plan_binary_on_the_labs() {
+    use bnerd_testkit::operator_proc::{kube_lab_exclusive, sweep_leftovers, test_link};
+    let test = "plan_binary_on_the_labs";
+    let Some((client, kubeconfig)) = kube_client(test).await else {
+        return;
+    };
+    let Some(lab) = lab_or_skip(test) else {
+        return;
+    };
+    install_crd(&client).await;
+    let env = lab_env_for(test).await.expect("lab");
+    let svc = env.router("plan-bin").await;
+    let _exclusive = kube_lab_exclusive(&kubeconfig).await;
+    sweep_leftovers(&client).await;
+    let name = bnerd_testkit::unique("plan-link");
+    let links: kube::Api<bnerd_api::ClusterLink> = kube::Api::all(client.clone());
+    let spec =
+        serde_json::json!({"serviceClusterRouter": svc.name, "serviceClusterCIDR": "10.91.0.0/16"});
+    links
+        .create(
+            &kube::api::PostParams::default(),
+            &test_link(&name, spec.clone()),
+        )
+        .await
+        .expect("create link");
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-clusterlink"))
+            .arg("plan")
+            .args(args)
+            .env_clear()
+            .env("KUBECONFIG", &kubeconfig)
+            .envs(operator_os_env(&lab))
+            .env("IPSEC_GATEWAY_ROUTER_ID", &env.fabric.gateway_router_id)
+            .env("IPSEC_TRANSIT_NETWORK_ID", &env.fabric.transit_network_id)
+            .output()
+            .expect("runs")
+    };
+    let out = run(&[&name]);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for want in [
+        format!("plan for ClusterLink {name}"),
+        format!(
+            "create port clusterlink-{name} on network {}",
+            env.fabric.transit_network_id
+        ),
+        "at 10.254.0.3".to_string(),
+        format!("attach port <new port> to router {}", svc.id),
+        format!(
+            "add route 10.91.0.0/16 via 10.254.0.3 on router {}",
+            env.fabric.gateway_router_id
+        ),
+        "Ready=True".to_string(),
+    ] {
+        assert!(stdout.contains(&want), "{want:?} not in\n{stdout}");
+    }
+    // Nothing was written.
+    assert!(env.leg_ports().await.is_empty());
+    assert!(env.gateway_routes().await.is_empty());
+
+    // The same link as a manifest with a changed CIDR, as JSON.
+    let file = std::env::temp_dir().join(format!("{name}.yaml"));
+    std::fs::write(
+        &file,
+        format!(
+            "apiVersion: ipsec.bnerd.net/v1alpha1\nkind: ClusterLink\nmetadata:\n  name: {name}\nspec:\n  serviceClusterRouter: {}\n  serviceClusterCIDR: 10.92.0.0/16\n",
+            svc.name
+        ),
+    )
+    .expect("manifest");
+    let out = run(&[file.to_str().expect("path"), "-o", "json"]);
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(out.status.code(), Some(0));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v["ready"], true, "{v}");
+    let writes: Vec<&str> = v["writes"]
+        .as_array()
+        .expect("writes")
+        .iter()
+        .filter_map(|w| w.as_str())
+        .collect();
+    assert!(
+        writes
+            .iter()
+            .any(|w| w.contains("add route 10.92.0.0/16 via 10.254.0.3")),
+        "{writes:?}"
+    );
+    // A link that does not exist, and no such file: a usage error.
+    let out = run(&["no-such-link-or-file"]);
+    assert_eq!(out.status.code(), Some(2));
+
+    links
+        .delete(&name, &kube::api::DeleteParams::default())
+        .await
+        .expect("delete");
+    env.teardown(&[]).await;
+}

@@ -82,35 +82,7 @@ pub struct Context {
 
 /// Other links' claims, from the informer cache.
 pub fn peers_of(me: &ClusterLink, all: &[Arc<ClusterLink>]) -> Vec<Peer> {
-    all.iter()
-        .filter(|l| l.metadata.uid != me.metadata.uid)
-        .map(|l| {
-            let ips = [
-                l.status.as_ref().and_then(|s| s.transit_ip.clone()),
-                l.spec.transit_ip.clone(),
-            ];
-            Peer {
-                name: l.name_any(),
-                transit_ips: ips
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|ip| ip.parse().ok())
-                    .collect(),
-                cidr: l.spec.service_cluster_cidr.parse().ok(),
-                route_installed: l.status.as_ref().is_some_and(|s| s.gateway_route.is_some()),
-                created: created_at(l),
-            }
-        })
-        .collect()
-}
-
-/// RFC 3339 creation time; the tie-break between two overlapping new links compares it.
-fn created_at(link: &ClusterLink) -> String {
-    link.metadata
-        .creation_timestamp
-        .as_ref()
-        .map(|t| t.0.to_string())
-        .unwrap_or_default()
+    crate::engine::view::peers_of(me, all.iter().map(|l| l.as_ref()))
 }
 
 /// The engine's view of one ClusterLink object.
@@ -120,25 +92,8 @@ pub fn link_input<'a>(
     peers: &'a [Peer],
     targets: &'a [ReverseTarget],
 ) -> Result<Input<'a>, Error> {
-    Ok(Input {
-        name: link.metadata.name.as_deref().unwrap_or_default(),
-        uid: link.metadata.uid.as_deref().ok_or(Error::NoUid)?,
-        generation: link.metadata.generation,
-        created: created_at(link),
-        spec: &link.spec,
-        status,
-        peers,
-        reverse_targets: targets,
-        annotations: link
-            .metadata
-            .annotations
-            .as_ref()
-            .unwrap_or(&NO_ANNOTATIONS),
-    })
+    crate::engine::view::input_of(link, status, peers, targets).ok_or(Error::NoUid)
 }
-
-static NO_ANNOTATIONS: std::collections::BTreeMap<String, String> =
-    std::collections::BTreeMap::new();
 
 /// A link Ready at its current generation before this reconcile: whatever the reconcile had
 /// to change again was changed out of band (self-heal).

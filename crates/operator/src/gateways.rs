@@ -16,9 +16,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use bnerd_api::gateway::{GATEWAY_KINDS, ReverseTarget, reverse_target};
+use bnerd_api::gateway::{GATEWAY_KINDS, ReverseTarget};
 use futures::{Stream, StreamExt, stream};
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{Api, DynamicObject};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use thiserror::Error;
@@ -26,33 +26,7 @@ use tracing::{debug, info, warn};
 
 pub use bnerd_api::gateway::resource;
 
-fn target_of(kind: &str, obj: &DynamicObject) -> Option<ReverseTarget> {
-    let v = serde_json::to_value(obj).ok()?;
-    reverse_target(
-        kind,
-        &obj.namespace().unwrap_or_default(),
-        &obj.name_any(),
-        &v,
-    )
-}
-
-/// Every gateway with reverse exposures, either kind, any namespace, by two LISTs. A kind
-/// whose CRD is not installed simply contributes none. The operator reads [`TargetIndex`]
-/// instead; this is for one-shot callers (tests, tools).
-pub async fn reverse_targets(client: &Client) -> Result<Vec<ReverseTarget>, kube::Error> {
-    let mut out = vec![];
-    for (kind, plural) in GATEWAY_KINDS {
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource(kind, plural));
-        let list = match api.list(&ListParams::default()).await {
-            Ok(l) => l,
-            Err(kube::Error::Api(s)) if s.code == 404 => continue,
-            Err(e) => return Err(e),
-        };
-        out.extend(list.iter().filter_map(|o| target_of(kind, o)));
-    }
-    out.sort();
-    Ok(out)
-}
+pub use bnerd_api::gateway::{reverse_targets, target_of};
 
 /// The index is not synced: some gateway kind has not been listed yet (or its watch keeps
 /// failing for a reason other than a missing CRD, e.g. RBAC).

@@ -8,7 +8,8 @@ pub mod backoff;
 pub mod config;
 pub mod controller;
 pub mod customers;
-pub mod engine;
+/// The reconcile itself lives in its own crate, which `kubectl-clusterlink plan` shares.
+pub use bnerd_engine as engine;
 pub mod gateways;
 pub mod health;
 pub mod leader;

@@ -274,7 +274,7 @@ pub(crate) fn call_failed(call: ReverseCall, router_id: &str, e: &CloudError) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::plan::fixtures::route;
+    use crate::plan::fixtures::route;
 
     fn gw(ns: &str, name: &str) -> GatewayRef {
         GatewayRef {

@@ -12,11 +12,13 @@ mod leg;
 mod model;
 mod ops;
 pub mod plan;
+pub mod recording;
 mod report;
 pub mod resync;
 mod reverse_routes;
 mod share;
 mod unwind;
+pub mod view;
 
 use bnerd_api::ConditionType;
 

@@ -74,7 +74,7 @@ pub fn plan(noted: &[Noted]) -> ResyncPlan {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::plan::fixtures::route;
+    use crate::plan::fixtures::route;
 
     fn add(r: &str) -> Noted {
         Noted::AddRoutes {

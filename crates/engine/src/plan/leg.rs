@@ -464,7 +464,7 @@ pub(crate) fn unsettled(rounds: usize) -> StepFail {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::plan::fixtures::{attached, leg, port, tagged};
+    use crate::plan::fixtures::{attached, leg, port, tagged};
     use bnerd_api::names::{TAG_MANAGED, tag_link_uid};
     use bnerd_cloud::{OWNER_ROUTER_INTERFACE_DVR, OWNER_ROUTER_INTERFACE_HA};
 

@@ -151,7 +151,7 @@ pub(crate) fn call_failed(call: RouteCall, gateway_router_id: &str, e: &CloudErr
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::plan::fixtures::route;
+    use crate::plan::fixtures::route;
 
     struct Case {
         routes: Vec<Route>,

@@ -228,7 +228,7 @@ pub(crate) fn leg_unwind_failed(e: &UnwindError) -> StepFail {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::engine::plan::fixtures::{leg, port, route, tagged};
+    use crate::plan::fixtures::{leg, port, route, tagged};
     use bnerd_api::GatewayRef;
     use bnerd_api::names::tag_link_uid;
 
