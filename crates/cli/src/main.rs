@@ -306,7 +306,8 @@ async fn recreate_cmd(
         eprint!("recreate ClusterLink {name}? [y/N] ");
         let mut answer = String::new();
         let _ = std::io::stdin().read_line(&mut answer);
-        if !matches!(answer.trim(), "y" | "Y" | "yes") {
+        let answer = answer.trim().to_ascii_lowercase();
+        if !matches!(answer.as_str(), "y" | "yes") {
             println!("{}", recreate::RecreateError::Aborted);
             return Ok(false);
         }

@@ -5,7 +5,7 @@
 //! would create and remove, and the refusals it would hit, with what to do about them.
 
 use bnerd_api::gateway::ReverseTarget;
-use bnerd_api::{ClusterLink, ConditionType};
+use bnerd_api::{ClusterLink, ConditionType, Reason};
 use bnerd_cloud::fabric::Fabric;
 use bnerd_cloud::{Neutron, Port, PortQuery, RouterQuery};
 use bnerd_engine::Engine;
@@ -89,11 +89,11 @@ pub async fn plan(
         .collect();
     let ready = conditions
         .iter()
-        .any(|c| c.type_ == "Ready" && c.status == "True");
+        .any(|c| c.type_ == ConditionType::Ready.as_str() && c.status == "True");
     let mut hints = vec![];
     if conditions
         .iter()
-        .any(|c| c.reason == "EnsureRouterHasPortFailed")
+        .any(|c| c.reason == Reason::EnsureRouterHasPortFailed.as_str())
         && let Some(h) = hand_made_leg_hint(net, fabric, &link).await
     {
         hints.push(h);
