@@ -272,8 +272,55 @@ async fn operator_binary_converges_heals_and_unwinds() {
         "{note}"
     );
 
-    // The leg is detached out of band (Neutron deletes the port with it): a new leg at the
-    // same address, attached again, and one Warning naming the old port.
+    // A reverse route removed out of band from the service router: restored, and said so.
+    install_gateway_crds(&client).await;
+    let ar = bnerd_vpn_operator::gateways::resource("IPsecGateway", "ipsecgateways");
+    let gws: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
+    let gw_name = unique("drift-gw");
+    let reverse = Route::new("100.64.9.0/24", "10.254.0.251");
+    let gateway: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "ipsec.bnerd.net/v1alpha1", "kind": "IPsecGateway",
+        "metadata": {"name": gw_name, "namespace": "default", "labels": {TEST_LABEL: "true"}},
+        "spec": {"reverseExposures": [{"name": "svc", "port": 443}]},
+        "status": {"serviceCIDR": reverse.destination, "portFixedIP": reverse.nexthop}
+    }))
+    .expect("gateway");
+    gws.patch(
+        &gw_name,
+        &PatchParams::apply("e2e").force(),
+        &Patch::Apply(&gateway),
+    )
+    .await
+    .expect("apply gateway");
+    wait_for("reverse route installed", 30, async || {
+        let l = api.get(&name).await.ok().filter(is_ready)?;
+        (!reverse_routes_of(&l).is_empty()).then_some(())
+    })
+    .await;
+    env.net
+        .remove_extraroutes(&svc.id, std::slice::from_ref(&reverse))
+        .await
+        .expect("remove the reverse route");
+    let note = drift_event(&client, &name, "reverse routes were gone from router").await;
+    assert!(note.contains("100.64.9.0/24 via 10.254.0.251"), "{note}");
+    gws.delete(&gw_name, &DeleteParams::default())
+        .await
+        .expect("delete gateway");
+    wait_for("reverse route withdrawn", 30, async || {
+        let l = api.get(&name).await.ok().filter(is_ready)?;
+        reverse_routes_of(&l).is_empty().then_some(())
+    })
+    .await;
+
+    // The leg port cannot be deleted on its own while attached (Neutron: 409, it belongs to
+    // the router); detached out of band, Neutron deletes it: a new leg at the same address,
+    // attached again, and one Warning naming the old port.
+    let refused = env
+        .net
+        .delete_port(&port.id)
+        .await
+        .expect_err("an attached leg cannot be deleted directly");
+    assert!(refused.to_string().contains("409"), "{refused}");
     env.net
         .remove_router_interface(&svc.id, &port.id)
         .await
