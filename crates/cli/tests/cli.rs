@@ -162,6 +162,26 @@ fn binary_prints_shell_completion() {
     }
 }
 
+/// The plugin binary with the operator's settings for `env`'s fabric on the lab.
+fn plugin(
+    kubeconfig: &str,
+    lab: &std::collections::BTreeMap<String, String>,
+    env: &Env,
+    command: &str,
+    args: &[&str],
+) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-clusterlink"))
+        .arg(command)
+        .args(args)
+        .env_clear()
+        .env("KUBECONFIG", kubeconfig)
+        .envs(operator_os_env(lab))
+        .env("IPSEC_GATEWAY_ROUTER_ID", &env.fabric.gateway_router_id)
+        .env("IPSEC_TRANSIT_NETWORK_ID", &env.fabric.transit_network_id)
+        .output()
+        .expect("runs")
+}
+
 /// The binary end to end: real apiserver for the links, real lab for the cloud.
 #[tokio::test]
 async fn doctor_binary_reports_an_orphan_leg() {
@@ -189,18 +209,7 @@ async fn doctor_binary_reports_an_orphan_leg() {
         .await
         .unwrap();
     let g = |k: &str| lab.get(k).cloned().unwrap_or_default();
-    let run_with = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-clusterlink"))
-            .arg("doctor")
-            .args(args)
-            .env_clear()
-            .env("KUBECONFIG", &kubeconfig)
-            .envs(operator_os_env(&lab))
-            .env("IPSEC_GATEWAY_ROUTER_ID", &env.fabric.gateway_router_id)
-            .env("IPSEC_TRANSIT_NETWORK_ID", &env.fabric.transit_network_id)
-            .output()
-            .expect("runs")
-    };
+    let run_with = |args: &[&str]| plugin(&kubeconfig, &lab, &env, "doctor", args);
     let run = || run_with(&[]);
     let out = run();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -407,18 +416,7 @@ async fn plan_binary_on_the_labs() {
         )
         .await
         .expect("create link");
-    let run = |args: &[&str]| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-clusterlink"))
-            .arg("plan")
-            .args(args)
-            .env_clear()
-            .env("KUBECONFIG", &kubeconfig)
-            .envs(operator_os_env(&lab))
-            .env("IPSEC_GATEWAY_ROUTER_ID", &env.fabric.gateway_router_id)
-            .env("IPSEC_TRANSIT_NETWORK_ID", &env.fabric.transit_network_id)
-            .output()
-            .expect("runs")
-    };
+    let run = |args: &[&str]| plugin(&kubeconfig, &lab, &env, "plan", args);
     let out = run(&[&name]);
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     assert_eq!(

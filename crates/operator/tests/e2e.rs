@@ -11,8 +11,9 @@ use bnerd_api::names::{FINALIZER, tag_link_uid};
 use bnerd_cloud::{Neutron, Route};
 use bnerd_testkit::kube_lab::{install_crd, kube_client};
 use bnerd_testkit::operator_proc::{
-    OperatorCommand, OperatorProcess, TEST_LABEL, create_ready, install_gateway_crds, is_ready,
-    kube_lab_exclusive, sweep_leftovers, test_link, wait_for,
+    OperatorCommand, OperatorProcess, TEST_LABEL, create_ready, delete_and_wait_gone,
+    install_gateway_crds, is_ready, kube_lab_exclusive, sweep_leftovers, test_link, wait_for,
+    wait_gone,
 };
 use bnerd_testkit::{Env, lab_env_for, lab_or_skip, unique};
 use kube::Client;
@@ -351,13 +352,7 @@ async fn operator_binary_converges_heals_and_unwinds() {
     );
 
     // Delete: the finalizer unwinds, the object goes, the cloud is clean.
-    api.delete(&name, &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_for("object gone", 60, async || {
-        matches!(api.get(&name).await, Err(kube::Error::Api(s)) if s.code == 404).then_some(())
-    })
-    .await;
+    delete_and_wait_gone(&api, &name, 60).await;
     assert!(
         env.get_router(&env.fabric.gateway_router_id)
             .await
@@ -699,6 +694,48 @@ async fn delete_credentials_secret(client: &Client, link: &str) {
         .await;
 }
 
+/// A cross-tenant link as infra writes it (hq's Secret with the customer's member credential,
+/// the attestation annotation), waited for until Ready.
+async fn create_cross_tenant(
+    client: &Client,
+    api: &Api<ClusterLink>,
+    lab: &std::collections::BTreeMap<String, String>,
+    name: &str,
+    router_id: &str,
+    cidr: &str,
+) -> ClusterLink {
+    let g = |k: &str| lab.get(k).cloned().unwrap_or_default();
+    put_credentials_secret(
+        client,
+        name,
+        &g("LAB_CUSTOMER_AC_ID"),
+        &g("LAB_CUSTOMER_AC_SECRET"),
+    )
+    .await;
+    let mut l = link(
+        name,
+        json!({
+            "serviceClusterRouter": router_id, "serviceClusterCIDR": cidr,
+            "credentialsSecretRef": {"name": format!("clusterlink-{name}"), "namespace": bnerd_api::names::DEFAULT_CREDENTIALS_NAMESPACE},
+            "customerProjectID": g("LAB_CUSTOMER_PROJECT_ID"),
+        }),
+    );
+    l.metadata.annotations = Some(
+        [(
+            bnerd_api::names::ANNOTATION_API_ACCESS.to_string(),
+            "none".to_string(),
+        )]
+        .into(),
+    );
+    api.create(&PostParams::default(), &l)
+        .await
+        .expect("create link");
+    wait_for("Ready=True", 90, async || {
+        api.get(name).await.ok().filter(is_ready)
+    })
+    .await
+}
+
 fn condition(l: &ClusterLink, type_: &str) -> Option<(String, String, String)> {
     l.status.as_ref().and_then(|s| {
         s.conditions
@@ -750,35 +787,7 @@ async fn operator_binary_cross_tenant_link() {
         .spawn();
     let api: Api<ClusterLink> = Api::all(client.clone());
     let create = async |name: &str, cidr: &str| {
-        put_credentials_secret(
-            &client,
-            name,
-            &g("LAB_CUSTOMER_AC_ID"),
-            &g("LAB_CUSTOMER_AC_SECRET"),
-        )
-        .await;
-        let mut l = link(
-            name,
-            json!({
-                "serviceClusterRouter": router.id, "serviceClusterCIDR": cidr,
-                "credentialsSecretRef": {"name": format!("clusterlink-{name}"), "namespace": bnerd_api::names::DEFAULT_CREDENTIALS_NAMESPACE},
-                "customerProjectID": project,
-            }),
-        );
-        l.metadata.annotations = Some(
-            [(
-                bnerd_api::names::ANNOTATION_API_ACCESS.to_string(),
-                "none".to_string(),
-            )]
-            .into(),
-        );
-        api.create(&PostParams::default(), &l)
-            .await
-            .expect("create link");
-        wait_for("Ready=True", 90, async || {
-            api.get(name).await.ok().filter(is_ready)
-        })
-        .await
+        create_cross_tenant(&client, &api, &lab, name, &router.id, cidr).await
     };
 
     let name = unique("e2e-cross");
@@ -858,10 +867,7 @@ async fn operator_binary_cross_tenant_link() {
         &g("LAB_CUSTOMER_AC_SECRET"),
     )
     .await;
-    wait_for("object gone", 60, async || {
-        matches!(api.get(&name).await, Err(kube::Error::Api(s)) if s.code == 404).then_some(())
-    })
-    .await;
+    wait_gone(&api, &name, 60).await;
     assert!(env.net.get_port(&leg.id).await.unwrap_err().is_not_found());
     delete_credentials_secret(&client, &name).await;
 
@@ -891,10 +897,7 @@ async fn operator_binary_cross_tenant_link() {
     api.patch(&name, &PatchParams::default(), &Patch::Merge(&mark))
         .await
         .expect("annotate");
-    wait_for("object gone", 60, async || {
-        matches!(api.get(&name).await, Err(kube::Error::Api(s)) if s.code == 404).then_some(())
-    })
-    .await;
+    wait_gone(&api, &name, 60).await;
     let events: Api<k8s_openapi::api::events::v1::Event> =
         Api::namespaced(client.clone(), "default");
     let note = wait_for("abandon event", 30, async || {
@@ -943,47 +946,17 @@ async fn recreate_brings_a_transit_ip_mismatch_link_back() {
     };
     install_crd(&client).await;
     let env = lab_env_for("e2e-recreate").await.expect("lab");
-    let g = |k: &str| lab.get(k).cloned().unwrap_or_default();
     let customer = bnerd_testkit::lab_app_cred_client(&lab, "CUSTOMER");
     let router = bnerd_cloud::NeutronAdmin::create_router(&customer, &unique("e2e-recreate"))
         .await
         .expect("customer router");
-    let project = g("LAB_CUSTOMER_PROJECT_ID");
     let _exclusive = kube_lab_exclusive(&kubeconfig).await;
     sweep_leftovers(&client).await;
     let op = spawn_operator(&kubeconfig, &lab, &env, "3s");
 
     let api: Api<ClusterLink> = Api::all(client.clone());
     let name = unique("e2e-recreate");
-    put_credentials_secret(
-        &client,
-        &name,
-        &g("LAB_CUSTOMER_AC_ID"),
-        &g("LAB_CUSTOMER_AC_SECRET"),
-    )
-    .await;
-    let mut l = link(
-        &name,
-        json!({
-            "serviceClusterRouter": router.id, "serviceClusterCIDR": "10.228.0.0/16",
-            "credentialsSecretRef": {"name": format!("clusterlink-{name}"), "namespace": bnerd_api::names::DEFAULT_CREDENTIALS_NAMESPACE},
-            "customerProjectID": project,
-        }),
-    );
-    l.metadata.annotations = Some(
-        [(
-            bnerd_api::names::ANNOTATION_API_ACCESS.to_string(),
-            "none".to_string(),
-        )]
-        .into(),
-    );
-    api.create(&PostParams::default(), &l)
-        .await
-        .expect("create link");
-    let ready = wait_for("Ready=True", 90, async || {
-        api.get(&name).await.ok().filter(is_ready)
-    })
-    .await;
+    let ready = create_cross_tenant(&client, &api, &lab, &name, &router.id, "10.228.0.0/16").await;
     let st = ready.status.clone().expect("status");
     let old_ip = st.transit_ip.clone().expect("ip");
     let old_leg = st.leg_port_id.clone().expect("leg");
@@ -1036,13 +1009,7 @@ async fn recreate_brings_a_transit_ip_mismatch_link_back() {
             .contains(&want)
     );
 
-    api.delete(&name, &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_for("object gone", 60, async || {
-        matches!(api.get(&name).await, Err(kube::Error::Api(s)) if s.code == 404).then_some(())
-    })
-    .await;
+    delete_and_wait_gone(&api, &name, 60).await;
     delete_credentials_secret(&client, &name).await;
     let _ = op.stop().await;
     env.net.delete_port(&squatter.id).await.expect("squatter");

@@ -18,10 +18,11 @@ use bnerd_api::ClusterLink;
 use bnerd_cloud::Route;
 use bnerd_testkit::kube_lab::{install_crd, kube_client};
 use bnerd_testkit::operator_proc::{
-    OperatorCommand, create_ready, http_get, kube_lab_exclusive, sweep_leftovers, wait_for,
+    OperatorCommand, create_ready, delete_and_wait_gone, http_get, kube_lab_exclusive,
+    sweep_leftovers, wait_for,
 };
 use bnerd_testkit::{LabTls, lab_env_for, lab_tls_or_skip, operator_os_env, unique};
-use kube::api::{Api, DeleteParams};
+use kube::api::Api;
 use serde_json::json;
 
 const RUNNER: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../image/run-rootfs.sh");
@@ -313,13 +314,7 @@ async fn image_operator_brings_a_link_ready_and_unwinds_it() {
         "doctor from the image: {doctor:?}"
     );
 
-    api.delete(&name, &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_for("object gone", 60, async || {
-        matches!(api.get(&name).await, Err(kube::Error::Api(s)) if s.code == 404).then_some(())
-    })
-    .await;
+    delete_and_wait_gone(&api, &name, 60).await;
     assert!(env.gateway_routes().await.is_empty());
     let left = env.leg_ports().await;
     assert!(left.is_empty(), "leaked ports: {left:?}");

@@ -8,10 +8,10 @@ use bnerd_api::ClusterLink;
 use bnerd_cloud::Route;
 use bnerd_testkit::kube_lab::{install_crd, kube_client};
 use bnerd_testkit::operator_proc::{
-    OperatorCommand, create_ready, kube_lab_exclusive, sweep_leftovers, wait_for,
+    OperatorCommand, create_ready, delete_and_wait_gone, kube_lab_exclusive, sweep_leftovers,
 };
 use bnerd_testkit::{Env, LabTls, lab_env_for, lab_tls_or_skip, operator_tls_os_env, unique};
-use kube::api::{Api, DeleteParams};
+use kube::api::Api;
 use serde_json::json;
 
 /// The cargo-built operator on `env`'s fabric, talking to the cloud through TLS only.
@@ -91,13 +91,7 @@ async fn operator_binary_through_tls() {
             .contains(&want)
     );
 
-    api.delete(&name, &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_for("object gone", 60, async || {
-        matches!(api.get(&name).await, Err(kube::Error::Api(s)) if s.code == 404).then_some(())
-    })
-    .await;
+    delete_and_wait_gone(&api, &name, 60).await;
     let gone_after = started.elapsed();
     assert!(
         env.get_router(&env.fabric.gateway_router_id)

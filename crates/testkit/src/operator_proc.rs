@@ -390,6 +390,22 @@ pub async fn install_gateway_crds(client: &Client) {
     }
 }
 
+/// Wait until the apiserver no longer has ClusterLink `name` (its finalizer's unwind done).
+pub async fn wait_gone(api: &Api<ClusterLink>, name: &str, secs: u64) {
+    wait_for("object gone", secs, async || {
+        matches!(api.get(name).await, Err(kube::Error::Api(s)) if s.code == 404).then_some(())
+    })
+    .await;
+}
+
+/// Delete ClusterLink `name` and wait until it is gone.
+pub async fn delete_and_wait_gone(api: &Api<ClusterLink>, name: &str, secs: u64) {
+    api.delete(name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_gone(api, name, secs).await;
+}
+
 /// Create a test link and wait until it is Ready; the link as it then is.
 pub async fn create_ready(
     api: &Api<ClusterLink>,
