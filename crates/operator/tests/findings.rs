@@ -374,17 +374,11 @@ async fn admin_router(env: &Env, ha: Option<bool>, distributed: Option<bool>) ->
         .expect("admin creates the router")
 }
 
-/// Neutron makes a project's "HA network tenant <id>" with an L3-HA router and deletes it with
-/// any HA router's delete while no port uses it (always so without L3 agents, as on the lab).
-/// Two of these scenarios at once in one project (the `lab` and `lab_tags_at_create` variants)
-/// race on that network: a create that found it while the other's delete removes it is
-/// answered 500 (IntegrityError on subnets.network_id, seen in CI). They take turns.
-static HA_ROUTERS: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 /// Finding 6: legs on L3-HA and DVR routers are recognised as attached (no re-attach and
 /// 409 at every resync), adopted, and unwound.
 async fn ha_and_dvr_routers(mut env: Env) {
-    let _turn = HA_ROUTERS.lock().await;
+    // The lab and lab_tags_at_create variants (and parity's table) take turns: see the lock.
+    let _turn = bnerd_testkit::ha_routers_exclusive().await;
     for (i, (ha, dvr)) in [(Some(true), None), (None, Some(true))]
         .into_iter()
         .enumerate()

@@ -122,6 +122,9 @@ async fn router_kind_rows(
     network_id: &str,
     ip: &str,
 ) -> Vec<(&'static str, String)> {
+    // From the HA router's create to its delete: see the lock (the two lab tables and
+    // findings' HA scenarios run at once otherwise).
+    let _turn = bnerd_testkit::ha_routers_exclusive().await;
     let op = c.op.as_ref();
     let names = kind.rows();
     let mut out = vec![];

@@ -214,6 +214,23 @@ pub fn operator_os_env(env: &BTreeMap<String, String>) -> Vec<(&'static str, Str
 
 static SEQ: AtomicU64 = AtomicU64::new(0);
 
+/// Neutron makes a project's "HA network tenant <id>" with an L3-HA router and deletes it with
+/// any HA router's delete while no port uses it (always so without L3 agents, as on the lab).
+/// Two tests making and deleting HA routers in one project at once race on that network: a
+/// create that found it while the other's delete removes it is answered 500 (IntegrityError on
+/// subnets.network_id) or 409. Tests that make HA routers hold this lock (a file lock, so it
+/// holds across test binaries and processes) from the create to the delete.
+pub async fn ha_routers_exclusive() -> std::fs::File {
+    tokio::task::spawn_blocking(|| {
+        let f = std::fs::File::create(std::env::temp_dir().join("bnerd-lab-ha-routers.lock"))
+            .expect("lock file");
+        f.lock().expect("lock");
+        f
+    })
+    .await
+    .expect("lock task")
+}
+
 pub fn unique(prefix: &str) -> String {
     let t = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
