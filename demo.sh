@@ -7,7 +7,7 @@ export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/bnerd-vpn-operator/targ
 echo "== starting the OpenStack lab (first run on a fresh machine: ~2 min)"
 LAB_ENV=$(bash lab/openstack/up.sh)
 set -a; . "$LAB_ENV"; set +a
-echo "== starting kube-apiserver (first run builds it from Go modules: ~7 min)"
+echo "== starting kube-apiserver (first run builds it from Go modules: ~5 min)"
 export KUBECONFIG=$(bash lab/kube/up.sh | tail -n 1)
 echo "== building the operator"
 cargo build -q -p bnerd-vpn-operator
