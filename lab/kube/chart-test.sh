@@ -186,6 +186,8 @@ expect_fail "replicaCount=0" "at '/replicaCount': minimum" "${SET_REQ[@]}" --set
 expect_fail "resyncInterval as a number" "at '/resyncInterval': got number, want string" "${SET_REQ[@]}" --set resyncInterval=300
 expect_fail "resyncInterval=5x" "at '/resyncInterval': '5x' does not match pattern" "${SET_REQ[@]}" --set-string resyncInterval=5x
 expect_fail "leaderElection.leaseDuration=0s" "at '/leaderElection/leaseDuration'" "${SET_REQ[@]}" --set leaderElection.leaseDuration=0s
+# The operator refuses a Lease under 6 s (exit 2): the chart must refuse it first, not crash-loop.
+expect_fail "leaderElection.leaseDuration=5s" "at '/leaderElection/leaseDuration'" "${SET_REQ[@]}" --set leaderElection.leaseDuration=5s
 expect_fail "openstack.routerID not a UUID" "at '/openstack/routerID'" "${SET_REQ[@]}" --set openstack.routerID=gateway-router
 expect_fail "openstack.transitNetworkID as a number" "at '/openstack/transitNetworkID'" "${SET_REQ[@]}" --set openstack.transitNetworkID=42
 expect_fail "openstack.cloudsSecret not a Secret name" "at '/openstack/cloudsSecret'" "${SET_REQ[@]}" --set openstack.cloudsSecret=My_Secret

@@ -35,6 +35,9 @@ impl NeutronErrorKind {
     }
 }
 
+/// The path errors of the token request carry, whatever prefix the auth_url has.
+pub const KEYSTONE_TOKENS_PATH: &str = "/v3/auth/tokens";
+
 #[derive(Debug, Clone, Error, PartialEq)]
 pub enum CloudError {
     /// The API answered with an error status. `kind` is NeutronError.type when present.
@@ -106,6 +109,18 @@ impl CloudError {
         match self {
             CloudError::Auth { status, .. } => *status,
             _ => None,
+        }
+    }
+
+    /// Keystone failed us (refused, unreachable, no catalog entry), not the Neutron object a
+    /// call was about: what to fix is the credential's auth_url or Keystone, not an ID.
+    pub fn is_keystone(&self) -> bool {
+        match self {
+            CloudError::Auth { .. } | CloudError::Catalog { .. } => true,
+            CloudError::Api { path, .. }
+            | CloudError::Timeout { path, .. }
+            | CloudError::Transport { path, .. }
+            | CloudError::Decode { path, .. } => path == KEYSTONE_TOKENS_PATH,
         }
     }
 

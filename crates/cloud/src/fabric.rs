@@ -33,6 +33,12 @@ pub struct Fabric {
 
 #[derive(Debug, Error)]
 pub enum FabricError {
+    /// Keystone refused or did not answer: nothing was learnt about the fabric's objects, so
+    /// the message must not read as if an ID were wrong.
+    #[error(
+        "Keystone, for the operator's own token (OS_AUTH_URL or clouds.yaml auth.auth_url): {0}"
+    )]
+    Keystone(CloudError),
     #[error("transit network {id} (IPSEC_TRANSIT_NETWORK_ID): {source}")]
     Network { id: String, source: CloudError },
     #[error(
@@ -66,6 +72,7 @@ impl FabricError {
         match self {
             FabricError::Network { source, .. }
             | FabricError::Router { source, .. }
+            | FabricError::Keystone(source)
             | FabricError::Extensions(source) => source.is_retryable(),
             _ => false,
         }
@@ -100,9 +107,14 @@ impl Fabric {
         transit_network_id: &str,
         gateway_router_id: &str,
     ) -> Result<Self, FabricError> {
-        let nerr = |source| FabricError::Network {
-            id: transit_network_id.into(),
-            source,
+        let nerr = |source: CloudError| {
+            if source.is_keystone() {
+                return FabricError::Keystone(source);
+            }
+            FabricError::Network {
+                id: transit_network_id.into(),
+                source,
+            }
         };
         let network = net.get_network(transit_network_id).await.map_err(nerr)?;
         if network.shared {
@@ -126,9 +138,14 @@ impl Fabric {
             id: subnet_id.clone(),
             message: format!("{} is not an IPv4 CIDR", subnet.cidr),
         })?;
-        let rerr = |source| FabricError::Router {
-            id: gateway_router_id.into(),
-            source,
+        let rerr = |source: CloudError| {
+            if source.is_keystone() {
+                return FabricError::Keystone(source);
+            }
+            FabricError::Router {
+                id: gateway_router_id.into(),
+                source,
+            }
         };
         net.get_router(gateway_router_id).await.map_err(rerr)?;
         let q = PortQuery {
@@ -143,7 +160,13 @@ impl Fabric {
                 network: network.id,
             });
         }
-        let ext = net.extensions().await.map_err(FabricError::Extensions)?;
+        let ext = net.extensions().await.map_err(|e| {
+            if e.is_keystone() {
+                FabricError::Keystone(e)
+            } else {
+                FabricError::Extensions(e)
+            }
+        })?;
         let ext = Extensions::from_aliases(&ext).ok_or(FabricError::NoSafeRouteUpdate)?;
         Ok(Fabric {
             transit_network_id: network.id,
@@ -191,6 +214,7 @@ mod tests {
     /// A healthy fabric on a Neutron loading only `extensions`.
     struct Stub {
         extensions: Vec<String>,
+        network_error: Option<CloudError>,
     }
 
     fn unused<T>() -> Result<T> {
@@ -203,6 +227,9 @@ mod tests {
             Ok(self.extensions.clone())
         }
         async fn get_network(&self, id: &str) -> Result<Network> {
+            if let Some(e) = &self.network_error {
+                return Err(e.clone());
+            }
             Ok(Network {
                 id: id.into(),
                 subnets: vec!["s".into()],
@@ -283,15 +310,66 @@ mod tests {
     async fn discover_refuses_a_neutron_without_safe_route_updates() {
         let bare = Stub {
             extensions: aliases(&["router", "extraroute", "standard-attr-tag"]),
+            network_error: None,
         };
         let err = Fabric::discover(&bare, "n", "gw").await.unwrap_err();
         assert!(matches!(err, FabricError::NoSafeRouteUpdate), "{err}");
 
         let guarded = Stub {
             extensions: aliases(&["router", "extraroute", REVISION_IF_MATCH]),
+            network_error: None,
         };
         let f = Fabric::discover(&guarded, "n", "gw").await.unwrap();
         assert!(!f.extraroute_atomic && f.revision_if_match);
         assert_eq!(f.transit_subnet.to_string(), "10.254.0.0/24");
+    }
+
+    #[tokio::test]
+    async fn keystone_failing_is_not_blamed_on_the_transit_network() {
+        let down = |e: CloudError| Stub {
+            extensions: aliases(&[EXTRAROUTE_ATOMIC]),
+            network_error: Some(e),
+        };
+        let refused = CloudError::Transport {
+            method: "POST".into(),
+            path: crate::error::KEYSTONE_TOKENS_PATH.into(),
+            message: "Connection refused".into(),
+        };
+        let err = Fabric::discover(&down(refused), "n", "gw")
+            .await
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, FabricError::Keystone(_)), "{text}");
+        assert!(err.is_unreachable(), "{text}");
+        assert!(
+            text.starts_with("Keystone") && !text.contains("IPSEC_TRANSIT_NETWORK_ID"),
+            "{text}"
+        );
+
+        let rejected = CloudError::Auth {
+            status: Some(401),
+            message: "Keystone answered HTTP 401 to the token request".into(),
+        };
+        let err = Fabric::discover(&down(rejected), "n", "gw")
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, FabricError::Keystone(_)) && !err.is_unreachable(),
+            "{err}"
+        );
+
+        // Neutron itself not answering is still about the call that failed.
+        let neutron = CloudError::Transport {
+            method: "GET".into(),
+            path: "/v2.0/networks/n".into(),
+            message: "Connection refused".into(),
+        };
+        let err = Fabric::discover(&down(neutron), "n", "gw")
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, FabricError::Network { .. }) && err.is_unreachable(),
+            "{err}"
+        );
     }
 }

@@ -97,16 +97,19 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let n: u64 = num
         .parse()
         .map_err(|_| format!("{s:?} is not a duration (e.g. 300s, 5m, 1h)"))?;
-    let secs = match unit {
-        "" | "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
+    let per = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
         _ => {
             return Err(format!(
                 "{s:?} has an unknown unit {unit:?} (use s, m or h)"
             ));
         }
     };
+    let secs = n
+        .checked_mul(per)
+        .ok_or_else(|| format!("{s:?} is too long"))?;
     if secs == 0 {
         return Err("must be greater than zero".into());
     }
@@ -200,6 +203,11 @@ mod tests {
         assert!(parse_duration("5x").unwrap_err().contains("unknown unit"));
         assert!(parse_duration("0s").is_err());
         assert!(parse_duration("m").is_err());
+        assert!(
+            parse_duration("99999999999999999h")
+                .unwrap_err()
+                .contains("too long")
+        );
     }
 
     #[test]

@@ -163,11 +163,15 @@ async fn apply(
         } else {
             EventType::Normal
         };
-        publish(
+        // The condition type is the action: two conditions reaching the same reason at once
+        // (RouteInstalled and ReverseRoutesInstalled both say Installed) would otherwise fold
+        // into one series and the second transition's note would never be seen.
+        publish_as(
             ctx,
             &reference,
             type_,
             &t.reason,
+            &t.type_,
             &format!("{} {}: {}", t.type_, t.status, t.message),
         )
         .await;

@@ -238,16 +238,33 @@ async fn operator_binary_converges_heals_and_unwinds() {
         Api::namespaced(client.clone(), "default");
     let evs = wait_for("events", 30, async || {
         let list = events.list(&ListParams::default()).await.ok()?;
-        let mine: Vec<String> = list
+        let mine: Vec<(String, String, String)> = list
             .items
             .into_iter()
             .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name.as_str()))
-            .filter_map(|e| e.reason)
+            .map(|e| {
+                (
+                    e.reason.unwrap_or_default(),
+                    e.action.unwrap_or_default(),
+                    e.note.unwrap_or_default(),
+                )
+            })
             .collect();
-        mine.iter().any(|r| r == "Ready").then_some(mine)
+        mine.iter().any(|(r, _, _)| r == "Ready").then_some(mine)
     })
     .await;
-    assert!(evs.iter().any(|r| r == "LegPortCreated"), "{evs:?}");
+    assert!(evs.iter().any(|(r, _, _)| r == "LegPortCreated"), "{evs:?}");
+    // RouteInstalled and ReverseRoutesInstalled reach the same reason (Installed) in one
+    // reconcile: each is its own Event (the condition type is the action), neither folded
+    // into the other.
+    for type_ in ["RouteInstalled", "ReverseRoutesInstalled"] {
+        assert!(
+            evs.iter().any(|(r, a, n)| r == "Installed"
+                && a == type_
+                && n.starts_with(&format!("{type_} True: "))),
+            "no {type_} transition Event of its own: {evs:#?}"
+        );
+    }
 
     // Out-of-band removal of the route: restored by the periodic resync, and said so.
     env.net

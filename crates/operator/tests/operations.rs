@@ -274,6 +274,12 @@ async fn a_cloud_down_at_startup_is_waited_for() {
     let (code, why) = http_get(&addr, "/readyz").await;
     assert_eq!(code, 503, "{why}");
     assert!(why.contains("OpenStack not reachable"), "{why}");
+    // Keystone is what is down: the reason names it, not the transit network setting.
+    assert!(
+        why.contains("Keystone, for the operator's own token")
+            && !why.contains("IPSEC_TRANSIT_NETWORK_ID"),
+        "{why}"
+    );
     assert_eq!(http_get(&addr, "/healthz").await.0, 200);
     let m = metrics_of(&op).await;
     assert_eq!(sample(&m, "bnerd_fabric_check_ok"), Some(0.0), "{m}");

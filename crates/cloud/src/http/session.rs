@@ -78,10 +78,10 @@ impl OpenStack {
         self.observed(
             crate::observe::Service::Keystone,
             "POST",
-            "/v3/auth/tokens",
+            crate::error::KEYSTONE_TOKENS_PATH,
             resp.as_ref().ok().map(|r| r.status().as_u16()),
         );
-        let resp = resp.map_err(|e| transport("POST", "/v3/auth/tokens", e))?;
+        let resp = resp.map_err(|e| transport("POST", crate::error::KEYSTONE_TOKENS_PATH, e))?;
         let status = resp.status();
         let token = resp
             .headers()
@@ -101,7 +101,7 @@ impl OpenStack {
             });
         }
         let bytes = body.map_err(|e| match e {
-            BodyError::Transport(e) => transport("POST", "/v3/auth/tokens", e),
+            BodyError::Transport(e) => transport("POST", crate::error::KEYSTONE_TOKENS_PATH, e),
             BodyError::TooLarge => CloudError::auth(format!(
                 "Keystone's answer to the token request exceeds {MAX_BODY_BYTES} bytes"
             )),
