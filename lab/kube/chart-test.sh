@@ -193,6 +193,7 @@ expect_fail "openstack.transitNetworkID as a number" "at '/openstack/transitNetw
 expect_fail "openstack.cloudsSecret not a Secret name" "at '/openstack/cloudsSecret'" "${SET_REQ[@]}" --set openstack.cloudsSecret=My_Secret
 expect_fail "openstack.caBundle not PEM" "at '/openstack/caBundle'" "${SET_REQ[@]}" --set openstack.caBundle=/etc/ssl/ca.pem
 expect_fail "metrics.port=70000" "at '/metrics/port': maximum" "${SET_REQ[@]}" --set metrics.port=70000
+expect_fail "metrics.bindAddress=localhost" "at '/metrics/bindAddress'" "${SET_REQ[@]}" --set metrics.bindAddress=localhost
 expect_fail "a misspelt key (replicas)" "additional properties 'replicas' not allowed" "${SET_REQ[@]}" --set replicas=3
 expect_fail "podAntiAffinity.type=sometimes" "at '/podAntiAffinity/type'" "${SET_REQ[@]}" --set podAntiAffinity.type=sometimes
 expect_fail "crds.keep as a string" "at '/crds/keep'" "${SET_REQ[@]}" --set-string crds.keep=yes
@@ -274,6 +275,9 @@ pass "2 replicas, RollingUpdate maxUnavailable 0 / maxSurge 1 (no Recreate)"
 v=$(helm template "$REL" "$CHART" "${SET_REQ[@]}" --set replicaCount=1 --set updateStrategy.type=Recreate | yq -c 'select(.kind == "Deployment") | .spec.strategy')
 [[ $v == '{"type":"Recreate"}' ]] || fail "updateStrategy.type=Recreate renders $v (rollingUpdate must go)"
 pass "updateStrategy.type=Recreate drops the rollingUpdate block"
+v=$(helm template "$REL" "$CHART" "${SET_REQ[@]}" --set replicaCount=1 --set leaderElection.enabled=false | yq -c 'select(.kind == "Deployment") | .spec.strategy')
+[[ $v == '{"type":"Recreate"}' ]] || fail "leaderElection.enabled=false renders $v: a rolling update would run two unelected writers"
+pass "leaderElection.enabled=false rolls out as Recreate (an unelected pod never overlaps another)"
 v=$(dep -c '.spec.template.spec.affinity.podAntiAffinity.preferredDuringSchedulingIgnoredDuringExecution[0].podAffinityTerm | [.topologyKey, .labelSelector.matchLabels["app.kubernetes.io/instance"]]')
 [[ $v == '["kubernetes.io/hostname","chart-test"]' ]] || fail "soft pod anti-affinity across nodes missing: $v"
 pass "pod anti-affinity: preferred across nodes by default"
@@ -371,12 +375,14 @@ notes() {
 }
 out=$(notes)
 for want in 'kubectl get clusterlinks' 'kubectl describe clusterlink <name>' 'kubectl clusterlink doctor' \
-            "port-forward svc/$SA-metrics 8080" '/metrics'; do
+            "get lease $SA -o jsonpath='{.spec.holderIdentity}'" 'logs "$LEADER"' 'port-forward "pod/$LEADER" 8080' '/metrics'; do
   grep -qF -- "$want" <<<"$out" || fail "NOTES.txt lacks '$want': $out"
 done
 grep -q WARNING <<<"$out" && fail "NOTES.txt warns with 2 replicas: $out"
-grep -q 'WARNING: replicaCount is 1' <<<"$(notes --set replicaCount=1)" || fail "NOTES.txt does not warn about replicaCount 1"
-pass "NOTES.txt: get/describe/doctor, the metrics endpoint, a warning only with replicaCount 1"
+out=$(notes --set replicaCount=1 --set leaderElection.enabled=false)
+grep -q 'WARNING: replicaCount is 1' <<<"$out" || fail "NOTES.txt does not warn about replicaCount 1"
+grep -q 'lease' <<<"$out" && fail "NOTES.txt names a Lease without leader election: $out"
+pass "NOTES.txt: get/describe/doctor, the leader's logs and metrics, a warning only with replicaCount 1, no Lease without election"
 
 # --- (5) real server-side apply ---------------------------------------------------
 # The CRD straight from the file (other tests share it; it stays), the chart without it.
@@ -398,6 +404,18 @@ kubectl get -n "$NS" deployment/"$SA" serviceaccount/"$SA" role/"$SA"-leases rol
   && kubectl get clusterrole/"$SA" clusterrolebinding/"$SA" >/dev/null \
   || fail "applied objects not found"
 pass "Deployment, ServiceAccount, Service, PDB, Roles, ClusterRole(Binding) exist"
+# Talking to the cluster (a server dry run), NOTES says when the clouds.yaml Secret is missing.
+snotes() {
+  helm install "$REL-notes" "$CHART" -n "$NS" "${SET_IDS[@]}" --dry-run=server --set crds.enabled=false \
+    --set clusterLink.createCredentialsNamespace=false "$@" 2>&1 | sed -n '/^NOTES:/,$p'
+}
+kubectl create secret generic chart-test-notes-clouds -n "$NS" --from-literal=clouds.yaml='clouds: {}' >/dev/null
+grep -q "WARNING: Secret $NS/chart-test-no-such-secret (openstack.cloudsSecret) does not exist" \
+  <<<"$(snotes --set openstack.cloudsSecret=chart-test-no-such-secret)" || fail "NOTES.txt does not warn about a missing clouds Secret"
+out=$(snotes --set openstack.cloudsSecret=chart-test-notes-clouds)
+grep -q "does not exist" <<<"$out" && fail "NOTES.txt warns about an existing clouds Secret: $out"
+kubectl delete secret chart-test-notes-clouds -n "$NS" >/dev/null
+pass "NOTES.txt warns (server dry run) when openstack.cloudsSecret names no Secret, and only then"
 
 # --- (6) RBAC -------------------------------------------------------------------
 # can <yes|no> <verb> <resource> [kubectl flags...]
@@ -547,8 +565,18 @@ diff <(crd_json | jq -S '.spec.versions') <(yq -S '.spec.versions' "$CRD_FILE") 
 pass "helm upgrade replaced the CRD's versions/schema with $CRD_FILE (the 0.2.0 text is gone)"
 [[ $(kubectl get clusterlink "$ULINK" -o jsonpath='{.metadata.uid}') == "$LINK_UID" ]] || fail "ClusterLink $ULINK did not survive the upgrade"
 pass "ClusterLink $ULINK survived the upgrade (same UID)"
-v=$(kubectl get deploy -n "$UNS" "$UREL-bnerd-vpn-operator" -o json | jq -c '[.spec.replicas, .spec.strategy.type, (.spec.template.spec.containers[0].env[] | select(.name == "IPSEC_LEASE_NAME") | .value)]')
+deploy_shape() {
+  kubectl get deploy -n "$UNS" "$UREL-bnerd-vpn-operator" -o json | jq -c '[.spec.replicas, .spec.strategy.type, (.spec.template.spec.containers[0].env[] | select(.name == "IPSEC_LEASE_NAME") | .value)]'
+}
+# 0.2.0's pods do not elect: a rolling update would run them beside the new leader, two
+# writers on the same links. This one rollout is a Recreate; the next is rolling again.
+v=$(deploy_shape)
+[[ $v == '[2,"Recreate","'"$UREL"'-bnerd-vpn-operator"]' ]] || fail "Deployment upgraded from 0.2.0: $v"
+pass "the upgrade from 0.2.0 (pods without leader election) rolls out as Recreate: never two writers"
+out=$(upgrade) || fail "helm upgrade of $VERSION to itself: $out"
+v=$(deploy_shape)
 [[ $v == '[2,"RollingUpdate","'"$UREL"'-bnerd-vpn-operator"]' ]] || fail "upgraded Deployment: $v"
+pass "the next upgrade (old pods elect) rolls out as RollingUpdate"
 kubectl get -n "$UNS" pdb/"$UREL-bnerd-vpn-operator" service/"$UREL-bnerd-vpn-operator-metrics" >/dev/null \
   || fail "the upgrade did not create the PDB and the metrics Service"
 v=$(kubectl get role -n "$UNS" "$UREL-bnerd-vpn-operator-leases" -o jsonpath='{.rules[0].verbs}')

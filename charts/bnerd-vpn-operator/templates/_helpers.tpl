@@ -72,3 +72,31 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "bnerd-vpn-operator.metricsAddr" -}}
 {{- printf "%s:%d" .Values.metrics.bindAddress (int .Values.metrics.port) -}}
 {{- end -}}
+
+{{/*
+The Deployment's rollout: updateStrategy.type, unless old and new pods could both write at
+once. The live Deployment (lookup; empty under `helm template`) tells how the running pods
+were started: pods without IPSEC_LEADER_ELECT=true (chart 0.2.0, or election turned off)
+never wait for a Lease, so the new pods may only start once they are gone.
+*/}}
+{{- define "bnerd-vpn-operator.rollout" -}}
+{{- $type := .Values.updateStrategy.type -}}
+{{- if not .Values.leaderElection.enabled -}}
+{{- $type = "Recreate" -}}
+{{- end -}}
+{{- $live := lookup "apps/v1" "Deployment" .Release.Namespace (include "bnerd-vpn-operator.fullname" .) -}}
+{{- if $live -}}
+{{- $elects := false -}}
+{{- range ((($live.spec).template).spec).containers -}}
+{{- range .env -}}
+{{- if and (eq .name "IPSEC_LEADER_ELECT") (eq (toString .value) "true") -}}
+{{- $elects = true -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if not $elects -}}
+{{- $type = "Recreate" -}}
+{{- end -}}
+{{- end -}}
+{{- $type -}}
+{{- end -}}

@@ -342,6 +342,7 @@ async fn unwind_gone(
     };
     ctx.customers.forget(&name);
     ctx.backoff.reset(&name);
+    ctx.metrics.forget_link(&name);
     match unwound {
         Ok(_) => Ok(Action::await_change()),
         Err(f) => {
@@ -362,7 +363,11 @@ async fn report_stuck(
     if stuck == status {
         return Ok(());
     }
-    write_status(ctx, &link.name_any(), stuck).await?;
+    let name = link.name_any();
+    write_status(ctx, &name, stuck).await?;
+    // A stuck delete is a failure like any other: its gauges must stop saying Ready and the
+    // failure counter must see its reason.
+    ctx.metrics.link_conditions(&name, &stuck.conditions);
     publish(
         ctx,
         &link.object_ref(&()),
@@ -428,7 +433,7 @@ async fn remove(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> 
         return Err(Error::Unwind(f.message));
     }
     ctx.customers.forget(&name);
-    ctx.metrics.forget_link(&name, &status.conditions);
+    ctx.metrics.forget_link(&name);
     info!(clusterlink = %name, "unwound gateway route, attachment and leg port");
     let reference = link.object_ref(&());
     publish(
@@ -470,7 +475,7 @@ async fn hold_or_abandon(
         )
         .await;
         ctx.customers.forget(&name);
-        ctx.metrics.forget_link(&name, &status.conditions);
+        ctx.metrics.forget_link(&name);
         ctx.backoff.reset(&name);
         return Ok(Action::await_change());
     }

@@ -48,6 +48,8 @@ impl Health {
     pub fn set_synced(&self, v: bool) {
         self.synced.store(v, Ordering::Release);
     }
+    /// `problem` is the whole reason /readyz gives (the caller knows whether the cloud did
+    /// not answer or answered that the fabric is wrong).
     pub fn set_cloud(&self, problem: Option<String>) {
         self.cloud_ok.store(problem.is_none(), Ordering::Release);
         if let Ok(mut p) = self.cloud_problem.lock() {
@@ -69,7 +71,10 @@ impl Health {
                 .lock()
                 .map(|p| p.clone())
                 .unwrap_or_default();
-            return Some(format!("OpenStack not reachable at the last check: {why}"));
+            if why.is_empty() {
+                return Some("OpenStack not checked yet (the startup check is running)".into());
+            }
+            return Some(why);
         }
         if !self.synced.load(Ordering::Acquire) {
             return Some("caches not synced yet (ClusterLinks, gateway index)".into());
@@ -161,6 +166,7 @@ mod tests {
         h.set_electing(true);
         assert_eq!(h.not_ready(), None, "a standby can take over");
         h.set_leading(true);
+        assert!(h.not_ready().unwrap().contains("not checked yet"));
         h.set_cloud(Some("Keystone: connection refused".into()));
         let why = h.not_ready().unwrap();
         assert!(why.contains("connection refused"), "{why}");

@@ -150,7 +150,12 @@ where
         tokio::select! {
             biased;
             () = &mut shutdown => {
-                release(&manager, election).await;
+                // A standby holds nothing: release() leaves someone else's Lease alone, and
+                // saying "released" here would read as if this replica had led.
+                if let Err(e) = manager.release().await {
+                    warn!(error = %e, "leaving the leader election");
+                }
+                info!("stopped waiting to lead");
                 return Ok(());
             }
             changed = manager.changed() => match changed {
@@ -165,7 +170,7 @@ where
         }
     }
 
-    info!(identity = %election.identity, "became the leader; reconciling");
+    info!(identity = %election.identity, "became the leader");
     metrics.set_leader(true);
     health.set_leading(true);
     let (stop, stopped) = tokio::sync::watch::channel(false);

@@ -139,6 +139,7 @@ async fn lead_work(
     let Some((fabric, operator)) = connected else {
         return;
     };
+    info!("the cloud answered and the fabric checks out; reconciling");
     let fabric_checks = startup::watch_fabric(
         cloud.clone(),
         config.clone(),

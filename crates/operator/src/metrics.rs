@@ -192,6 +192,13 @@ impl Metrics {
     /// A link's conditions after a reconcile: the state gauges, and one failure per False
     /// condition (Ready only summarises the others, so it is not counted again).
     pub fn link_conditions(&self, link: &str, conditions: &[Condition]) {
+        // A type the status no longer carries (a cross-tenant spec made same-tenant) would
+        // otherwise keep its last value for good.
+        for t in bnerd_api::ConditionType::ALL {
+            if !conditions.iter().any(|c| c.type_ == t.as_str()) {
+                self.forget_type(link, t.as_str());
+            }
+        }
         for c in conditions {
             for s in STATUSES {
                 let labels = ConditionLabels {
@@ -214,16 +221,22 @@ impl Metrics {
         }
     }
 
-    /// A link that is gone takes its series with it.
-    pub fn forget_link(&self, link: &str, conditions: &[Condition]) {
-        for c in conditions {
-            for s in STATUSES {
-                self.conditions.remove(&ConditionLabels {
-                    clusterlink: link.to_string(),
-                    r#type: c.type_.clone(),
-                    status: s,
-                });
-            }
+    /// A link that is gone takes its series with it: every condition type it may have had,
+    /// not only those of the status at hand (a cross-tenant link's credential conditions, a
+    /// spec edited from cross- to same-tenant).
+    pub fn forget_link(&self, link: &str) {
+        for t in bnerd_api::ConditionType::ALL {
+            self.forget_type(link, t.as_str());
+        }
+    }
+
+    fn forget_type(&self, link: &str, type_: &str) {
+        for s in STATUSES {
+            self.conditions.remove(&ConditionLabels {
+                clusterlink: link.to_string(),
+                r#type: type_.to_string(),
+                status: s,
+            });
         }
     }
 
@@ -302,7 +315,19 @@ mod tests {
             r#"bnerd_reconcile_failures_total{condition="LegAttached",reason="RouterNotFound"} 1"#
         ));
         assert!(!text.contains(r#"condition="Ready""#), "{text}");
-        m.forget_link("a", &conds);
+        // A later status with a type the first lacked (a cross-tenant credential that failed) goes too.
+        m.link_conditions(
+            "a",
+            &[condition("CredentialsResolved", "False", "AuthFailed")],
+        );
+        let text = m.encode();
+        assert!(text.contains(r#"clusterlink="a",type="CredentialsResolved""#));
+        assert!(
+            !text.contains(r#"clusterlink="a",type="LegAttached""#),
+            "{text}"
+        );
+        m.link_conditions("a", &conds);
+        m.forget_link("a");
         assert!(!m.encode().contains(r#"clusterlink="a""#));
     }
 

@@ -32,6 +32,20 @@ pub struct Problem {
     pub unreachable: bool,
 }
 
+impl Problem {
+    /// What /readyz says: a cloud that did not answer is not a fabric set up wrong.
+    pub fn readiness(&self) -> String {
+        if self.unreachable {
+            format!(
+                "OpenStack not reachable at the last check: {}",
+                self.message
+            )
+        } else {
+            format!("the startup check failed: {}", self.message)
+        }
+    }
+}
+
 async fn check(cloud: &OpenStack, config: &Config) -> Result<(Fabric, OperatorIdentity), Problem> {
     let fabric = Fabric::discover(cloud, &config.transit_network_id, &config.gateway_router_id)
         .await
@@ -77,7 +91,7 @@ pub async fn connect(
             }
             Err(p) => {
                 warn!(retry_in = ?retry, unreachable = p.unreachable, "startup check failed: {}", p.message);
-                health.set_cloud(Some(p.message));
+                health.set_cloud(Some(p.readiness()));
                 metrics.set_fabric_ok(false);
                 tokio::time::sleep(retry).await;
                 retry = (retry * 2).min(MAX_RETRY);
@@ -128,7 +142,7 @@ pub async fn watch_fabric(
         health.set_cloud(
             now.as_ref()
                 .filter(|p| p.unreachable)
-                .map(|p| p.message.clone()),
+                .map(Problem::readiness),
         );
         metrics.set_fabric_ok(now.is_none());
         if let Some((type_, reason, note)) = fabric_transition(last.as_ref(), now.as_ref()) {
@@ -182,5 +196,22 @@ mod tests {
         assert_eq!(r, "FabricCheckUnreachable");
         let (t, r, _) = fabric_transition(Some(&down), None).unwrap();
         assert_eq!((t, r), (EventType::Normal, "FabricCheckPassed"));
+    }
+
+    #[test]
+    fn readiness_tells_an_unanswered_cloud_from_a_wrong_fabric() {
+        let down = p(
+            "Keystone, for the operator's own token: connection refused",
+            true,
+        );
+        assert!(
+            down.readiness()
+                .starts_with("OpenStack not reachable at the last check: Keystone")
+        );
+        let shared = p("transit network n is shared", false);
+        assert_eq!(
+            shared.readiness(),
+            "the startup check failed: transit network n is shared"
+        );
     }
 }
