@@ -143,6 +143,7 @@ async fn lead_work(
     let fabric_checks = startup::watch_fabric(
         cloud.clone(),
         config.clone(),
+        fabric.clone(),
         health.clone(),
         metrics.clone(),
         events,

@@ -127,10 +127,49 @@ pub fn fabric_transition(
     }
 }
 
-/// Re-run the fabric checks every resync interval, forever (the caller drops it).
+/// What differs between the fabric the reconciles use (read at startup) and the one found
+/// now, if anything. The controller keeps the startup facts for its whole term, so a changed
+/// subnet or extension set is a problem to report until the operator is restarted.
+pub fn changed_since(start: &Fabric, now: &Fabric) -> Option<String> {
+    let mut what = vec![];
+    if (&start.transit_subnet_id, start.transit_subnet)
+        != (&now.transit_subnet_id, now.transit_subnet)
+    {
+        what.push(format!(
+            "transit subnet {} ({}) is now {} ({})",
+            start.transit_subnet_id,
+            start.transit_subnet,
+            now.transit_subnet_id,
+            now.transit_subnet
+        ));
+    }
+    let flags = |f: &Fabric| {
+        [
+            (bnerd_cloud::fabric::EXTRAROUTE_ATOMIC, f.extraroute_atomic),
+            (bnerd_cloud::fabric::REVISION_IF_MATCH, f.revision_if_match),
+            (bnerd_cloud::fabric::TAGS_AT_CREATE, f.tags_at_create),
+        ]
+    };
+    for ((name, was), (_, is)) in flags(start).into_iter().zip(flags(now)) {
+        if was != is {
+            let how = if is { "loaded" } else { "no longer loaded" };
+            what.push(format!("Neutron extension {name} is {how}"));
+        }
+    }
+    (!what.is_empty()).then(|| {
+        format!(
+            "the fabric changed since this operator started: {}; restart it to use the new one (kubectl rollout restart)",
+            what.join(", ")
+        )
+    })
+}
+
+/// Re-run the fabric checks every resync interval, forever (the caller drops it). `start`
+/// is the fabric the reconciles were given.
 pub async fn watch_fabric(
     cloud: Arc<OpenStack>,
     config: Config,
+    start: Fabric,
     health: Arc<Health>,
     metrics: Arc<Metrics>,
     events: Option<(Recorder, ObjectReference)>,
@@ -138,7 +177,13 @@ pub async fn watch_fabric(
     let mut last: Option<Problem> = None;
     loop {
         tokio::time::sleep(config.resync_interval).await;
-        let now = check(&cloud, &config).await.err();
+        let now = match check(&cloud, &config).await {
+            Ok((fabric, _)) => changed_since(&start, &fabric).map(|message| Problem {
+                message,
+                unreachable: false,
+            }),
+            Err(p) => Some(p),
+        };
         health.set_cloud(
             now.as_ref()
                 .filter(|p| p.unreachable)
@@ -212,6 +257,37 @@ mod tests {
         assert_eq!(
             shared.readiness(),
             "the startup check failed: transit network n is shared"
+        );
+    }
+
+    fn fabric() -> Fabric {
+        Fabric {
+            transit_network_id: "n".into(),
+            transit_subnet_id: "s".into(),
+            transit_subnet: "10.254.0.0/24".parse().unwrap(),
+            gateway_router_id: "gw".into(),
+            extraroute_atomic: true,
+            revision_if_match: true,
+            tags_at_create: false,
+        }
+    }
+
+    #[test]
+    fn a_fabric_changed_under_a_running_operator_is_named() {
+        assert_eq!(changed_since(&fabric(), &fabric()), None);
+        let mut now = fabric();
+        now.transit_subnet_id = "s2".into();
+        now.transit_subnet = "10.253.0.0/24".parse().unwrap();
+        now.extraroute_atomic = false;
+        now.tags_at_create = true;
+        let why = changed_since(&fabric(), &now).unwrap();
+        assert!(
+            why.contains("transit subnet s (10.254.0.0/24) is now s2 (10.253.0.0/24)")
+                && why.contains("extraroute-atomic is no longer loaded")
+                && why.contains("tag-ports-during-bulk-creation is loaded")
+                && !why.contains("revision-if-match")
+                && why.contains("restart"),
+            "{why}"
         );
     }
 }
