@@ -7,7 +7,7 @@ use bnerd_api::ClusterLink;
 use bnerd_api::ConditionType;
 use bnerd_api::conditions::{find, is_true};
 use bnerd_api::names::{leg_owner_uid, link_name_in_tags};
-use bnerd_cloud::fabric::Fabric;
+use bnerd_cloud::fabric::{Fabric, FabricError};
 use bnerd_cloud::{CloudError, Neutron, Port, PortQuery, Route};
 
 /// One line of the report.
@@ -74,35 +74,110 @@ fn remove_port_hint(p: &Port) -> String {
     }
 }
 
-/// Check the fabric, every link, and the cloud side against the links.
+/// What `doctor` found, and whether the cloud could be asked at all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    pub findings: Vec<Finding>,
+    /// Why the cloud checks did not run, when the cloud could not be asked (no answer, a
+    /// server error, Keystone refusing the credential). Kept apart from the findings: it says
+    /// nothing about whether the fabric is right, so it is "could not check" (exit 2), not a
+    /// problem found (exit 1).
+    pub unchecked: Option<String>,
+}
+
+/// The checks that need the cloud, named when they cannot run, so an empty list of problems
+/// is not read as a clean cloud.
+const CLOUD_CHECKS: &str = "the fabric, leg-port, gateway-route and share checks did not run";
+
+/// Why the cloud could not be asked, if that is why discovering the fabric failed; None for a
+/// fabric that answered but is wrong (a PROBLEM).
+fn fabric_unchecked(e: &FabricError) -> Option<String> {
+    let who = match e {
+        FabricError::Keystone(source) => keystone_failure(source),
+        _ if e.is_unreachable() => "the cloud could not be reached",
+        _ => return None,
+    };
+    Some(format!("{who}, so {CLOUD_CHECKS}: {e}"))
+}
+
+/// How Keystone failed the operator's token request, in words a person acts on: an outage
+/// to wait out, or a credential to fix.
+fn keystone_failure(e: &CloudError) -> &'static str {
+    if e.is_retryable() {
+        "Keystone could not be reached"
+    } else if e.auth_status().is_some() {
+        "Keystone refused the operator's credential"
+    } else {
+        "Keystone gave the operator no usable token"
+    }
+}
+
+/// A read after the fabric answered that failed: the checks that needed it could not run,
+/// whatever the cause, so the report cannot claim the cloud side is clean.
+fn read_unchecked(what: &str, e: &CloudError) -> String {
+    let who = if e.is_keystone() {
+        keystone_failure(e)
+    } else if e.is_retryable() {
+        "the cloud could not be reached"
+    } else {
+        "the cloud refused"
+    };
+    format!("{who} while {what}, so the remaining cloud checks did not run: {e}")
+}
+
+/// Check every link (from Kubernetes alone), then the fabric and the cloud side against the
+/// links. The links are reported even when the cloud cannot be asked: they are what a person
+/// running `doctor` during an outage most needs.
 pub async fn diagnose(
     net: &dyn Neutron,
     network_id: &str,
     gateway_router_id: &str,
     links: &[ClusterLink],
-) -> Result<Vec<Finding>, CloudError> {
+) -> Report {
     let mut out = vec![];
-    let fabric = match Fabric::discover(net, network_id, gateway_router_id).await {
-        Ok(f) => {
-            out.push(Finding::ok(format!(
-                "fabric: transit network {} ({}), gateway router {} has its leg",
-                f.transit_network_id, f.transit_subnet, f.gateway_router_id
-            )));
-            f
-        }
+    let fabric = Fabric::discover(net, network_id, gateway_router_id).await;
+    if let Ok(f) = &fabric {
+        out.push(Finding::ok(format!(
+            "fabric: transit network {} ({}), gateway router {} has its leg",
+            f.transit_network_id, f.transit_subnet, f.gateway_router_id
+        )));
+    }
+    out.extend(links.iter().map(link_health));
+    let fabric = match fabric {
+        Ok(f) => f,
         Err(e) => {
-            out.push(Finding::problem(format!("fabric: {e}")));
-            return Ok(out);
+            let unchecked = fabric_unchecked(&e);
+            if unchecked.is_none() {
+                out.push(Finding::problem(format!("fabric: {e}")));
+            }
+            return Report {
+                findings: out,
+                unchecked,
+            };
         }
     };
-    out.extend(links.iter().map(link_health));
+    let unchecked = cloud_findings(net, &fabric, links, &mut out).await.err();
+    Report {
+        findings: out,
+        unchecked,
+    }
+}
 
+/// Orphaned legs, legs gone, and gateway routes, appended to `out`; Err says why the rest
+/// could not be checked.
+async fn cloud_findings(
+    net: &dyn Neutron,
+    fabric: &Fabric,
+    links: &[ClusterLink],
+    out: &mut Vec<Finding>,
+) -> Result<(), String> {
     let ports = net
         .list_ports(&PortQuery {
             network_id: Some(fabric.transit_network_id.clone()),
             ..Default::default()
         })
-        .await?;
+        .await
+        .map_err(|e| read_unchecked("listing the transit network's ports", &e))?;
     let live = |uid: &str| links.iter().any(|l| l.metadata.uid.as_deref() == Some(uid));
     let orphan = |p: &Port| leg_owner_uid(&p.tags, &p.description).is_some_and(|uid| !live(uid));
     for p in ports.iter().filter(|p| orphan(p)) {
@@ -133,7 +208,10 @@ pub async fn diagnose(
         }
     }
 
-    let gw = net.get_router(&fabric.gateway_router_id).await?;
+    let gw = net
+        .get_router(&fabric.gateway_router_id)
+        .await
+        .map_err(|e| read_unchecked("reading the gateway router", &e))?;
     for r in &gw.routes {
         let Ok(hop) = r.nexthop.parse::<Ipv4Addr>() else {
             continue;
@@ -166,7 +244,7 @@ pub async fn diagnose(
             )),
         });
     }
-    Ok(out)
+    Ok(())
 }
 
 /// What the doctor could get of a cross-tenant link's customer credential.
@@ -210,4 +288,75 @@ pub async fn share_findings(network_id: &str, links: &[CrossTenantLink]) -> Vec<
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keystone(status: Option<u16>) -> CloudError {
+        match status {
+            Some(s) => CloudError::Auth {
+                status: Some(s),
+                message: format!("Keystone answered HTTP {s} to the token request"),
+            },
+            None => CloudError::Transport {
+                method: "POST".into(),
+                path: bnerd_cloud::error::KEYSTONE_TOKENS_PATH.into(),
+                message: "Connection refused".into(),
+            },
+        }
+    }
+
+    fn neutron(status: u16) -> CloudError {
+        CloudError::Api {
+            method: "GET".into(),
+            path: "/v2.0/networks/n".into(),
+            status,
+            kind: String::new(),
+            message: "m".into(),
+        }
+    }
+
+    /// The cloud not answering, or Keystone refusing the credential, is "could not check";
+    /// a fabric that answered and is wrong is a problem.
+    #[test]
+    fn unreachable_or_refused_is_unchecked_a_wrong_fabric_is_a_problem() {
+        let net = |source| FabricError::Network {
+            id: "n".into(),
+            source,
+        };
+        for (e, want) in [
+            (
+                FabricError::Keystone(keystone(None)),
+                Some("Keystone could not be reached"),
+            ),
+            (
+                FabricError::Keystone(keystone(Some(503))),
+                Some("Keystone could not be reached"),
+            ),
+            (
+                FabricError::Keystone(keystone(Some(401))),
+                Some("Keystone refused the operator's credential"),
+            ),
+            (net(neutron(503)), Some("the cloud could not be reached")),
+            (net(neutron(404)), None),
+            (FabricError::SharedNetwork("n".into()), None),
+            (FabricError::NoSafeRouteUpdate, None),
+        ] {
+            let got = fabric_unchecked(&e);
+            match want {
+                None => assert_eq!(got, None, "{e}"),
+                Some(w) => {
+                    let got = got.unwrap_or_default();
+                    assert!(
+                        got.starts_with(w)
+                            && got.contains(CLOUD_CHECKS)
+                            && got.contains(&e.to_string()),
+                        "{e}: {got}"
+                    );
+                }
+            }
+        }
+    }
 }

@@ -35,7 +35,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Links not Ready, leg ports whose ClusterLink is gone, gateway routes to nowhere.
+    /// Links not Ready, leg ports whose ClusterLink is gone, gateway routes to nowhere. Exit 2
+    /// when the cloud cannot be asked, after what Kubernetes shows.
     Doctor,
     /// Withdraw the operator's RBAC share of the transit network with a customer project,
     /// once no ClusterLink is pinned to that project (dry run without --yes).
@@ -151,7 +152,28 @@ async fn cross_tenant_views(
     Ok(out)
 }
 
-async fn run(cli: Cli) -> Result<bool, String> {
+/// How a command ended, as its exit code says it.
+enum Verdict {
+    /// 0: no problem, or done.
+    Fine,
+    /// 1: a problem found, or refused.
+    Problems,
+    /// 2 with a report printed: part of the checks could not run (the cloud could not be
+    /// asked), which says nothing either way about what they would have found.
+    Unchecked(String),
+}
+
+impl From<bool> for Verdict {
+    fn from(fine: bool) -> Self {
+        if fine {
+            Verdict::Fine
+        } else {
+            Verdict::Problems
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<Verdict, String> {
     if let Command::Completion { shell } = cli.command {
         // Into memory first: clap_complete panics on a failed write, e.g. `| head`.
         let mut script = vec![];
@@ -163,15 +185,17 @@ async fn run(cli: Cli) -> Result<bool, String> {
         );
         use std::io::Write;
         return match std::io::stdout().write_all(&script) {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(true),
+            Ok(()) => Ok(Verdict::Fine),
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(Verdict::Fine),
             Err(e) => Err(format!("writing the completion script: {e}")),
         };
     }
     let _ = rustls::crypto::ring::default_provider().install_default();
     let format = cli.output;
     if let Command::Recreate { name, yes, timeout } = &cli.command {
-        return recreate_cmd(format, name, *yes, std::time::Duration::from_secs(*timeout)).await;
+        return recreate_cmd(format, name, *yes, std::time::Duration::from_secs(*timeout))
+            .await
+            .map(Verdict::from);
     }
     let network = setting(
         cli.transit_network_id,
@@ -187,13 +211,20 @@ async fn run(cli: Cli) -> Result<bool, String> {
                 "IPSEC_GATEWAY_ROUTER_ID (--gateway-router-id)",
             )?;
             let links = links().await?;
-            let mut findings = doctor::diagnose(&cloud, &network, &gw, &links)
-                .await
-                .map_err(|e| e.to_string())?;
-            let cross = cross_tenant_views(&cloud, &links).await?;
-            findings.extend(doctor::share_findings(&network, &cross).await);
-            print!("{}", output::doctor(format, &findings));
-            Ok(!findings.iter().any(|f| f.problem))
+            let mut report = doctor::diagnose(&cloud, &network, &gw, &links).await;
+            // The shares are checked with each customer's credential at the operator's own
+            // endpoint: when the operator's credential got nowhere, neither would they.
+            if report.unchecked.is_none() {
+                let cross = cross_tenant_views(&cloud, &links).await?;
+                report
+                    .findings
+                    .extend(doctor::share_findings(&network, &cross).await);
+            }
+            print!("{}", output::doctor(format, &report));
+            Ok(match report.unchecked {
+                Some(why) => Verdict::Unchecked(why),
+                None => (!report.findings.iter().any(|f| f.problem)).into(),
+            })
         }
         Command::DecommissionShare { project, yes } => {
             let links = links().await?;
@@ -206,7 +237,7 @@ async fn run(cli: Cli) -> Result<bool, String> {
                 "{}",
                 output::share(format, &network, &project, yes, &outcome)
             );
-            Ok(done.is_ok())
+            Ok(done.is_ok().into())
         }
         Command::Plan { target } => {
             let gw = setting(
@@ -227,12 +258,12 @@ async fn run(cli: Cli) -> Result<bool, String> {
             match plan::plan(&cloud, &fabric, &link, &links, &targets).await {
                 Ok(p) => {
                     print!("{}", output::plan(format, &p));
-                    Ok(p.ready)
+                    Ok(p.ready.into())
                 }
                 Err(e) => Err(e.to_string()),
             }
         }
-        Command::Completion { .. } | Command::Recreate { .. } => Ok(true),
+        Command::Completion { .. } | Command::Recreate { .. } => Ok(Verdict::Fine),
     }
 }
 
@@ -325,8 +356,14 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let format = cli.output;
     match run(cli).await {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(1),
+        Ok(Verdict::Fine) => ExitCode::SUCCESS,
+        Ok(Verdict::Problems) => ExitCode::from(1),
+        // The report is on stdout already (JSON included); the reason goes to stderr too, as
+        // for every exit 2, for whoever reads only that.
+        Ok(Verdict::Unchecked(why)) => {
+            eprintln!("kubectl-clusterlink: {why}");
+            ExitCode::from(2)
+        }
         Err(e) => {
             eprintln!("kubectl-clusterlink: {e}");
             if let Some(json) = output::error(format, &e) {

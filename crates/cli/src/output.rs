@@ -4,7 +4,7 @@
 use bnerd_cloud::RbacPolicy;
 use serde_json::{Value, json};
 
-use crate::doctor::Finding;
+use crate::doctor::Report;
 
 /// `--output`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -13,8 +13,10 @@ pub enum Format {
     Json,
 }
 
-/// `doctor`: every finding, and how many are problems.
-pub fn doctor(format: Format, findings: &[Finding]) -> String {
+/// `doctor`: every finding, how many are problems, and why the cloud checks did not run
+/// when they could not.
+pub fn doctor(format: Format, report: &Report) -> String {
+    let findings = &report.findings;
     let problems = findings.iter().filter(|f| f.problem).count();
     match format {
         Format::Text => {
@@ -23,7 +25,15 @@ pub fn doctor(format: Format, findings: &[Finding]) -> String {
                 let tag = if f.problem { "PROBLEM" } else { "ok     " };
                 out.push_str(&format!("{tag} {}\n", f.text));
             }
-            out.push_str(&format!("{problems} problem(s)\n"));
+            match &report.unchecked {
+                None => out.push_str(&format!("{problems} problem(s)\n")),
+                Some(why) => {
+                    out.push_str(&format!("UNCHECKED cloud: {why}\n"));
+                    out.push_str(&format!(
+                        "{problems} problem(s) in what could be checked; the cloud was not checked\n"
+                    ));
+                }
+            }
             out
         }
         Format::Json => json_line(&json!({
@@ -32,6 +42,7 @@ pub fn doctor(format: Format, findings: &[Finding]) -> String {
                 .map(|f| json!({"problem": f.problem, "text": f.text}))
                 .collect::<Vec<_>>(),
             "problems": problems,
+            "unchecked": report.unchecked,
         })),
     }
 }
@@ -177,6 +188,7 @@ fn json_line(v: &Value) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::doctor::Finding;
 
     fn findings() -> Vec<Finding> {
         vec![
@@ -193,15 +205,38 @@ mod tests {
 
     #[test]
     fn doctor_as_text_and_json() {
-        let text = doctor(Format::Text, &findings());
+        let report = Report {
+            findings: findings(),
+            unchecked: None,
+        };
+        let text = doctor(Format::Text, &report);
         assert_eq!(
             text,
             "ok      ClusterLink a: Ready\nPROBLEM ClusterLink b: not Ready\n1 problem(s)\n"
         );
-        let v: Value = serde_json::from_str(&doctor(Format::Json, &findings())).unwrap();
+        let v: Value = serde_json::from_str(&doctor(Format::Json, &report)).unwrap();
         assert_eq!(v["problems"], 1);
         assert_eq!(v["findings"][1]["problem"], true);
         assert_eq!(v["findings"][1]["text"], "ClusterLink b: not Ready");
+        assert!(v["unchecked"].is_null(), "{v}");
+    }
+
+    #[test]
+    fn doctor_says_what_it_could_not_check() {
+        let report = Report {
+            findings: findings(),
+            unchecked: Some("Keystone could not be reached".into()),
+        };
+        let text = doctor(Format::Text, &report);
+        assert!(
+            text.ends_with(
+                "PROBLEM ClusterLink b: not Ready\nUNCHECKED cloud: Keystone could not be reached\n1 problem(s) in what could be checked; the cloud was not checked\n"
+            ),
+            "{text}"
+        );
+        let v: Value = serde_json::from_str(&doctor(Format::Json, &report)).unwrap();
+        assert_eq!(v["unchecked"], "Keystone could not be reached");
+        assert_eq!(v["problems"], 1);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! would create and remove, and the refusals it would hit, with what to do about them.
 
 use bnerd_api::gateway::ReverseTarget;
+use bnerd_api::names::{is_managed, leg_owner_uid, link_name_in_tags};
 use bnerd_api::{ClusterLink, ConditionType, Reason};
 use bnerd_cloud::fabric::Fabric;
 use bnerd_cloud::{Neutron, Port, PortQuery, RouterQuery};
@@ -94,7 +95,7 @@ pub async fn plan(
     if conditions
         .iter()
         .any(|c| c.reason == Reason::EnsureRouterHasPortFailed.as_str())
-        && let Some(h) = hand_made_leg_hint(net, fabric, &link).await
+        && let Some(h) = router_leg_hint(net, fabric, &link, all).await
     {
         hints.push(h);
     }
@@ -107,12 +108,13 @@ pub async fn plan(
     })
 }
 
-/// A router that refuses the leg already has an interface on the transit subnet: a hand-made
-/// leg (or another link's). Pinning its address adopts it.
-async fn hand_made_leg_hint(
+/// A router that refuses the leg already has an interface on the transit subnet: another
+/// link's leg, or a hand-made one. Only a hand-made one can be adopted by pinning its address.
+async fn router_leg_hint(
     net: &dyn Neutron,
     fabric: &Fabric,
     link: &ClusterLink,
+    all: &[ClusterLink],
 ) -> Option<String> {
     let router = &link.spec.service_cluster_router;
     let ids: Vec<String> = match net.get_router(router).await {
@@ -135,18 +137,78 @@ async fn hand_made_leg_hint(
         })
         .await
         .ok()?;
-    pin_hint(&ports, &ids)
+    leg_hint(&ports, &ids, link, all)
 }
 
-/// Pure: the hint for the first router interface on the transit network of one of `routers`.
-pub fn pin_hint(ports: &[Port], routers: &[String]) -> Option<String> {
-    let p = ports
-        .iter()
-        .find(|p| p.is_router_interface() && routers.contains(&p.device_id))?;
+/// Whose the port is, as the reconcile judges it: a ClusterLink whose UID it is tagged with
+/// (or whose description marker it carries), or that claims it in its status or spec (its
+/// port, or its address). The same claims that make the reconcile refuse the address.
+fn claimant<'a>(p: &Port, link: &ClusterLink, all: &'a [ClusterLink]) -> Option<&'a ClusterLink> {
+    let others = || {
+        all.iter().filter(|l| {
+            l.metadata.uid != link.metadata.uid && l.metadata.name != link.metadata.name
+        })
+    };
+    if let Some(uid) = leg_owner_uid(&p.tags, &p.description) {
+        return others().find(|l| l.metadata.uid.as_deref() == Some(uid));
+    }
+    others().find(|l| {
+        let status = l.status.as_ref();
+        status.and_then(|s| s.leg_port_id.as_deref()) == Some(p.id.as_str())
+            || [
+                status.and_then(|s| s.transit_ip.as_deref()),
+                l.spec.transit_ip.as_deref(),
+            ]
+            .into_iter()
+            .flatten()
+            .any(|ip| p.has_ip(ip))
+    })
+}
+
+/// Pure: the hint for the first router interface on the transit network of one of `routers`,
+/// for `link` among `all` the cluster's links. Pinning the address adopts only a port no link
+/// owns: for another link's leg it would end in TransitIPUnavailable ("already claimed"), so
+/// that hint names the link holding the router instead.
+pub fn leg_hint(
+    ports: &[Port],
+    routers: &[String],
+    link: &ClusterLink,
+    all: &[ClusterLink],
+) -> Option<String> {
+    let own = link.metadata.uid.as_deref();
+    let p = ports.iter().find(|p| {
+        p.is_router_interface()
+            && routers.contains(&p.device_id)
+            && (own.is_none() || leg_owner_uid(&p.tags, &p.description) != own)
+    })?;
     let ip = p.first_ip()?;
+    let router = &p.device_id;
+    let has = format!(
+        "router {router} already has port {} at {ip} on the transit network",
+        p.id
+    );
+    if let Some(other) = claimant(p, link, all) {
+        let other = other.metadata.name.as_deref().unwrap_or_default();
+        return Some(format!(
+            "router {router} is already linked by ClusterLink {other} (its leg is port {} at {ip}): a router takes one leg on the transit network, so one ClusterLink per router; point spec.serviceClusterRouter at another router, or delete ClusterLink {other} first",
+            p.id
+        ));
+    }
+    if let Some(uid) = leg_owner_uid(&p.tags, &p.description) {
+        let whose = link_name_in_tags(&p.tags)
+            .map(|n| format!("ClusterLink {n}"))
+            .unwrap_or_else(|| format!("ClusterLink uid {uid}"));
+        return Some(format!(
+            "{has}, the leg of {whose}, which no longer exists; remove it (`kubectl clusterlink doctor` names the commands), then this link attaches its own"
+        ));
+    }
+    if is_managed(&p.tags) {
+        return Some(format!(
+            "{has}, tagged as a ClusterLink's leg but no link's, so it cannot be adopted; remove it, or its tags to adopt it by pinning spec.transitIP: {ip}"
+        ));
+    }
     Some(format!(
-        "router {} already has port {} at {ip} on the transit network, so the new leg will fail to attach; to adopt that port, pin spec.transitIP: {ip}",
-        p.device_id, p.id
+        "{has}, so the new leg will fail to attach; to adopt that port, pin spec.transitIP: {ip}"
     ))
 }
 
@@ -155,22 +217,87 @@ mod tests {
     use super::*;
     use bnerd_cloud::FixedIp;
 
-    #[test]
-    fn the_hint_names_the_address_to_pin() {
-        let hand = Port {
-            id: "p9".into(),
+    fn leg(id: &str, router: &str, ip: &str, tags: &[&str]) -> Port {
+        Port {
+            id: id.into(),
             network_id: "n".into(),
-            device_id: "r1".into(),
+            device_id: router.into(),
             device_owner: "network:router_interface".into(),
             fixed_ips: vec![FixedIp {
                 subnet_id: "s".into(),
-                ip_address: "10.254.0.40".into(),
+                ip_address: ip.into(),
             }],
+            tags: tags.iter().map(|t| t.to_string()).collect(),
             ..Default::default()
-        };
-        let h = pin_hint(std::slice::from_ref(&hand), &["r1".into()]).expect("hint");
-        assert!(h.contains("pin spec.transitIP: 10.254.0.40"), "{h}");
-        assert!(h.contains("will fail to attach"), "{h}");
-        assert_eq!(pin_hint(&[hand], &["r2".into()]), None);
+        }
+    }
+
+    fn link(name: &str, uid: &str, status: serde_json::Value) -> ClusterLink {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "ipsec.bnerd.net/v1alpha1", "kind": "ClusterLink",
+            "metadata": {"name": name, "uid": uid},
+            "spec": {"serviceClusterRouter": "r1", "serviceClusterCIDR": "10.90.0.0/16"},
+            "status": status,
+        }))
+        .expect("link")
+    }
+
+    /// Pinning adopts only a leg no link owns: for another link's leg (by tag, or claimed in
+    /// its status) the hint names that link, as the reconcile would refuse the pin with
+    /// TransitIPUnavailable "already claimed by ClusterLink x".
+    #[test]
+    fn the_hint_pins_only_a_hand_made_leg() {
+        let me = link("second", "uid-me", serde_json::json!({}));
+        let x = link(
+            "x",
+            "uid-x",
+            serde_json::json!({"transitIP": "10.254.0.3", "legPortID": "px"}),
+        );
+        let all = vec![x, me.clone()];
+        let uid_tag = bnerd_api::names::tag_link_uid("uid-x");
+        let gone_tag = bnerd_api::names::tag_link_uid("uid-gone");
+        let r1 = ["r1".to_string()];
+        let hint = |p: Port| leg_hint(&[p], &r1, &me, &all);
+        for (port, want, not) in [
+            (
+                leg("p9", "r1", "10.254.0.40", &[]),
+                "to adopt that port, pin spec.transitIP: 10.254.0.40",
+                "already linked",
+            ),
+            (
+                leg("px", "r1", "10.254.0.3", &["bnerd-vpn-operator", &uid_tag]),
+                "router r1 is already linked by ClusterLink x (its leg is port px at 10.254.0.3)",
+                "pin spec.transitIP",
+            ),
+            // Untagged, but ClusterLink x's status claims the port and its address.
+            (
+                leg("px", "r1", "10.254.0.3", &[]),
+                "router r1 is already linked by ClusterLink x",
+                "pin spec.transitIP",
+            ),
+            (
+                leg("pg", "r1", "10.254.0.7", &[&gone_tag, "clusterlink=gone"]),
+                "the leg of ClusterLink gone, which no longer exists",
+                "pin spec.transitIP: 10.254.0.7",
+            ),
+            (
+                leg("pm", "r1", "10.254.0.8", &["bnerd-vpn-operator"]),
+                "cannot be adopted",
+                "already linked",
+            ),
+        ] {
+            let h = hint(port).expect("hint");
+            assert!(h.contains(want), "{h}");
+            assert!(!h.contains(not), "{h}");
+        }
+        assert_eq!(
+            leg_hint(
+                &[leg("p9", "r1", "10.254.0.40", &[])],
+                &["r2".into()],
+                &me,
+                &all
+            ),
+            None
+        );
     }
 }

@@ -250,8 +250,9 @@ async fn doctor_binary_reports_an_orphan_leg() {
 }
 
 /// The binary reads the operator's TLS settings: through the lab's HTTPS endpoint with the
-/// lab CA as `OS_CACERT` it finds an orphan leg as over plain HTTP; without the CA its fabric
-/// finding names the refused certificate and what to set (exit 1, a problem found).
+/// lab CA as `OS_CACERT` it finds an orphan leg as over plain HTTP; without the CA the cloud
+/// could not be checked: it names the refused certificate and what to set (exit 2, not a
+/// problem found: nothing was learnt about the fabric).
 #[tokio::test]
 async fn doctor_binary_through_tls() {
     let test = "doctor_binary_through_tls";
@@ -310,13 +311,123 @@ async fn doctor_binary_through_tls() {
         String::from_utf8_lossy(&refused.stdout),
         String::from_utf8_lossy(&refused.stderr)
     );
-    assert_eq!(refused.status.code(), Some(1), "{err}");
+    assert_eq!(refused.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("invalid peer certificate: UnknownIssuer")
+        err.contains("UNCHECKED cloud: Keystone could not be reached")
+            && err.contains("invalid peer certificate: UnknownIssuer")
             && err.contains("set OS_CACERT or clouds.yaml cacert"),
         "{err}"
     );
     env.teardown(&[]).await;
+}
+
+/// With the cloud unreachable (Keystone on a closed loopback port) `doctor` still reports
+/// what Kubernetes knows, a link that is not Ready and why, says the cloud checks did not run
+/// and why, naming Keystone, and exits 2 ("could not check"), as text and as JSON.
+#[tokio::test]
+async fn doctor_binary_reports_links_when_the_cloud_is_unreachable() {
+    use bnerd_testkit::operator_proc::{kube_lab_exclusive, sweep_leftovers, test_link};
+    let test = "doctor_binary_reports_links_when_the_cloud_is_unreachable";
+    let Some((client, kubeconfig)) = kube_client(test).await else {
+        return;
+    };
+    install_crd(&client).await;
+    // A port nothing listens on: bound, then dropped, so connecting is refused at once.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("loopback port")
+        .port();
+    let _exclusive = kube_lab_exclusive(&kubeconfig).await;
+    sweep_leftovers(&client).await;
+    let name = bnerd_testkit::unique("doctor-offline");
+    let links: kube::Api<bnerd_api::ClusterLink> = kube::Api::all(client.clone());
+    links
+        .create(
+            &kube::api::PostParams::default(),
+            &test_link(
+                &name,
+                serde_json::json!({"serviceClusterRouter": "r", "serviceClusterCIDR": "10.93.0.0/16"}),
+            ),
+        )
+        .await
+        .expect("create link");
+    let now = "2026-01-01T00:00:00Z";
+    let status = serde_json::json!({"status": {"conditions": [
+        {"type": "Validated", "status": "True", "reason": "Valid", "message": "", "lastTransitionTime": now},
+        {"type": "LegAttached", "status": "False", "reason": "EnsureRouterHasPortFailed",
+         "message": "router r refused the leg", "lastTransitionTime": now},
+        {"type": "Ready", "status": "False", "reason": "NotReady", "message": "", "lastTransitionTime": now},
+    ]}});
+    links
+        .patch_status(
+            &name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&status),
+        )
+        .await
+        .expect("status");
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-clusterlink"))
+            .arg("doctor")
+            .args(args)
+            .env_clear()
+            .env("KUBECONFIG", &kubeconfig)
+            .env("OS_AUTH_URL", format!("http://127.0.0.1:{closed}/v3"))
+            .env("OS_USERNAME", "operator")
+            .env("OS_PASSWORD", "not-a-real-password")
+            .env("OS_PROJECT_NAME", "operator")
+            .env("OS_USER_DOMAIN_NAME", "Default")
+            .env("OS_PROJECT_DOMAIN_NAME", "Default")
+            .env("IPSEC_GATEWAY_ROUTER_ID", "gateway-router")
+            .env("IPSEC_TRANSIT_NETWORK_ID", "transit-network")
+            .output()
+            .expect("runs")
+    };
+    let text = run(&[]);
+    let json = run(&["-o", "json"]);
+    links
+        .delete(&name, &kube::api::DeleteParams::default())
+        .await
+        .expect("delete");
+
+    let stdout = String::from_utf8_lossy(&text.stdout);
+    let stderr = String::from_utf8_lossy(&text.stderr);
+    assert_eq!(text.status.code(), Some(2), "{stdout}\n{stderr}");
+    assert!(
+        stdout.lines().any(|l| l.starts_with("PROBLEM ")
+            && l.contains(&format!("ClusterLink {name}: not Ready"))
+            && l.contains("LegAttached=False EnsureRouterHasPortFailed: router r refused the leg")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.lines().any(|l| l.starts_with("UNCHECKED ")
+            && l.contains("could not be reached")
+            && l.contains("Keystone")
+            && l.contains("Connection refused")),
+        "{stdout}"
+    );
+    assert!(stderr.contains("Keystone"), "{stderr}");
+    assert!(!stdout.contains("not-a-real-password"), "{stdout}");
+
+    assert_eq!(json.status.code(), Some(2));
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).expect("one JSON document");
+    assert!(
+        v["unchecked"]
+            .as_str()
+            .is_some_and(|u| u.contains("Keystone") && u.contains("could not be reached")),
+        "{v}"
+    );
+    assert!(
+        v["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .any(|f| f["problem"] == true
+                && f["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains(&format!("ClusterLink {name}: not Ready")))),
+        "{v}"
+    );
 }
 
 /// `doctor` checks each cross-tenant link's share with the customer's own credential: a

@@ -6,14 +6,15 @@ use bnerd_clusterlink_cli::doctor::{Finding, diagnose};
 use bnerd_testkit::{Env, both, spec, unique};
 
 async fn findings(env: &Env) -> Vec<Finding> {
-    diagnose(
+    let report = diagnose(
         env.net.as_ref(),
         &env.fabric.transit_network_id,
         &env.fabric.gateway_router_id,
         &env.links,
     )
-    .await
-    .expect("diagnose")
+    .await;
+    assert_eq!(report.unchecked, None, "{report:?}");
+    report.findings
 }
 
 fn problems(f: &[Finding]) -> Vec<String> {

@@ -112,6 +112,31 @@ async fn plan_predicts_the_reconcile(mut env: Env) {
         "{p:?}"
     );
 
+    // A second link on a router that another link already holds: the attach is refused too,
+    // but that leg is the other link's, so pinning its address would only be refused as
+    // claimed; the hint names the link holding the router instead.
+    env.add_link("second", spec(&a.id, "10.85.0.0/16", None));
+    let (p, applied) = plan_then_apply(&mut env, "second").await;
+    assert_eq!(kinds(&p.writes), kinds(&applied), "second");
+    assert!(!p.ready);
+    assert!(
+        p.conditions
+            .iter()
+            .any(|c| c.reason == "EnsureRouterHasPortFailed"),
+        "{p:?}"
+    );
+    assert!(
+        p.hints.iter().any(|h| h.contains(&format!(
+            "router {} is already linked by ClusterLink create",
+            a.id
+        ))),
+        "{p:?}"
+    );
+    assert!(
+        !p.hints.iter().any(|h| h.contains("pin spec.transitIP")),
+        "{p:?}"
+    );
+
     // A foreign route for the same CIDR on the gateway router: RouteConflict, nothing routed.
     let d = env.router("plan-d").await;
     let mut table = env.get_router(&env.fabric.gateway_router_id).await.routes;
@@ -171,7 +196,7 @@ async fn plan_predicts_the_reconcile(mut env: Env) {
         .await
         .unwrap();
     assert_eq!(found.len(), 1);
-    for name in ["create", "adopt", "refused", "foreign", "overlap"] {
+    for name in ["create", "adopt", "refused", "second", "foreign", "overlap"] {
         env.delete(name).await;
     }
 }
