@@ -100,6 +100,16 @@ impl Extensions {
     }
 }
 
+/// A failed call as the fabric error about its object, unless Keystone failed it: then no
+/// object was looked at, and blaming one would send a person after the wrong setting.
+fn keystone_or(source: CloudError, about: impl FnOnce(CloudError) -> FabricError) -> FabricError {
+    if source.is_keystone() {
+        FabricError::Keystone(source)
+    } else {
+        about(source)
+    }
+}
+
 impl Fabric {
     /// Read and check the fabric (DESIGN 6.7): fail fast, naming the setting.
     pub async fn discover(
@@ -107,14 +117,11 @@ impl Fabric {
         transit_network_id: &str,
         gateway_router_id: &str,
     ) -> Result<Self, FabricError> {
-        let nerr = |source: CloudError| {
-            if source.is_keystone() {
-                return FabricError::Keystone(source);
-            }
-            FabricError::Network {
+        let nerr = |source| {
+            keystone_or(source, |source| FabricError::Network {
                 id: transit_network_id.into(),
                 source,
-            }
+            })
         };
         let network = net.get_network(transit_network_id).await.map_err(nerr)?;
         if network.shared {
@@ -127,25 +134,21 @@ impl Fabric {
             });
         }
         let subnet_id = network.subnets[0].clone();
-        let subnet = net
-            .get_subnet(&subnet_id)
-            .await
-            .map_err(|e| FabricError::Subnet {
+        let subnet = net.get_subnet(&subnet_id).await.map_err(|e| {
+            keystone_or(e, |e| FabricError::Subnet {
                 id: subnet_id.clone(),
                 message: e.to_string(),
-            })?;
+            })
+        })?;
         let cidr: Ipv4Net = subnet.cidr.parse().map_err(|_| FabricError::Subnet {
             id: subnet_id.clone(),
             message: format!("{} is not an IPv4 CIDR", subnet.cidr),
         })?;
-        let rerr = |source: CloudError| {
-            if source.is_keystone() {
-                return FabricError::Keystone(source);
-            }
-            FabricError::Router {
+        let rerr = |source| {
+            keystone_or(source, |source| FabricError::Router {
                 id: gateway_router_id.into(),
                 source,
-            }
+            })
         };
         net.get_router(gateway_router_id).await.map_err(rerr)?;
         let q = PortQuery {
@@ -160,13 +163,10 @@ impl Fabric {
                 network: network.id,
             });
         }
-        let ext = net.extensions().await.map_err(|e| {
-            if e.is_keystone() {
-                FabricError::Keystone(e)
-            } else {
-                FabricError::Extensions(e)
-            }
-        })?;
+        let ext = net
+            .extensions()
+            .await
+            .map_err(|e| keystone_or(e, FabricError::Extensions))?;
         let ext = Extensions::from_aliases(&ext).ok_or(FabricError::NoSafeRouteUpdate)?;
         Ok(Fabric {
             transit_network_id: network.id,
