@@ -248,7 +248,9 @@ pass "env IPSEC_*/OS_*/RUST_LOG values (log format json, metrics 0.0.0.0:8080, l
   || fail "POD_NAME does not come from fieldRef metadata.name: $(env_value POD_NAME)"
 [[ $(env_value POD_NAMESPACE) == '{"fieldRef":{"fieldPath":"metadata.namespace"}}' ]] \
   || fail "POD_NAMESPACE does not come from fieldRef metadata.namespace: $(env_value POD_NAMESPACE)"
-pass "POD_NAME and POD_NAMESPACE from the downward API"
+[[ $(env_value POD_UID) == '{"fieldRef":{"fieldPath":"metadata.uid"}}' ]] \
+  || fail "POD_UID does not come from fieldRef metadata.uid: $(env_value POD_UID)"
+pass "POD_NAME, POD_NAMESPACE and POD_UID from the downward API"
 [[ -z $(env_value OS_CACERT) ]] || fail "OS_CACERT set without a CA bundle"
 pass "no OS_CACERT without a CA bundle"
 v=$(helm template "$REL" "$CHART" -n "$NS" "${SET_REQ[@]}" --set logFormat=text --set metrics.port=9090 \

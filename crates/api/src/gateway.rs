@@ -28,6 +28,10 @@ pub struct ReverseTarget {
     pub gateway: GatewayRef,
     pub service_cidr: String,
     pub port_fixed_ip: String,
+    /// The gateway object's `metadata.uid`: Events about the gateway must carry it, as
+    /// `kubectl describe` finds an object's Events by uid. `None` for an object without one
+    /// (built by hand, not read from the apiserver).
+    pub uid: Option<String>,
 }
 
 /// A status field longer than this is no CIDR or address (those take at most 43 bytes):
@@ -86,6 +90,10 @@ pub fn reverse_target(
         },
         service_cidr,
         port_fixed_ip,
+        uid: obj
+            .pointer("/metadata/uid")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
     })
 }
 
@@ -161,6 +169,15 @@ mod tests {
             t.port_fixed_ip
         );
         assert!(t.port_fixed_ip.ends_with("... (1048576 bytes)"));
+        // The object's uid travels with the target (Events about the gateway need it).
+        assert_eq!(t.uid, None);
+        let mut with_uid = full.clone();
+        with_uid["metadata"] = json!({"uid": "6f1c0e9a-0000-4000-8000-000000000001"});
+        let t = reverse_target("IPsecGateway", "ns", "gw", &with_uid).unwrap();
+        assert_eq!(
+            t.uid.as_deref(),
+            Some("6f1c0e9a-0000-4000-8000-000000000001")
+        );
         let null = json!({"spec": full["spec"], "status": {"serviceCIDR": null, "portFixedIP": "10.254.0.10"}});
         assert!(reverse_target("IPsecGateway", "ns", "gw", &null).is_none());
         let mut deleting = full.clone();

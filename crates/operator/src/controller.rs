@@ -196,7 +196,7 @@ async fn apply(
         publish(ctx, &reference, EventType::Normal, a.kind.as_str(), &a.note).await;
     }
     for p in &outcome.gateway_problems {
-        warn_gateway(ctx, &name, p).await;
+        warn_gateway(ctx, &name, p, &targets).await;
     }
     Ok(match outcome.retry {
         Retry::Resync => {
@@ -380,13 +380,19 @@ async fn report_stuck(
 }
 
 /// A gateway whose reverse route a link could not install hears about it itself: it may live
-/// in a namespace whose owners never look at ClusterLinks.
-async fn warn_gateway(ctx: &Context, link: &str, p: &GatewayProblem) {
+/// in a namespace whose owners never look at ClusterLinks. The uid comes from the index entry
+/// the reconcile read (`targets`): `kubectl describe` finds Events by uid alone.
+async fn warn_gateway(ctx: &Context, link: &str, p: &GatewayProblem, targets: &[ReverseTarget]) {
+    let uid = targets
+        .iter()
+        .find(|t| t.gateway == p.gateway)
+        .and_then(|t| t.uid.clone());
     let reference = k8s_openapi::api::core::v1::ObjectReference {
         api_version: Some(format!("{}/v1alpha1", bnerd_api::names::GROUP)),
         kind: Some(p.gateway.kind.clone()),
         namespace: Some(p.gateway.namespace.clone()),
         name: Some(p.gateway.name.clone()),
+        uid,
         ..Default::default()
     };
     warn!(clusterlink = %link, gateway = %format!("{}/{}", p.gateway.namespace, p.gateway.name), "reverse route not installed: {}", p.message);

@@ -165,6 +165,8 @@ fn operator_reference(election: Option<&Election>) -> Option<ObjectReference> {
             kind: Some("Pod".into()),
             name: Some(name),
             namespace: Some(namespace),
+            // Without it `kubectl describe pod` never lists these Events (it matches by uid).
+            uid: env("POD_UID"),
             ..Default::default()
         });
     }

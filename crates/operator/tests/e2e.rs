@@ -532,6 +532,51 @@ async fn gateway_changes_fan_out_to_every_link() {
     })
     .await;
 
+    // A gateway whose route cannot be installed hears it as a Warning on itself, carrying its
+    // uid: `kubectl describe` finds an object's Events by uid and shows none without it.
+    let bad_name = unique("bad-gw");
+    let bad: kube::api::DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "ipsec.bnerd.net/v1alpha1", "kind": "IPsecGateway",
+        "metadata": {"name": bad_name, "namespace": "default", "labels": {TEST_LABEL: "true"}},
+        "spec": {"reverseExposures": [{"name": "svc", "port": 443}]},
+        "status": {"serviceCIDR": "not-a-cidr", "portFixedIP": route.1}
+    }))
+    .expect("gateway");
+    let bad = gws
+        .patch(
+            &bad_name,
+            &PatchParams::apply("e2e").force(),
+            &Patch::Apply(&bad),
+        )
+        .await
+        .expect("apply the bad gateway");
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), "default");
+    let warned = wait_for("ReverseRouteNotInstalled on the gateway", 30, async || {
+        events
+            .list(&ListParams::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| {
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(bad_name.as_str())
+                    && e.reason.as_deref() == Some("ReverseRouteNotInstalled")
+            })
+    })
+    .await;
+    assert_eq!(warned.type_.as_deref(), Some("Warning"));
+    let regarding = warned.regarding.expect("regarding");
+    assert_eq!(regarding.kind.as_deref(), Some("IPsecGateway"));
+    assert!(bad.metadata.uid.is_some());
+    assert_eq!(
+        regarding.uid, bad.metadata.uid,
+        "the Event lacks the gateway's uid"
+    );
+    gws.delete(&bad_name, &DeleteParams::default())
+        .await
+        .expect("delete the bad gateway");
+
     for name in &names {
         links
             .delete(name, &DeleteParams::default())

@@ -223,6 +223,7 @@ fn target(ns: &str, name: &str, cidr: &str, hop: &str) -> ReverseTarget {
         gateway: gateway(ns, name),
         service_cidr: cidr.into(),
         port_fixed_ip: hop.into(),
+        uid: None,
     }
 }
 

@@ -90,6 +90,9 @@ async fn two_replicas_one_leader_and_a_takeover() {
             .env("IPSEC_LEASE_NAME", &lease)
             .env("IPSEC_LEASE_DURATION", &format!("{LEASE_SECS}s"))
             .env("IPSEC_LOG_FORMAT", "json")
+            // The cloud client's request lines name the link only through the reconcile's
+            // span: the JSON check below needs some.
+            .env("RUST_LOG", "info,bnerd_cloud=debug")
             .env("POD_NAME", pod)
             .env("POD_NAMESPACE", "default")
     };
@@ -151,10 +154,9 @@ async fn two_replicas_one_leader_and_a_takeover() {
     for l in &about {
         let v: serde_json::Value =
             serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
-        let field = v["clusterlink"]
-            .as_str()
-            .or_else(|| v["span"]["clusterlink"].as_str());
-        assert_eq!(field, Some(first.as_str()), "{l}");
+        // Top level on every line, also those the reconcile's span alone names the link on
+        // (the cloud client's): a collector query on `clusterlink` must miss none.
+        assert_eq!(v["clusterlink"].as_str(), Some(first.as_str()), "{l}");
     }
     assert!(!log_a.contains('\u{1b}'), "ANSI codes in a log file");
 
@@ -341,9 +343,12 @@ async fn a_fabric_broken_later_is_reported() {
     let _exclusive = kube_lab_exclusive(&kubeconfig).await;
     sweep_leftovers(&client).await;
     let pod = unique("operator-fabric");
+    // No real Pod behind it: the Events API takes any uid, and the test checks it is carried.
+    let pod_uid = format!("{pod}-uid");
     let op = operator(&kubeconfig, &lab, &env, "2s")
         .env("POD_NAME", &pod)
         .env("POD_NAMESPACE", "default")
+        .env("POD_UID", &pod_uid)
         .spawn();
     op.wait_for_log("fabric checked", 60).await;
     let gw = &env.fabric.gateway_router_id;
@@ -380,6 +385,11 @@ async fn a_fabric_broken_later_is_reported() {
     })
     .await;
     assert_eq!(failed.type_.as_deref(), Some("Warning"));
+    // `kubectl describe pod` finds the pod's Events by uid: without it they never show.
+    assert_eq!(
+        failed.regarding.as_ref().and_then(|r| r.uid.as_deref()),
+        Some(pod_uid.as_str())
+    );
     let note = failed.note.unwrap_or_default();
     assert!(
         note.contains("has no interface on the transit network"),
@@ -394,10 +404,14 @@ async fn a_fabric_broken_later_is_reported() {
         .add_router_subnet(gw, &env.fabric.transit_subnet_id)
         .await
         .expect("put the gateway leg back");
-    wait_for("FabricCheckPassed event", 30, async || {
+    let passed = wait_for("FabricCheckPassed event", 30, async || {
         about_pod("FabricCheckPassed").await
     })
     .await;
+    assert_eq!(
+        passed.regarding.as_ref().and_then(|r| r.uid.as_deref()),
+        Some(pod_uid.as_str())
+    );
     assert_eq!(
         sample(&metrics_of(&op).await, "bnerd_fabric_check_ok"),
         Some(1.0)

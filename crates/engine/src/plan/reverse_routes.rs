@@ -289,6 +289,7 @@ mod tests {
             gateway: gw(ns, name),
             service_cidr: cidr.into(),
             port_fixed_ip: hop.into(),
+            uid: None,
         }
     }
 

@@ -334,6 +334,7 @@ mod tests {
             gateway: g.clone(),
             service_cidr: "100.64.1.0/24".into(),
             port_fixed_ip: "10.254.0.10".into(),
+            uid: None,
         };
         let rec = ReverseRoute {
             service_cidr: "100.64.2.0/24".into(),
