@@ -11,7 +11,7 @@ use bnerd_api::names::{FINALIZER, tag_link_uid};
 use bnerd_cloud::{Neutron, Route};
 use bnerd_testkit::kube_lab::{install_crd, kube_client};
 use bnerd_testkit::operator_proc::{
-    OperatorCommand, OperatorProcess, TEST_LABEL, create_ready, delete_and_wait_gone,
+    OperatorCommand, OperatorProcess, TEST_LABEL, create_ready, delete_and_wait_gone, event_about,
     install_gateway_crds, is_ready, kube_lab_exclusive, sweep_leftovers, test_link, wait_for,
     wait_gone,
 };
@@ -550,19 +550,8 @@ async fn gateway_changes_fan_out_to_every_link() {
         )
         .await
         .expect("apply the bad gateway");
-    let events: Api<k8s_openapi::api::events::v1::Event> =
-        Api::namespaced(client.clone(), "default");
     let warned = wait_for("ReverseRouteNotInstalled on the gateway", 30, async || {
-        events
-            .list(&ListParams::default())
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|e| {
-                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(bad_name.as_str())
-                    && e.reason.as_deref() == Some("ReverseRouteNotInstalled")
-            })
+        event_about(&client, "default", &bad_name, "ReverseRouteNotInstalled").await
     })
     .await;
     assert_eq!(warned.type_.as_deref(), Some("Warning"));

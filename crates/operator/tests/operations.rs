@@ -10,14 +10,13 @@ use bnerd_api::ClusterLink;
 use bnerd_cloud::PortQuery;
 use bnerd_testkit::kube_lab::{install_crd, kube_client};
 use bnerd_testkit::operator_proc::{
-    OperatorCommand, OperatorProcess, http_get, is_ready, kube_lab_exclusive, sample, sum_of,
-    sweep_leftovers, test_link, wait_for,
+    OperatorCommand, OperatorProcess, event_about, http_get, is_ready, kube_lab_exclusive, sample,
+    sum_of, sweep_leftovers, test_link, wait_for,
 };
 use bnerd_testkit::{Env, lab_env_for, lab_or_skip, unique};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::events::v1::Event;
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 const LEASE_SECS: u64 = 6;
@@ -367,19 +366,7 @@ async fn a_fabric_broken_later_is_reported() {
         .await
         .expect("remove the gateway leg");
 
-    let events: Api<Event> = Api::namespaced(client.clone(), "default");
-    let about_pod = async |reason: &str| {
-        events
-            .list(&ListParams::default())
-            .await
-            .ok()?
-            .items
-            .into_iter()
-            .find(|e| {
-                e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(pod.as_str())
-                    && e.reason.as_deref() == Some(reason)
-            })
-    };
+    let about_pod = async |reason: &str| event_about(&client, "default", &pod, reason).await;
     let failed = wait_for("FabricCheckFailed event", 30, async || {
         about_pod("FabricCheckFailed").await
     })

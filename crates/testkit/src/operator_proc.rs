@@ -351,6 +351,27 @@ pub async fn wait_for<T>(what: &str, secs: u64, mut f: impl AsyncFnMut() -> Opti
     }
 }
 
+/// The first Event in `namespace` about the object named `name` with `reason`, if any yet.
+pub async fn event_about(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    reason: &str,
+) -> Option<k8s_openapi::api::events::v1::Event> {
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), namespace);
+    events
+        .list(&ListParams::default())
+        .await
+        .ok()?
+        .items
+        .into_iter()
+        .find(|e| {
+            e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name)
+                && e.reason.as_deref() == Some(reason)
+        })
+}
+
 /// Minimal VPNGateway/IPsecGateway CRDs (namespaced, schema left open, no status
 /// subresource) so a test can write a gateway's status as its own controller would.
 pub async fn install_gateway_crds(client: &Client) {

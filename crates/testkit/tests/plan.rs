@@ -53,6 +53,22 @@ async fn plan_then_apply(env: &mut Env, name: &str) -> (Plan, Vec<PlannedWrite>)
     (planned, tap.writes())
 }
 
+/// Plan and apply link `name`, whose attach Neutron refuses: the same writes, not Ready,
+/// EnsureRouterHasPortFailed, and a hint containing `hint`.
+async fn refused_attach(env: &mut Env, name: &str, hint: &str) -> Plan {
+    let (p, applied) = plan_then_apply(env, name).await;
+    assert_eq!(kinds(&p.writes), kinds(&applied), "{name}");
+    assert!(!p.ready);
+    assert!(
+        p.conditions
+            .iter()
+            .any(|c| c.reason == "EnsureRouterHasPortFailed"),
+        "{p:?}"
+    );
+    assert!(p.hints.iter().any(|h| h.contains(hint)), "{hint}: {p:?}");
+    p
+}
+
 fn kinds(ws: &[PlannedWrite]) -> Vec<String> {
     ws.iter().map(|w| w.to_string()).collect()
 }
@@ -96,42 +112,14 @@ async fn plan_predicts_the_reconcile(mut env: Env) {
         .await
         .unwrap();
     env.add_link("refused", spec(&c.id, "10.83.0.0/16", None));
-    let (p, applied) = plan_then_apply(&mut env, "refused").await;
-    assert_eq!(kinds(&p.writes), kinds(&applied), "refused");
-    assert!(!p.ready);
-    assert!(
-        p.conditions
-            .iter()
-            .any(|c| c.reason == "EnsureRouterHasPortFailed"),
-        "{p:?}"
-    );
-    assert!(
-        p.hints
-            .iter()
-            .any(|h| h.contains("pin spec.transitIP: 10.254.0.30")),
-        "{p:?}"
-    );
+    refused_attach(&mut env, "refused", "pin spec.transitIP: 10.254.0.30").await;
 
     // A second link on a router that another link already holds: the attach is refused too,
     // but that leg is the other link's, so pinning its address would only be refused as
     // claimed; the hint names the link holding the router instead.
     env.add_link("second", spec(&a.id, "10.85.0.0/16", None));
-    let (p, applied) = plan_then_apply(&mut env, "second").await;
-    assert_eq!(kinds(&p.writes), kinds(&applied), "second");
-    assert!(!p.ready);
-    assert!(
-        p.conditions
-            .iter()
-            .any(|c| c.reason == "EnsureRouterHasPortFailed"),
-        "{p:?}"
-    );
-    assert!(
-        p.hints.iter().any(|h| h.contains(&format!(
-            "router {} is already linked by ClusterLink create",
-            a.id
-        ))),
-        "{p:?}"
-    );
+    let holder = format!("router {} is already linked by ClusterLink create", a.id);
+    let p = refused_attach(&mut env, "second", &holder).await;
     assert!(
         !p.hints.iter().any(|h| h.contains("pin spec.transitIP")),
         "{p:?}"
