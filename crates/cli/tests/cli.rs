@@ -5,10 +5,9 @@
 
 use bnerd_cloud::{ACCESS_AS_SHARED, ShareNetwork};
 use bnerd_clusterlink_cli::share::{ShareError, decommission_share};
-use bnerd_testkit::kube_lab::{install_crd, kube_client};
+use bnerd_testkit::kube_lab::{install_crd, kube_and_lab, kube_client};
 use bnerd_testkit::{
-    Env, both, lab_env_for, lab_or_skip, lab_tls_or_skip, operator_os_env, operator_tls_os_env,
-    spec,
+    Env, both, lab_env_for, lab_tls_or_skip, operator_os_env, operator_tls_os_env, spec,
 };
 
 async fn share_goes_only_when_no_link_needs_it(mut env: Env) {
@@ -186,16 +185,11 @@ fn plugin(
 #[tokio::test]
 async fn doctor_binary_reports_an_orphan_leg() {
     let test = "doctor_binary_reports_an_orphan_leg";
-    let Some((client, kubeconfig)) = kube_client(test).await else {
-        return;
-    };
-    let Some(lab) = lab_or_skip(test) else {
-        return;
-    };
     // The binary lists ClusterLinks, which needs the CRD; whether another test installed it
     // first depends on the order tests happen to run in.
-    install_crd(&client).await;
-    let env = lab_env_for(test).await.expect("lab");
+    let Some((_, kubeconfig, lab, env)) = kube_and_lab(test).await else {
+        return;
+    };
     let orphan = env.port_at_ip("10.254.0.9", "clusterlink-long-gone").await;
     env.net
         .set_port_tags(
@@ -505,14 +499,9 @@ both!(doctor_checks_cross_tenant_shares);
 async fn plan_binary_on_the_labs() {
     use bnerd_testkit::operator_proc::{kube_lab_exclusive, sweep_leftovers, test_link};
     let test = "plan_binary_on_the_labs";
-    let Some((client, kubeconfig)) = kube_client(test).await else {
+    let Some((client, kubeconfig, lab, env)) = kube_and_lab(test).await else {
         return;
     };
-    let Some(lab) = lab_or_skip(test) else {
-        return;
-    };
-    install_crd(&client).await;
-    let env = lab_env_for(test).await.expect("lab");
     let svc = env.router("plan-bin").await;
     let _exclusive = kube_lab_exclusive(&kubeconfig).await;
     sweep_leftovers(&client).await;

@@ -8,14 +8,13 @@ use std::time::{Duration, Instant};
 
 use bnerd_api::ClusterLink;
 use bnerd_cloud::PortQuery;
-use bnerd_testkit::kube_lab::{install_crd, kube_client};
+use bnerd_testkit::kube_lab::kube_and_lab;
 use bnerd_testkit::operator_proc::{
     OperatorCommand, OperatorProcess, event_about, http_get, is_ready, kube_lab_exclusive, sample,
     sum_of, sweep_leftovers, test_link, wait_for,
 };
-use bnerd_testkit::{Env, lab_env_for, lab_or_skip, unique};
+use bnerd_testkit::{Env, unique};
 use k8s_openapi::api::coordination::v1::Lease;
-use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
@@ -67,17 +66,10 @@ async fn delete_and_wait(api: &Api<ClusterLink>, names: &[&str]) {
 }
 
 /// Everything the test needs, or None when the labs are not there (and not required).
-async fn labs(test: &str) -> Option<(Client, String, BTreeMap<String, String>, Env)> {
-    let (client, kubeconfig) = kube_client(test).await?;
-    let lab = lab_or_skip(test)?;
-    install_crd(&client).await;
-    let env = lab_env_for(test).await.expect("lab");
-    Some((client, kubeconfig, lab, env))
-}
-
 #[tokio::test]
 async fn two_replicas_one_leader_and_a_takeover() {
-    let Some((client, kubeconfig, lab, env)) = labs("two_replicas_one_leader_and_a_takeover").await
+    let Some((client, kubeconfig, lab, env)) =
+        kube_and_lab("two_replicas_one_leader_and_a_takeover").await
     else {
         return;
     };
@@ -208,7 +200,8 @@ async fn two_replicas_one_leader_and_a_takeover() {
 
 #[tokio::test]
 async fn a_leader_that_loses_its_lease_stops() {
-    let Some((client, kubeconfig, lab, env)) = labs("a_leader_that_loses_its_lease_stops").await
+    let Some((client, kubeconfig, lab, env)) =
+        kube_and_lab("a_leader_that_loses_its_lease_stops").await
     else {
         return;
     };
@@ -248,7 +241,8 @@ async fn a_leader_that_loses_its_lease_stops() {
 /// and reconciles as soon as Keystone answers.
 #[tokio::test]
 async fn a_cloud_down_at_startup_is_waited_for() {
-    let Some((client, kubeconfig, lab, env)) = labs("a_cloud_down_at_startup_is_waited_for").await
+    let Some((client, kubeconfig, lab, env)) =
+        kube_and_lab("a_cloud_down_at_startup_is_waited_for").await
     else {
         return;
     };
@@ -335,7 +329,8 @@ async fn a_cloud_down_at_startup_is_waited_for() {
 /// Normal Event and 1.
 #[tokio::test]
 async fn a_fabric_broken_later_is_reported() {
-    let Some((client, kubeconfig, lab, env)) = labs("a_fabric_broken_later_is_reported").await
+    let Some((client, kubeconfig, lab, env)) =
+        kube_and_lab("a_fabric_broken_later_is_reported").await
     else {
         return;
     };

@@ -60,3 +60,21 @@ pub async fn install_crd(client: &Client) {
     }
     panic!("CRD not established");
 }
+
+/// The preamble of a test that needs both labs: the apiserver (with the CRD installed) and the
+/// OpenStack lab's settings and a fabric of its own; None (the test skips) when either is not
+/// configured.
+pub async fn kube_and_lab(
+    test: &str,
+) -> Option<(
+    Client,
+    String,
+    std::collections::BTreeMap<String, String>,
+    crate::Env,
+)> {
+    let (client, kubeconfig) = kube_client(test).await?;
+    let lab = crate::lab_or_skip(test)?;
+    install_crd(&client).await;
+    let env = crate::lab_env_for(test).await.expect("lab");
+    Some((client, kubeconfig, lab, env))
+}
