@@ -141,28 +141,30 @@ async fn router_leg_hint(
 }
 
 /// Whose the port is, as the reconcile judges it: a ClusterLink whose UID it is tagged with
-/// (or whose description marker it carries), or that claims it in its status or spec (its
-/// port, or its address). The same claims that make the reconcile refuse the address.
-fn claimant<'a>(p: &Port, link: &ClusterLink, all: &'a [ClusterLink]) -> Option<&'a ClusterLink> {
+/// (or whose description marker it carries), whose status names it as its leg, or whose
+/// claimed addresses (the engine's `peers_of`: status and pinned spec) it holds. The same
+/// claims that make the reconcile refuse the address.
+fn claimant(p: &Port, link: &ClusterLink, all: &[ClusterLink]) -> Option<String> {
     let others = || {
         all.iter().filter(|l| {
             l.metadata.uid != link.metadata.uid && l.metadata.name != link.metadata.name
         })
     };
+    let name = |l: &ClusterLink| l.metadata.name.clone().unwrap_or_default();
     if let Some(uid) = leg_owner_uid(&p.tags, &p.description) {
-        return others().find(|l| l.metadata.uid.as_deref() == Some(uid));
+        return others()
+            .find(|l| l.metadata.uid.as_deref() == Some(uid))
+            .map(name);
     }
-    others().find(|l| {
-        let status = l.status.as_ref();
-        status.and_then(|s| s.leg_port_id.as_deref()) == Some(p.id.as_str())
-            || [
-                status.and_then(|s| s.transit_ip.as_deref()),
-                l.spec.transit_ip.as_deref(),
-            ]
-            .into_iter()
-            .flatten()
-            .any(|ip| p.has_ip(ip))
-    })
+    if let Some(l) = others()
+        .find(|l| l.status.as_ref().and_then(|s| s.leg_port_id.as_deref()) == Some(p.id.as_str()))
+    {
+        return Some(name(l));
+    }
+    peers_of(link, others())
+        .into_iter()
+        .find(|peer| peer.transit_ips.iter().any(|ip| p.has_ip(&ip.to_string())))
+        .map(|peer| peer.name)
 }
 
 /// Pure: the hint for the first router interface on the transit network of one of `routers`,
@@ -188,7 +190,6 @@ pub fn leg_hint(
         p.id
     );
     if let Some(other) = claimant(p, link, all) {
-        let other = other.metadata.name.as_deref().unwrap_or_default();
         return Some(format!(
             "router {router} is already linked by ClusterLink {other} (its leg is port {} at {ip}): a router takes one leg on the transit network, so one ClusterLink per router; point spec.serviceClusterRouter at another router, or delete ClusterLink {other} first",
             p.id
