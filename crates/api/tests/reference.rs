@@ -305,6 +305,7 @@ const NOT_REASONS: &[&str] = &[
     "BadRequest",
     "HOSTNAME",
     "PROBLEM",
+    "WARNING",
     "WRITE",
 ];
 
