@@ -723,3 +723,87 @@ async fn recreate_drops_the_abandon_annotation_and_doctor_warns_about_it() {
         .expect("delete");
     env.teardown(&[]).await;
 }
+
+/// What others wrote reaches the terminal inert: an orphaned leg on the real lab whose
+/// `clusterlink=` name tag (any string its port's owner sets) carries an ESC sequence, a C1
+/// CSI, a bidi override and a newline that would forge an `ok` line. `doctor` prints each
+/// as an escape on the one PROBLEM line; its JSON carries the tag's text unchanged, with
+/// every one of those characters written as a `\u` escape.
+#[tokio::test]
+async fn doctor_binary_prints_hostile_tags_inert() {
+    let test = "doctor_binary_prints_hostile_tags_inert";
+    let Some((_, kubeconfig, lab, env)) = kube_and_lab(test).await else {
+        return;
+    };
+    let orphan = env.port_at_ip("10.254.0.11", "clusterlink-hostile").await;
+    let hostile = "x\u{1b}[2J\u{9b}31m\u{202e}y\nok      all fine";
+    env.net
+        .set_port_tags(
+            &orphan.id,
+            &[
+                "bnerd-vpn-operator".into(),
+                "clusterlink-uid=00000000-dead-4000-8000-000000000002".into(),
+                format!("clusterlink={hostile}"),
+            ],
+        )
+        .await
+        .expect("Neutron keeps any tag text");
+    let tags = env
+        .net
+        .list_ports(&bnerd_cloud::PortQuery {
+            network_id: Some(env.fabric.transit_network_id.clone()),
+            ..Default::default()
+        })
+        .await
+        .expect("ports")
+        .into_iter()
+        .find(|p| p.id == orphan.id)
+        .expect("the orphan")
+        .tags;
+    assert!(
+        tags.contains(&format!("clusterlink={hostile}")),
+        "Neutron changed the tag: {tags:?}"
+    );
+    let text = plugin(&kubeconfig, &lab, &env, "doctor", &[]);
+    let json = plugin(&kubeconfig, &lab, &env, "doctor", &["-o", "json"]);
+    env.net.delete_port(&orphan.id).await.expect("delete");
+
+    let stdout = String::from_utf8_lossy(&text.stdout).to_string();
+    assert_eq!(text.status.code(), Some(1), "{stdout}");
+    assert!(
+        !stdout.contains(['\u{1b}', '\u{9b}', '\u{202e}']),
+        "raw control characters on the terminal: {stdout:?}"
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.contains(&orphan.id))
+        .unwrap_or_else(|| panic!("no line for {}: {stdout}", orphan.id));
+    assert!(
+        line.starts_with("PROBLEM port ")
+            && line.contains(r"ClusterLink x\u{1b}[2J\u{9b}31m\u{202e}y\nok      all fine, which no longer exists"),
+        "{line}"
+    );
+    assert!(
+        !stdout.lines().any(|l| l.starts_with("ok      all fine")),
+        "a forged line: {stdout}"
+    );
+    let raw = String::from_utf8_lossy(&json.stdout).to_string();
+    assert!(
+        !raw.contains(['\u{1b}', '\u{9b}', '\u{202e}']) && raw.trim_end().lines().count() == 1,
+        "{raw:?}"
+    );
+    assert!(
+        raw.contains(r"\u001b") && raw.contains(r"\u009b") && raw.contains(r"\u202e"),
+        "{raw}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&raw).expect("JSON");
+    assert!(
+        v["findings"].as_array().expect("findings").iter().any(|f| {
+            f["text"].as_str().is_some_and(|t| {
+                t.contains(&format!("ClusterLink {hostile}, which no longer exists"))
+            })
+        }),
+        "{v}"
+    );
+    env.teardown(&[]).await;
+}

