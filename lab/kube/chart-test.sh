@@ -700,13 +700,16 @@ grep -q "customerProjectID must be a Keystone project ID: 32 lowercase hex digit
 out=$(new_cross 0123456789abcdef0123456789abcdef) || fail "the upgraded CRD refuses a 32-hex project ID: $out"
 out=$(new_cross c0ffee00-1111-4222-8333-444455556666) || fail "the upgraded CRD refuses a UUID project ID: $out"
 pass "after the upgrade a new link needs a Keystone project ID (refused: 'customerProjectID must be a Keystone project ID ...')"
-kubectl label clusterlink "$ULEGACY" chart-test/touched=yes >/dev/null || fail "labelling $ULEGACY after the upgrade is refused"
-kubectl patch clusterlink "$ULEGACY" --subresource=status --type=merge \
-  -p '{"status":{"observedGeneration":1}}' >/dev/null || fail "a status patch of $ULEGACY after the upgrade is refused"
+out=$(kubectl label clusterlink "$ULEGACY" chart-test/touched=yes 2>&1) || fail "labelling $ULEGACY after the upgrade is refused: $out"
+# accepted, with the apiserver's warning naming the field
+grep -q 'Warning: spec.customerProjectID: Invalid value: "legacy-project": customerProjectID must be a Keystone project ID' <<<"$out" \
+  || fail "labelling $ULEGACY: no warning about its customerProjectID: $out"
+out=$(kubectl patch clusterlink "$ULEGACY" --subresource=status --type=merge \
+  -p '{"status":{"observedGeneration":1}}' 2>&1) || fail "a status patch of $ULEGACY after the upgrade is refused: $out"
 [[ $(kubectl get clusterlink "$ULEGACY" -o jsonpath='{.metadata.uid} {.spec.customerProjectID} {.status.observedGeneration}') == "$LEGACY_UID legacy-project 1" ]] \
   || fail "ClusterLink $ULEGACY after the upgrade: $(kubectl get clusterlink "$ULEGACY" -o json | jq -c '[.metadata.uid, .spec, .status]')"
 [[ $(kubectl get clusterlink "$ULINK" -o jsonpath='{.metadata.uid}') == "$LINK_UID" ]] || fail "ClusterLink $ULINK did not survive the upgrade from 0.3.0"
-pass "links from before the upgrade survive; $ULEGACY (old project ID) still takes label and status writes (ratcheting)"
+pass "links from before the upgrade survive; $ULEGACY (old project ID) still takes label and status writes (ratcheting, with a warning)"
 
 out=$(helm rollback "$UREL3" 1 -n "$UNS" 2>&1) || fail "helm rollback to 0.3.0: $out"
 v=$(helm list -n "$UNS" -o json | jq -r --arg r "$UREL3" '.[] | select(.name == $r) | "\(.chart) \(.status)"')
