@@ -105,7 +105,7 @@ remove_upgrade_test() {
   for l in "$ULINK" "$ULEGACY"; do
     if kubectl get clusterlink "$l" >/dev/null 2>&1; then
       # no operator runs here; a finalizer could only come from someone else's operator
-      kubectl patch clusterlink "$l" --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null || true
+      kubectl patch clusterlink "$l" --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
       kubectl delete clusterlink "$l" --ignore-not-found --wait=false >/dev/null
     fi
   done
