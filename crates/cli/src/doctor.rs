@@ -2,6 +2,8 @@
 //! routes that point at an address no port holds (or at a leg nobody owns any more).
 //! Every command it prints carries each value it interpolates as one shell word
 //! (`bnerd_api::echo::shell_word`): a port's `device_id` is whatever its owner set.
+//! One module: the checks share one read of the transit network's ports and one kind of
+//! finding; the table tests at the bottom are half its length.
 
 use std::net::Ipv4Addr;
 
