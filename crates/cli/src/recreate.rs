@@ -106,6 +106,18 @@ pub fn plan(old: &ClusterLink) -> Vec<String> {
             st.reverse_routes.len()
         ));
     }
+    // The annotation still decides this deletion, the old link's: say so before it happens.
+    if old
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_ABANDON))
+        .is_some_and(|v| v == "true")
+    {
+        out.push(format!(
+            "  {ANNOTATION_ABANDON}=true is set on it: if its customer side cannot be unwound, the operator leaves it behind"
+        ));
+    }
     let address = match (&old.spec.transit_ip, old.is_cross_tenant()) {
         (Some(ip), _) => format!("at the pinned spec.transitIP {ip}"),
         (None, true) => "at an address Neutron picks (cross-tenant)".to_string(),
@@ -271,6 +283,10 @@ mod tests {
             ) && p.contains(
                 "annotation ipsec.bnerd.net/abandon-customer-resources is not carried over"
             ),
+            "{p}"
+        );
+        assert!(
+            p.contains("abandon-customer-resources=true is set on it: if its customer side cannot be unwound"),
             "{p}"
         );
         assert!(dropped_annotations(&old()).is_empty());
