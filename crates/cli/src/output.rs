@@ -1,6 +1,15 @@
 //! What each command prints, as text for a person or as one JSON document for a script
 //! (`--output json`). The JSON shapes are stable: fields are only ever added.
+//!
+//! Much of what is printed was written by someone else: condition messages, names, IDs and
+//! descriptions from the cloud. Text goes through [`safe`] field by field (a control
+//! character prints as its escape, so a newline in a message cannot forge a report line and
+//! an ESC cannot drive the terminal); JSON keeps every value as it is and escapes the
+//! characters a terminal would act on ([`json_line`]).
 
+use std::borrow::Cow;
+
+use bnerd_api::echo::{shell_word, terminal_safe, unsafe_on_terminal};
 use bnerd_cloud::RbacPolicy;
 use serde_json::{Value, json};
 
@@ -13,24 +22,39 @@ pub enum Format {
     Json,
 }
 
-/// `doctor`: every finding, how many are problems, and why the cloud checks did not run
-/// when they could not.
+/// A value printed as text on a terminal.
+pub fn safe(text: &str) -> Cow<'_, str> {
+    terminal_safe(text)
+}
+
+/// `doctor`: every finding, how many are problems and warnings, and why the cloud checks did
+/// not run when they could not.
 pub fn doctor(format: Format, report: &Report) -> String {
     let findings = &report.findings;
     let problems = findings.iter().filter(|f| f.problem).count();
+    let warnings = findings.iter().filter(|f| f.warning).count();
     match format {
         Format::Text => {
             let mut out = String::new();
             for f in findings {
-                let tag = if f.problem { "PROBLEM" } else { "ok     " };
-                out.push_str(&format!("{tag} {}\n", f.text));
+                let tag = match (f.problem, f.warning) {
+                    (true, _) => "PROBLEM",
+                    (false, true) => "WARNING",
+                    (false, false) => "ok     ",
+                };
+                out.push_str(&format!("{tag} {}\n", safe(&f.text)));
             }
+            let warned = if warnings > 0 {
+                format!(", {warnings} warning(s)")
+            } else {
+                String::new()
+            };
             match &report.unchecked {
-                None => out.push_str(&format!("{problems} problem(s)\n")),
+                None => out.push_str(&format!("{problems} problem(s){warned}\n")),
                 Some(why) => {
-                    out.push_str(&format!("UNCHECKED cloud: {why}\n"));
+                    out.push_str(&format!("UNCHECKED cloud: {}\n", safe(why)));
                     out.push_str(&format!(
-                        "{problems} problem(s) in what could be checked; the cloud was not checked\n"
+                        "{problems} problem(s){warned} in what could be checked; the cloud was not checked\n"
                     ));
                 }
             }
@@ -39,9 +63,10 @@ pub fn doctor(format: Format, report: &Report) -> String {
         Format::Json => json_line(&json!({
             "findings": findings
                 .iter()
-                .map(|f| json!({"problem": f.problem, "text": f.text}))
+                .map(|f| json!({"problem": f.problem, "warning": f.warning, "text": f.text}))
                 .collect::<Vec<_>>(),
             "problems": problems,
+            "warnings": warnings,
             "unchecked": report.unchecked,
         })),
     }
@@ -62,17 +87,23 @@ pub fn share(
 ) -> String {
     match format {
         Format::Text => match outcome {
-            ShareOutcome::Refused(why) => format!("refused: {why}\n"),
+            ShareOutcome::Refused(why) => format!("refused: {}\n", safe(why)),
             ShareOutcome::Policies([]) => format!(
-                "no RBAC share of network {network} with project {project} is visible to the operator credential (one an admin made is not: openstack network rbac list --target-project {project})\n"
+                "no RBAC share of network {} with project {} is visible to the operator credential (one an admin made is not: openstack network rbac list --target-project {})\n",
+                safe(network),
+                safe(project),
+                shell_word(project)
             ),
             ShareOutcome::Policies(policies) => {
                 let verb = if applied { "deleted" } else { "would delete" };
                 let mut out = String::new();
                 for p in *policies {
                     out.push_str(&format!(
-                        "{verb} RBAC policy {} ({} of network {network} with project {project})\n",
-                        p.id, p.action
+                        "{verb} RBAC policy {} ({} of network {} with project {})\n",
+                        safe(&p.id),
+                        safe(&p.action),
+                        safe(network),
+                        safe(project)
                     ));
                 }
                 if !applied {
@@ -109,26 +140,37 @@ pub fn recreated(
     name: &str,
     done: &Result<crate::recreate::Recreated, String>,
 ) -> String {
+    let name_ = safe(name);
     match format {
-        Format::Text => match done {
-            Ok(r) if r.ready => format!(
-                "ClusterLink {name} recreated: Ready at {}\n",
-                r.transit_ip.as_deref().unwrap_or("?")
-            ),
-            Ok(r) => format!(
-                "ClusterLink {name} recreated but not Ready yet: {}\n",
-                r.stuck.as_deref().unwrap_or("?")
-            ),
-            Err(e) => format!("refused: {e}\n"),
-        },
+        Format::Text => {
+            let mut out = match done {
+                Ok(r) if r.ready => format!(
+                    "ClusterLink {name_} recreated: Ready at {}\n",
+                    safe(r.transit_ip.as_deref().unwrap_or("?"))
+                ),
+                Ok(r) => format!(
+                    "ClusterLink {name_} recreated but not Ready yet: {}\n",
+                    safe(r.stuck.as_deref().unwrap_or("?"))
+                ),
+                Err(e) => format!("refused: {}\n", safe(e)),
+            };
+            if let Ok(r) = done {
+                for a in &r.dropped_annotations {
+                    out.push_str(&format!("{}\n", crate::recreate::dropped_line(a)));
+                }
+            }
+            out
+        }
         Format::Json => json_line(&match done {
             Ok(r) => json!({
                 "name": name, "recreated": true, "ready": r.ready,
                 "transitIP": r.transit_ip, "stuck": r.stuck, "refused": Value::Null,
+                "droppedAnnotations": r.dropped_annotations,
             }),
             Err(e) => json!({
                 "name": name, "recreated": false, "ready": false,
                 "transitIP": Value::Null, "stuck": Value::Null, "refused": e,
+                "droppedAnnotations": [],
             }),
         }),
     }
@@ -140,23 +182,26 @@ pub fn plan(format: Format, p: &crate::plan::Plan) -> String {
         Format::Text => {
             let mut out = format!(
                 "plan for ClusterLink {} (read from the cloud now; nothing written):\n",
-                p.name
+                safe(&p.name)
             );
             if p.writes.is_empty() {
                 out.push_str("  no writes: the cloud already matches\n");
             }
             for w in &p.writes {
-                out.push_str(&format!("  {w}\n"));
+                out.push_str(&format!("  {}\n", safe(&w.to_string())));
             }
             out.push_str("then:\n");
             for c in &p.conditions {
                 out.push_str(&format!(
                     "  {}={} {}: {}\n",
-                    c.type_, c.status, c.reason, c.message
+                    safe(&c.type_),
+                    safe(&c.status),
+                    safe(&c.reason),
+                    safe(&c.message)
                 ));
             }
             for h in &p.hints {
-                out.push_str(&format!("hint: {h}\n"));
+                out.push_str(&format!("hint: {}\n", safe(h)));
             }
             out
         }
@@ -181,8 +226,25 @@ pub fn error(format: Format, message: &str) -> Option<String> {
     }
 }
 
+/// One JSON document and a newline. serde_json escapes C0 controls; DEL, the C1 controls
+/// (0x9b acts as ESC [ on some terminals) and the bidi controls pass through it raw, so they
+/// are written as `\uXXXX` too: the same string to a JSON reader, inert on a terminal. They
+/// can only occur inside strings, where that escape is valid.
 fn json_line(v: &Value) -> String {
-    format!("{v}\n")
+    let text = v.to_string();
+    let mut out = String::with_capacity(text.len() + 1);
+    for c in text.chars() {
+        if unsafe_on_terminal(c) {
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{u:04x}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out.push('\n');
+    out
 }
 
 #[cfg(test)]
@@ -194,10 +256,12 @@ mod tests {
         vec![
             Finding {
                 problem: false,
+                warning: false,
                 text: "ClusterLink a: Ready".into(),
             },
             Finding {
                 problem: true,
+                warning: false,
                 text: "ClusterLink b: not Ready".into(),
             },
         ]
@@ -237,6 +301,91 @@ mod tests {
         let v: Value = serde_json::from_str(&doctor(Format::Json, &report)).unwrap();
         assert_eq!(v["unchecked"], "Keystone could not be reached");
         assert_eq!(v["problems"], 1);
+    }
+
+    /// A condition message (or a description, an ID) with a newline cannot forge a report
+    /// line, nor an ESC or a bidi override drive the terminal: text shows their escapes;
+    /// JSON keeps the value and escapes what serde_json would leave raw.
+    #[test]
+    fn what_others_wrote_reaches_the_terminal_inert() {
+        let hostile = "ClusterLink c: not Ready, m\nok      all fine\u{1b}[2K\u{9b}31m\u{202e}";
+        let report = Report {
+            findings: vec![
+                Finding {
+                    problem: true,
+                    warning: false,
+                    text: hostile.into(),
+                },
+                Finding {
+                    problem: false,
+                    warning: true,
+                    text: "ClusterLink d: annotation".into(),
+                },
+            ],
+            unchecked: None,
+        };
+        let text = doctor(Format::Text, &report);
+        assert_eq!(
+            text,
+            "PROBLEM ClusterLink c: not Ready, m\\nok      all fine\\u{1b}[2K\\u{9b}31m\\u{202e}\nWARNING ClusterLink d: annotation\n1 problem(s), 1 warning(s)\n"
+        );
+        let json = doctor(Format::Json, &report);
+        assert!(
+            !json.contains(['\u{1b}', '\u{9b}', '\u{202e}']) && json.contains("\\u009b"),
+            "{json}"
+        );
+        let v: Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v["findings"][0]["text"], hostile);
+        assert_eq!(v["findings"][1]["warning"], true);
+        assert_eq!(
+            (v["problems"].as_u64(), v["warnings"].as_u64()),
+            (Some(1), Some(1))
+        );
+
+        let p = crate::plan::Plan {
+            name: "n".into(),
+            writes: vec![],
+            conditions: vec![crate::plan::PlannedCondition {
+                type_: "LegAttached".into(),
+                status: "False".into(),
+                reason: "R".into(),
+                message: "x\u{1b}]0;title\u{7}".into(),
+            }],
+            ready: false,
+            hints: vec!["h\rhidden".into()],
+        };
+        let t = plan(Format::Text, &p);
+        assert!(
+            t.contains("x\\u{1b}]0;title\\u{7}\n") && t.contains("hint: h\\rhidden\n"),
+            "{t}"
+        );
+    }
+
+    /// recreate says which annotation it did not carry over, as text and as JSON.
+    #[test]
+    fn recreate_names_the_dropped_annotation() {
+        let done = Ok(crate::recreate::Recreated {
+            ready: true,
+            stuck: None,
+            transit_ip: Some("10.254.0.4".into()),
+            dropped_annotations: vec![bnerd_api::names::ANNOTATION_ABANDON.into()],
+        });
+        let t = recreated(Format::Text, "l", &done);
+        assert!(
+            t.starts_with("ClusterLink l recreated: Ready at 10.254.0.4\n")
+                && t.contains(
+                    "annotation ipsec.bnerd.net/abandon-customer-resources is not carried over"
+                ),
+            "{t}"
+        );
+        let v: Value = serde_json::from_str(&recreated(Format::Json, "l", &done)).unwrap();
+        assert_eq!(
+            v["droppedAnnotations"],
+            json!(["ipsec.bnerd.net/abandon-customer-resources"])
+        );
+        let v: Value =
+            serde_json::from_str(&recreated(Format::Json, "l", &Err("no".into()))).unwrap();
+        assert_eq!(v["droppedAnnotations"], json!([]));
     }
 
     #[test]

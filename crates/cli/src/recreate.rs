@@ -1,11 +1,14 @@
 //! `recreate`: delete a ClusterLink and apply it again with the same spec, labels and
 //! annotations — what the terminal TransitIPMismatch asks a human to do, and what anyone
 //! wanting a link rebuilt from scratch does. The operator's finalizer unwinds the old leg and
-//! routes before the object goes; the new object starts from an empty status.
+//! routes before the object goes; the new object starts from an empty status. One
+//! annotation is never carried over: the abandon hatch (see [`NOT_CARRIED_OVER`]).
 
 use std::time::Duration;
 
 use bnerd_api::conditions::is_true;
+use bnerd_api::echo::shell_word;
+use bnerd_api::names::ANNOTATION_ABANDON;
 use bnerd_api::{ClusterLink, ConditionType};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::core::ObjectMeta;
@@ -24,26 +27,57 @@ pub enum RecreateError {
         source: kube::Error,
     },
     #[error(
-        "ClusterLink {name} was not gone after {waited:?}: its finalizer is still unwinding (kubectl describe clusterlink {name}); nothing was re-applied"
+        "ClusterLink {name} was not gone after {waited:?}: its finalizer is still unwinding (kubectl describe clusterlink {}); nothing was re-applied",
+        shell_word(name)
     )]
     NotGone { name: String, waited: Duration },
     #[error("aborted: nothing was changed")]
     Aborted,
 }
 
-/// What the new object is: the old one's name, spec, labels and annotations, nothing the
-/// apiserver or the operator wrote (UID, status, finalizers, resourceVersion, managedFields).
+/// Annotations the new object does not get. `ipsec.bnerd.net/abandon-customer-resources`
+/// is a human's decision about one deletion, "never set automatically": carried over, the
+/// successor's next delete would abandon its customer side without anyone deciding it (and
+/// recreate is typically run on a link that was stuck, where someone may have set it).
+pub const NOT_CARRIED_OVER: &[&str] = &[ANNOTATION_ABANDON];
+
+/// The old object's annotations that [`recreated`] leaves off, in order.
+pub fn dropped_annotations(old: &ClusterLink) -> Vec<String> {
+    let Some(a) = &old.metadata.annotations else {
+        return vec![];
+    };
+    NOT_CARRIED_OVER
+        .iter()
+        .filter(|k| a.contains_key(**k))
+        .map(|k| k.to_string())
+        .collect()
+}
+
+/// What the new object is: the old one's name, spec, labels and annotations (but those
+/// [`NOT_CARRIED_OVER`]), nothing the apiserver or the operator wrote (UID, status,
+/// finalizers, resourceVersion, managedFields).
 pub fn recreated(old: &ClusterLink) -> ClusterLink {
+    let annotations = old.metadata.annotations.clone().map(|mut a| {
+        a.retain(|k, _| !NOT_CARRIED_OVER.contains(&k.as_str()));
+        a
+    });
     ClusterLink {
         metadata: ObjectMeta {
             name: old.metadata.name.clone(),
             labels: old.metadata.labels.clone(),
-            annotations: old.metadata.annotations.clone(),
+            annotations,
             ..Default::default()
         },
         spec: old.spec.clone(),
         status: None,
     }
+}
+
+/// The line saying an annotation is not carried over, and why.
+pub fn dropped_line(annotation: &str) -> String {
+    format!(
+        "annotation {annotation} is not carried over: it decides one deletion and always needs a human decision; set it on the new link only if that decision is made again"
+    )
 }
 
 /// What `recreate` will do, line by line, for the confirmation prompt and the dry look.
@@ -72,14 +106,33 @@ pub fn plan(old: &ClusterLink) -> Vec<String> {
             st.reverse_routes.len()
         ));
     }
+    // The annotation still decides this deletion, the old link's: say so before it happens.
+    if old
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_ABANDON))
+        .is_some_and(|v| v == "true")
+    {
+        out.push(format!(
+            "  {ANNOTATION_ABANDON}=true is set on it: if its customer side cannot be unwound, the operator leaves it behind"
+        ));
+    }
     let address = match (&old.spec.transit_ip, old.is_cross_tenant()) {
         (Some(ip), _) => format!("at the pinned spec.transitIP {ip}"),
         (None, true) => "at an address Neutron picks (cross-tenant)".to_string(),
         (None, false) => "at the lowest free transit address".to_string(),
     };
+    let dropped = dropped_annotations(old);
+    let annotations = if dropped.is_empty() {
+        "annotations".to_string()
+    } else {
+        format!("annotations but {}", dropped.join(", "))
+    };
     out.push(format!(
-        "apply ClusterLink {name} again with the same spec, labels and annotations: a new leg {address}, then its routes"
+        "apply ClusterLink {name} again with the same spec, labels and {annotations}: a new leg {address}, then its routes"
     ));
+    out.extend(dropped.iter().map(|a| format!("  {}", dropped_line(a))));
     out
 }
 
@@ -90,6 +143,8 @@ pub struct Recreated {
     /// The first condition (in reconcile order) not True when `ready` is false.
     pub stuck: Option<String>,
     pub transit_ip: Option<String>,
+    /// The old object's annotations the new one did not get ([`NOT_CARRIED_OVER`]).
+    pub dropped_annotations: Vec<String>,
 }
 
 /// Delete, wait for the finalizer, re-apply, wait for Ready (up to `timeout` each).
@@ -138,6 +193,7 @@ pub async fn recreate(
                 ready,
                 stuck,
                 transit_ip: status.transit_ip,
+                dropped_annotations: dropped_annotations(old),
             });
         }
         tokio::time::sleep(step).await;
@@ -203,6 +259,38 @@ mod tests {
         assert!(n.status.is_none());
         assert!(n.metadata.uid.is_none() && n.metadata.resource_version.is_none());
         assert!(n.metadata.finalizers.is_none());
+    }
+
+    /// The abandon hatch decides one deletion: the successor does not inherit it, and the
+    /// plan says so; every other annotation is kept.
+    #[test]
+    fn the_abandon_annotation_is_not_carried_over() {
+        let mut stuck = old();
+        stuck
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(ANNOTATION_ABANDON.into(), "true".into());
+        let n = recreated(&stuck);
+        let a = n.metadata.annotations.expect("annotations");
+        assert!(!a.contains_key(ANNOTATION_ABANDON), "{a:?}");
+        assert_eq!(a.get("a").map(String::as_str), Some("b"));
+        assert_eq!(dropped_annotations(&stuck), vec![ANNOTATION_ABANDON]);
+        let p = plan(&stuck).join("\n");
+        assert!(
+            p.contains(
+                "same spec, labels and annotations but ipsec.bnerd.net/abandon-customer-resources:"
+            ) && p.contains(
+                "annotation ipsec.bnerd.net/abandon-customer-resources is not carried over"
+            ),
+            "{p}"
+        );
+        assert!(
+            p.contains("abandon-customer-resources=true is set on it: if its customer side cannot be unwound"),
+            "{p}"
+        );
+        assert!(dropped_annotations(&old()).is_empty());
+        assert!(!plan(&old()).join("\n").contains("not carried over"));
     }
 
     #[test]

@@ -582,3 +582,228 @@ async fn plan_binary_on_the_labs() {
         .expect("delete");
     env.teardown(&[]).await;
 }
+
+/// The abandon annotation decides one deletion: on a live link `doctor` shows it as a
+/// WARNING (exit unchanged), and `recreate` does not carry it over to the new object, saying
+/// so as text and as JSON. Real apiserver for the links, real lab for doctor's cloud checks;
+/// no operator runs (the link has no finalizer, so the delete is immediate and Ready never
+/// comes: recreate ends "not Ready yet" after --timeout).
+#[tokio::test]
+async fn recreate_drops_the_abandon_annotation_and_doctor_warns_about_it() {
+    use bnerd_api::names::ANNOTATION_ABANDON;
+    use bnerd_testkit::operator_proc::{kube_lab_exclusive, sweep_leftovers, test_link};
+    let test = "recreate_drops_the_abandon_annotation_and_doctor_warns_about_it";
+    let Some((client, kubeconfig, lab, env)) = kube_and_lab(test).await else {
+        return;
+    };
+    let _exclusive = kube_lab_exclusive(&kubeconfig).await;
+    sweep_leftovers(&client).await;
+    let name = bnerd_testkit::unique("abandon-live");
+    let links: kube::Api<bnerd_api::ClusterLink> = kube::Api::all(client.clone());
+    let mut link = test_link(
+        &name,
+        serde_json::json!({"serviceClusterRouter": "r", "serviceClusterCIDR": "10.94.0.0/16"}),
+    );
+    link.metadata.annotations = Some(
+        [
+            (ANNOTATION_ABANDON.to_string(), "true".to_string()),
+            ("team/owner".to_string(), "infra".to_string()),
+        ]
+        .into(),
+    );
+    let created = links
+        .create(&kube::api::PostParams::default(), &link)
+        .await
+        .expect("create link");
+    let set_abandon = || async {
+        let p = serde_json::json!({"metadata": {"annotations": {ANNOTATION_ABANDON: "true"}}});
+        links
+            .patch(
+                &name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&p),
+            )
+            .await
+            .expect("annotate");
+    };
+    let run = |command: &str, args: &[&str]| plugin(&kubeconfig, &lab, &env, command, args);
+
+    // doctor: a WARNING line for this link, naming the command that removes the annotation.
+    let out = run("doctor", &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let warning = stdout
+        .lines()
+        .find(|l| l.starts_with(&format!("WARNING ClusterLink {name}: annotation")))
+        .unwrap_or_else(|| panic!("no WARNING for {name}:\n{stdout}"));
+    assert!(
+        warning.contains("is not being deleted")
+            && warning.ends_with(&format!(
+                "kubectl annotate clusterlink {name} {ANNOTATION_ABANDON}-"
+            )),
+        "{warning}"
+    );
+    assert!(stdout.contains(" warning(s)"), "{stdout}");
+    let out = run("doctor", &["-o", "json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let finding = v["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .find(|f| {
+            f["text"]
+                .as_str()
+                .is_some_and(|t| t.starts_with(&format!("ClusterLink {name}: annotation")))
+        })
+        .cloned()
+        .unwrap_or_else(|| panic!("no finding for {name}: {v}"));
+    assert_eq!(
+        (&finding["warning"], &finding["problem"]),
+        (&serde_json::json!(true), &serde_json::json!(false)),
+        "{finding}"
+    );
+    assert!(v["warnings"].as_u64().is_some_and(|n| n >= 1), "{v}");
+
+    // recreate, as text: the plan and the result say the annotation is not carried over.
+    let out = run("recreate", &[&name, "--yes", "--timeout", "1"]);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "not Ready (no operator): {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(&format!(
+            "same spec, labels and annotations but {ANNOTATION_ABANDON}:"
+        )) && stdout.contains(&format!(
+            "annotation {ANNOTATION_ABANDON} is not carried over"
+        )) && stdout.contains(&format!("ClusterLink {name} recreated but not Ready yet")),
+        "{stdout}"
+    );
+    let now = links.get(&name).await.expect("recreated link");
+    assert_ne!(now.metadata.uid, created.metadata.uid, "a new object");
+    let a = now.metadata.annotations.clone().unwrap_or_default();
+    assert!(!a.contains_key(ANNOTATION_ABANDON), "{a:?}");
+    assert_eq!(a.get("team/owner").map(String::as_str), Some("infra"));
+    assert_eq!(now.spec, created.spec);
+
+    // recreate, as JSON, after someone set it again.
+    set_abandon().await;
+    let before = links.get(&name).await.expect("link").metadata.uid;
+    let out = run(
+        "recreate",
+        &[&name, "--yes", "--timeout", "1", "-o", "json"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(v["recreated"], true, "{v}");
+    assert_eq!(
+        v["droppedAnnotations"],
+        serde_json::json!([ANNOTATION_ABANDON]),
+        "{v}"
+    );
+    let now = links.get(&name).await.expect("recreated link");
+    assert_ne!(now.metadata.uid, before);
+    assert!(
+        !now.metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key(ANNOTATION_ABANDON)
+    );
+
+    // Without the annotation doctor has nothing to warn about this link.
+    let stdout = String::from_utf8_lossy(&run("doctor", &[]).stdout).to_string();
+    assert!(
+        !stdout.contains(&format!("WARNING ClusterLink {name}:")),
+        "{stdout}"
+    );
+    links
+        .delete(&name, &kube::api::DeleteParams::default())
+        .await
+        .expect("delete");
+    env.teardown(&[]).await;
+}
+
+/// What others wrote reaches the terminal inert: an orphaned leg on the real lab whose
+/// `clusterlink=` name tag (any string its port's owner sets) carries an ESC sequence, a C1
+/// CSI, a bidi override and a newline that would forge an `ok` line. `doctor` prints each
+/// as an escape on the one PROBLEM line; its JSON carries the tag's text unchanged, with
+/// every one of those characters written as a `\u` escape.
+#[tokio::test]
+async fn doctor_binary_prints_hostile_tags_inert() {
+    let test = "doctor_binary_prints_hostile_tags_inert";
+    let Some((_, kubeconfig, lab, env)) = kube_and_lab(test).await else {
+        return;
+    };
+    let orphan = env.port_at_ip("10.254.0.11", "clusterlink-hostile").await;
+    let hostile = "x\u{1b}[2J\u{9b}31m\u{202e}y\nok      all fine";
+    env.net
+        .set_port_tags(
+            &orphan.id,
+            &[
+                "bnerd-vpn-operator".into(),
+                "clusterlink-uid=00000000-dead-4000-8000-000000000002".into(),
+                format!("clusterlink={hostile}"),
+            ],
+        )
+        .await
+        .expect("Neutron keeps any tag text");
+    let tags = env
+        .net
+        .list_ports(&bnerd_cloud::PortQuery {
+            network_id: Some(env.fabric.transit_network_id.clone()),
+            ..Default::default()
+        })
+        .await
+        .expect("ports")
+        .into_iter()
+        .find(|p| p.id == orphan.id)
+        .expect("the orphan")
+        .tags;
+    assert!(
+        tags.contains(&format!("clusterlink={hostile}")),
+        "Neutron changed the tag: {tags:?}"
+    );
+    let text = plugin(&kubeconfig, &lab, &env, "doctor", &[]);
+    let json = plugin(&kubeconfig, &lab, &env, "doctor", &["-o", "json"]);
+    env.net.delete_port(&orphan.id).await.expect("delete");
+
+    let stdout = String::from_utf8_lossy(&text.stdout).to_string();
+    assert_eq!(text.status.code(), Some(1), "{stdout}");
+    assert!(
+        !stdout.contains(['\u{1b}', '\u{9b}', '\u{202e}']),
+        "raw control characters on the terminal: {stdout:?}"
+    );
+    let line = stdout
+        .lines()
+        .find(|l| l.contains(&orphan.id))
+        .unwrap_or_else(|| panic!("no line for {}: {stdout}", orphan.id));
+    assert!(
+        line.starts_with("PROBLEM port ")
+            && line.contains(r"ClusterLink x\u{1b}[2J\u{9b}31m\u{202e}y\nok      all fine, which no longer exists"),
+        "{line}"
+    );
+    assert!(
+        !stdout.lines().any(|l| l.starts_with("ok      all fine")),
+        "a forged line: {stdout}"
+    );
+    let raw = String::from_utf8_lossy(&json.stdout).to_string();
+    assert!(
+        !raw.contains(['\u{1b}', '\u{9b}', '\u{202e}']) && raw.trim_end().lines().count() == 1,
+        "{raw:?}"
+    );
+    assert!(
+        raw.contains(r"\u001b") && raw.contains(r"\u009b") && raw.contains(r"\u202e"),
+        "{raw}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&raw).expect("JSON");
+    assert!(
+        v["findings"].as_array().expect("findings").iter().any(|f| {
+            f["text"].as_str().is_some_and(|t| {
+                t.contains(&format!("ClusterLink {hostile}, which no longer exists"))
+            })
+        }),
+        "{v}"
+    );
+    env.teardown(&[]).await;
+}

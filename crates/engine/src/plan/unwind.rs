@@ -3,6 +3,7 @@
 //! owns". Ownership comes from the cloud (ports carrying our UID, routes via their
 //! addresses), with status as a hint; nothing else is ever touched.
 
+use bnerd_api::echo::shell_word;
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::{Reason, ReverseRoute, RouteRecord};
 use bnerd_cloud::{CloudError, Port, Route};
@@ -189,8 +190,14 @@ pub(crate) fn detach_blocked(
         })
         .map(|r| {
             format!(
-                "{} via {} (openstack router unset --route destination={},gateway={} {router_id})",
-                r.destination, r.nexthop, r.destination, r.nexthop
+                "{} via {} (openstack router unset --route {} {})",
+                r.destination,
+                r.nexthop,
+                shell_word(&format!(
+                    "destination={},gateway={}",
+                    r.destination, r.nexthop
+                )),
+                shell_word(router_id)
             )
         })
         .collect();
