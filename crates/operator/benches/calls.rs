@@ -142,6 +142,7 @@ async fn fan_out(n: usize, m: usize) {
             service_cidr: format!("100.64.{g}.0/24"),
             port_fixed_ip: format!("10.254.0.{}", 200 + g),
             uid: None,
+            created: None,
         })
         .collect();
     cloud.reset_counters();

@@ -314,6 +314,7 @@ async fn cross_tenant_link_is_ready(mut env: Env) {
         service_cidr: "100.64.81.0/24".into(),
         port_fixed_ip: "10.254.0.250".into(),
         uid: None,
+        created: None,
     }];
     // The gateway's own port holds its portFixedIP, so Neutron cannot pick it for the leg.
     let gateway_port = env.port_at_ip("10.254.0.250", "gateway-pod").await;

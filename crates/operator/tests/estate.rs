@@ -28,6 +28,7 @@ fn target(g: usize) -> ReverseTarget {
         service_cidr: format!("100.64.{g}.0/24"),
         port_fixed_ip: format!("10.254.0.{}", 240 + g),
         uid: None,
+        created: None,
     }
 }
 

@@ -224,6 +224,7 @@ fn target(ns: &str, name: &str, cidr: &str, hop: &str) -> ReverseTarget {
         service_cidr: cidr.into(),
         port_fixed_ip: hop.into(),
         uid: None,
+        created: None,
     }
 }
 
