@@ -172,6 +172,8 @@ string_enum!(
         RouteRemoved,
         TransitNetworkShared,
         ReverseRouteRestored,
+        // On the ClusterLink, a Warning: a port of another project carries its UID.
+        ForeignLegMarker,
         // On the ClusterLink, a Warning: a reconcile of a Ready link put back what was
         // removed out of band (what was missing, when it was seen, what was restored).
         DriftRepaired,

@@ -32,6 +32,10 @@ pub struct ReverseTarget {
     /// `kubectl describe` finds an object's Events by uid. `None` for an object without one
     /// (built by hand, not read from the apiserver).
     pub uid: Option<String>,
+    /// The gateway object's `metadata.creationTimestamp` (RFC 3339, as the apiserver writes
+    /// it: one format, so the text orders by time): of two gateways whose serviceCIDRs
+    /// overlap, the older keeps its routes. `None` (built by hand) counts as newest.
+    pub created: Option<String>,
 }
 
 /// A status field longer than this is no CIDR or address (those take at most 43 bytes):
@@ -93,6 +97,11 @@ pub fn reverse_target(
         uid: obj
             .pointer("/metadata/uid")
             .and_then(Value::as_str)
+            .map(str::to_owned),
+        created: obj
+            .pointer("/metadata/creationTimestamp")
+            .and_then(Value::as_str)
+            .filter(|s| s.len() <= MAX_STATUS_FIELD_BYTES)
             .map(str::to_owned),
     })
 }
@@ -178,6 +187,10 @@ mod tests {
             t.uid.as_deref(),
             Some("6f1c0e9a-0000-4000-8000-000000000001")
         );
+        assert_eq!(t.created, None);
+        with_uid["metadata"]["creationTimestamp"] = json!("2026-11-30T10:00:00Z");
+        let t = reverse_target("IPsecGateway", "ns", "gw", &with_uid).unwrap();
+        assert_eq!(t.created.as_deref(), Some("2026-11-30T10:00:00Z"));
         let null = json!({"spec": full["spec"], "status": {"serviceCIDR": null, "portFixedIP": "10.254.0.10"}});
         assert!(reverse_target("IPsecGateway", "ns", "gw", &null).is_none());
         let mut deleting = full.clone();

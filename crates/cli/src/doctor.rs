@@ -15,6 +15,7 @@ use bnerd_api::names::{ANNOTATION_ABANDON, leg_owner_uid, link_name_in_tags};
 use bnerd_cloud::fabric::{Fabric, FabricError};
 use bnerd_cloud::{CloudError, Neutron, Port, PortQuery, Route};
 use bnerd_engine::plan::share::share_command;
+use bnerd_engine::plan::leg::{LegMark, leg_mark, leg_project};
 
 /// One line of the report: fine, a problem (exit 1), or a warning: nothing is wrong yet,
 /// but something is set that needs a person's attention before it does harm.
@@ -254,6 +255,7 @@ async fn cloud_findings(
             remove_port_hint(p)
         )));
     }
+    out.extend(forged_findings(&ports, fabric, links));
     for l in links {
         let Some(id) = l.status.as_ref().and_then(|s| s.leg_port_id.as_deref()) else {
             continue;
@@ -309,6 +311,36 @@ async fn cloud_findings(
         });
     }
     Ok(())
+}
+
+/// Ports carrying a live link's UID in another project than the one the link builds in: by
+/// the ownership rule the operator applies (`bnerd_engine::plan::leg::leg_mark`) they are not
+/// its legs, so it leaves them alone; someone made them, and a person should know.
+pub fn forged_findings(ports: &[Port], fabric: &Fabric, links: &[ClusterLink]) -> Vec<Finding> {
+    let mut out = vec![];
+    for l in links {
+        let Some(uid) = l.metadata.uid.as_deref() else {
+            continue;
+        };
+        let default_status = bnerd_api::ClusterLinkStatus::default();
+        let status = l.status.as_ref().unwrap_or(&default_status);
+        let project = leg_project(&l.spec, status, &fabric.operator_project_id);
+        for p in ports
+            .iter()
+            .filter(|p| leg_mark(p, uid, project) == LegMark::Forged)
+        {
+            out.push(Finding::problem(format!(
+                "port {} at {} carries the UID of ClusterLink {} but belongs to project {}, not {} (the project that link builds in): it is not that link's leg and the operator leaves it alone (never adopted, removed or routed to); find out who made it, then remove it: openstack port delete {}",
+                p.id,
+                ip_of(p),
+                l.metadata.name.as_deref().unwrap_or_default(),
+                if p.project_id.is_empty() { "(none)" } else { p.project_id.as_str() },
+                project.unwrap_or("(none named)"),
+                shell_word(&p.id)
+            )));
+        }
+    }
+    out
 }
 
 /// What the doctor could get of a cross-tenant link's customer credential.

@@ -21,6 +21,11 @@ pub struct Fabric {
     pub transit_subnet_id: String,
     pub transit_subnet: Ipv4Net,
     pub gateway_router_id: String,
+    /// The project a same-tenant link's leg must belong to: the operator credential's own,
+    /// where its creates land. `discover` fills in the transit network's owner (the operator
+    /// owns the transit network: it creates the per-customer shares, which only the owner
+    /// may); the operator replaces it with its token's project at startup.
+    pub operator_project_id: String,
     /// `extraroute-atomic`: routes are added/removed one by one, never by rewriting the table.
     pub extraroute_atomic: bool,
     /// `revision-if-match`: a rewrite of the route table is refused (412) when someone else
@@ -29,6 +34,60 @@ pub struct Fabric {
     /// `tag-ports-during-bulk-creation` (an ML2 extension driver): tags in a port's create
     /// body are kept. (`tag-creation` only means `POST /{resource}/{id}/tags` exists.)
     pub tags_at_create: bool,
+    /// Which destinations the operator routes on this fabric (operator settings; `discover`
+    /// admits everything, the operator sets them at startup).
+    pub admission: Admission,
+}
+
+/// Which CIDRs the operator installs routes to: the ranges a CIDR must lie in (none: any)
+/// and the shortest prefix it may have (0: any). A destination is attacker-chosen text in a
+/// gateway's status or a link's spec; these bound how much of the address space one object
+/// can pull through the gateway router or into every service router.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CidrPolicy {
+    pub ranges: Vec<Ipv4Net>,
+    pub min_prefix_len: u8,
+}
+
+/// Why a [`CidrPolicy`] refuses a CIDR.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CidrRefusal {
+    /// Its prefix is shorter than the shortest allowed.
+    TooWide,
+    /// It lies in none of the ranges.
+    OutsideRanges,
+}
+
+impl CidrPolicy {
+    pub fn admits(&self, cidr: Ipv4Net) -> Result<(), CidrRefusal> {
+        if cidr.prefix_len() < self.min_prefix_len {
+            return Err(CidrRefusal::TooWide);
+        }
+        if !self.ranges.is_empty() && !self.ranges.iter().any(|r| r.contains(&cidr)) {
+            return Err(CidrRefusal::OutsideRanges);
+        }
+        Ok(())
+    }
+
+    /// The ranges as a person reads them in a message.
+    pub fn ranges_text(&self) -> String {
+        if self.ranges.is_empty() {
+            return "any".into();
+        }
+        let list: Vec<String> = self.ranges.iter().map(ToString::to_string).collect();
+        list.join(", ")
+    }
+}
+
+/// The operator's settings on what it routes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Admission {
+    /// spec.serviceClusterCIDR of every ClusterLink (`IPSEC_SERVICE_CIDR_RANGES`,
+    /// `IPSEC_SERVICE_CIDR_MIN_PREFIX_LENGTH`).
+    pub service_cidrs: CidrPolicy,
+    /// status.serviceCIDR of every gateway with reverse exposures
+    /// (`IPSEC_GATEWAY_CIDR_RANGES`, `IPSEC_GATEWAY_CIDR_MIN_PREFIX_LENGTH`).
+    pub gateway_cidrs: CidrPolicy,
 }
 
 #[derive(Debug, Error)]
@@ -169,6 +228,7 @@ impl Fabric {
             .map_err(|e| keystone_or(e, FabricError::Extensions))?;
         let ext = Extensions::from_aliases(&ext).ok_or(FabricError::NoSafeRouteUpdate)?;
         Ok(Fabric {
+            operator_project_id: network.project_id,
             transit_network_id: network.id,
             transit_subnet_id: subnet_id,
             transit_subnet: cidr,
@@ -176,6 +236,7 @@ impl Fabric {
             extraroute_atomic: ext.extraroute_atomic,
             revision_if_match: ext.revision_if_match,
             tags_at_create: ext.tags_at_create,
+            admission: Admission::default(),
         })
     }
 }
@@ -190,6 +251,37 @@ mod tests {
 
     fn aliases(list: &[&str]) -> Vec<String> {
         list.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn a_cidr_policy_bounds_ranges_and_width() {
+        let net = |s: &str| -> Ipv4Net { s.parse().unwrap() };
+        let p = CidrPolicy {
+            ranges: vec![net("10.0.0.0/8"), net("100.64.0.0/10")],
+            min_prefix_len: 12,
+        };
+        assert_eq!(p.admits(net("10.251.0.0/16")), Ok(()));
+        assert_eq!(p.admits(net("100.64.0.0/12")), Ok(()));
+        assert_eq!(p.admits(net("10.0.0.0/8")), Err(CidrRefusal::TooWide));
+        assert_eq!(p.admits(net("0.0.0.0/1")), Err(CidrRefusal::TooWide));
+        assert_eq!(
+            p.admits(net("11.0.0.0/16")),
+            Err(CidrRefusal::OutsideRanges)
+        );
+        // Straddling a range's edge is outside it.
+        assert_eq!(p.admits(net("100.64.0.0/9")), Err(CidrRefusal::TooWide));
+        assert_eq!(
+            CidrPolicy {
+                min_prefix_len: 0,
+                ..p.clone()
+            }
+            .admits(net("100.0.0.0/8")),
+            Err(CidrRefusal::OutsideRanges)
+        );
+        // Empty: admits all.
+        assert_eq!(CidrPolicy::default().admits(net("0.0.0.0/1")), Ok(()));
+        assert_eq!(p.ranges_text(), "10.0.0.0/8, 100.64.0.0/10");
+        assert_eq!(CidrPolicy::default().ranges_text(), "any");
     }
 
     #[test]

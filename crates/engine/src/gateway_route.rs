@@ -83,7 +83,7 @@ pub(crate) async fn withdraw_orphaned(
     };
     let own_ips: Vec<String> = ports
         .iter()
-        .filter(|p| is_own(p, input.uid))
+        .filter(|p| is_own(p, input.uid, e.leg_project(input)))
         .flat_map(|p| p.fixed_ips.iter().map(|f| f.ip_address.clone()))
         .collect();
     let gone = orphaned(&router.routes, Some(recorded), &own_ips);

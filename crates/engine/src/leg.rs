@@ -49,6 +49,9 @@ pub(crate) struct Leg {
     pub ip: Ipv4Addr,
     pub router_id: String,
     pub seen: Seen,
+    /// The transit network's ports as last listed (the reverse step screens gateway next
+    /// hops against them without another read).
+    pub ports: Vec<Port>,
 }
 
 /// Look up spec.serviceClusterRouter: the router our leg sits on when it still answers to
@@ -122,6 +125,7 @@ async fn observe_new(
     e: &Engine<'_>,
     value: &str,
     uid: &str,
+    project: Option<&str>,
 ) -> Result<(Vec<Port>, RouterSeen, Seen), CloudError> {
     // Started in the sequential path's order, so a cloud that answers at once (the fake)
     // sees the calls in that order and a fault injected at call k hits the same call.
@@ -131,7 +135,10 @@ async fn observe_new(
         e.net.get_router(&e.fabric.gateway_router_id),
     );
     let ports = ports?;
-    let own: Vec<&Port> = ports.iter().filter(|p| rules::is_own(p, uid)).collect();
+    let own: Vec<&Port> = ports
+        .iter()
+        .filter(|p| rules::is_own(p, uid, project))
+        .collect();
     if own.iter().any(|p| p.is_router_interface()) {
         let (found, seen) = observe_router(e, value, &own).await;
         return Ok((ports, found, seen));
@@ -197,10 +204,11 @@ pub(crate) struct Resolved {
 
 pub(crate) async fn resolve(e: &Engine<'_>, input: &Input<'_>) -> Result<Resolved, StepFail> {
     let value = &input.spec.service_cluster_router;
+    let project = e.leg_project(input);
     let found = async {
         let (ports, found, mut seen) = if e.customer.is_none() && input.status.leg_port_id.is_none()
         {
-            observe_new(e, value, input.uid)
+            observe_new(e, value, input.uid, project)
                 .await
                 .map_err(|err| operator(call_failed(LegCall::ListPorts, &err)))?
         } else {
@@ -209,12 +217,17 @@ pub(crate) async fn resolve(e: &Engine<'_>, input: &Input<'_>) -> Result<Resolve
                 .map_err(|err| operator(call_failed(LegCall::ListPorts, &err)))?;
             let own: Vec<&Port> = ports
                 .iter()
-                .filter(|p| rules::is_own(p, input.uid))
+                .filter(|p| rules::is_own(p, input.uid, project))
                 .collect();
             let (found, seen) = observe_router(e, value, &own).await;
             (ports, found, seen)
         };
-        let router = rules::resolve_router(value, found).map_err(leg_side)?;
+        let looker = if e.customer.is_some() {
+            rules::Looker::Customer
+        } else {
+            rules::Looker::Operator
+        };
+        let router = rules::resolve_router(value, found, project, looker).map_err(leg_side)?;
         // Listed or read whole: its routes serve the reverse step.
         seen.service.get_or_insert_with(|| router.clone());
         Ok(Resolved {
@@ -306,6 +319,13 @@ async fn ensure_leg(
         None
     };
     let held = cross_tenant && rules::mismatch_recorded(&input.status.conditions);
+    let project = e.leg_project(input);
+    for p in rules::forged(&ports, input.uid, project) {
+        actions.push(Action::new(
+            ActionKind::ForeignLegMarker,
+            rules::forged_note(p, project),
+        ));
+    }
     let mut listed = Some(ports);
     let mut next_seen = Some(seen);
     for _ in 0..MAX_ROUNDS {
@@ -319,6 +339,8 @@ async fn ensure_leg(
         let chosen = loop {
             let view = LegView {
                 uid: input.uid,
+                project,
+                recorded_ip,
                 router_id: &router.id,
                 pinned: valid.pinned_ip,
                 subnet: e.fabric.transit_subnet,
@@ -426,6 +448,7 @@ async fn ensure_leg(
         }
         let ip = rules::leg_ip(&port).map_err(leg_side)?;
         if settle.attach {
+            rules::attach_allowed(&port, &router).map_err(leg_side)?;
             seen.service = None;
             if let Err(err) = e.leg_net().add_router_interface(&router.id, &port.id).await {
                 // A retry after a lost answer finds the port already ours on this router.
@@ -450,6 +473,7 @@ async fn ensure_leg(
             ip,
             router_id: router.id.clone(),
             seen,
+            ports,
         });
     }
     Err(leg_side(rules::unsettled(MAX_ROUNDS)))

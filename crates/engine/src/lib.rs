@@ -139,7 +139,11 @@ fn validate(
     input: &Input<'_>,
     r: &mut report::Report,
 ) -> Option<plan::validated::Valid> {
-    match plan::validated::plan(input.spec, fabric.transit_subnet) {
+    match plan::validated::plan(
+        input.spec,
+        fabric.transit_subnet,
+        &fabric.admission.service_cidrs,
+    ) {
         Ok(v) => {
             r.pass(ConditionType::Validated, plan::validated::valid_message());
             Some(v)

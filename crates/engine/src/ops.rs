@@ -60,6 +60,11 @@ impl<'a> Engine<'a> {
         }
     }
 
+    /// The project this link's leg must belong to (`plan::leg::leg_project`).
+    pub(crate) fn leg_project<'i>(&'i self, input: &'i super::model::Input<'_>) -> Option<&'i str> {
+        super::plan::leg::leg_project(input.spec, input.status, &self.fabric.operator_project_id)
+    }
+
     /// The credential of the leg's side: the service router, the leg port, reverse routes.
     pub fn leg_net(&self) -> &'a dyn Neutron {
         match &self.customer {
@@ -82,6 +87,33 @@ pub(crate) async fn transit_ports(e: &Engine<'_>) -> Result<Vec<Port>, CloudErro
         ..Default::default()
     };
     e.net.list_ports(&q).await
+}
+
+/// The IPv4 subnets a router is connected to: its interface ports' subnets.
+pub(crate) async fn connected_subnets(
+    net: &dyn Neutron,
+    router_id: &str,
+) -> Result<Vec<ipnet::Ipv4Net>, CloudError> {
+    let q = PortQuery {
+        device_id: Some(router_id.to_string()),
+        ..Default::default()
+    };
+    let mut ids: Vec<String> = net
+        .list_ports(&q)
+        .await?
+        .iter()
+        .filter(|p| p.is_router_interface())
+        .flat_map(|p| p.fixed_ips.iter().map(|f| f.subnet_id.clone()))
+        .collect();
+    ids.sort();
+    ids.dedup();
+    let mut out = vec![];
+    for id in ids {
+        if let Ok(c) = net.get_subnet(&id).await?.cidr.parse() {
+            out.push(c);
+        }
+    }
+    Ok(out)
 }
 
 /// The router as this reconcile already read it, else read now.

@@ -132,6 +132,9 @@ pub struct Recording<'a> {
     /// Writes go to the cloud too, and are recorded as a plan would name them: what a test
     /// compares a plan with.
     tap: bool,
+    /// The project a planned port lands in: the credential's, as Neutron would set it (the
+    /// reconcile checks a port's project before attaching it).
+    project: String,
 }
 
 /// The id a planned port goes by until Neutron gives it one.
@@ -143,6 +146,15 @@ impl<'a> Recording<'a> {
             inner,
             overlay: Mutex::new(Overlay::default()),
             tap: false,
+            project: String::new(),
+        }
+    }
+
+    /// Planned ports are created in this project (the credential's own).
+    pub fn creating_in(self, project: &str) -> Self {
+        Self {
+            project: project.to_string(),
+            ..self
         }
     }
 
@@ -297,6 +309,7 @@ impl Neutron for Recording<'_> {
                     })
                     .collect(),
                 tags: req.tags.clone(),
+                project_id: self.project.clone(),
                 ..Default::default()
             };
             o.ports.insert(id, Some(port.clone()));

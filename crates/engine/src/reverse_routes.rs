@@ -11,8 +11,8 @@ use super::ops::{self, Engine};
 use super::plan::StepFail;
 use super::plan::reverse_route_of;
 use super::plan::reverse_routes::{
-    GatewayProblem, ReverseCall, ReverseView, add_failed, call_failed, plan, screen, split_after,
-    verdict,
+    GatewayProblem, ReverseCall, ReversePlan, ReverseView, ScreenView, add_failed, call_failed,
+    connected_overlap, plan, screen, split_after, verdict,
 };
 
 /// What the step leaves behind: the routes to record, the condition, and the gateways that
@@ -31,8 +31,24 @@ pub(crate) async fn ensure(e: &Engine<'_>, input: &Input<'_>, leg: &Leg) -> Reve
         link_cidrs.push(c);
     }
     link_cidrs.extend(input.peers.iter().filter_map(|p| p.cidr));
-    let (desired, mut problems) =
-        screen(input.reverse_targets, e.fabric.transit_subnet, &link_cidrs);
+    let mut claimed = vec![leg.ip];
+    claimed.extend(
+        input
+            .peers
+            .iter()
+            .flat_map(|p| p.transit_ips.iter().copied()),
+    );
+    let (desired, mut problems) = screen(
+        input.reverse_targets,
+        &ScreenView {
+            transit: e.fabric.transit_subnet,
+            link_cidrs: &link_cidrs,
+            ports: &leg.ports,
+            operator_project: &e.fabric.operator_project_id,
+            claimed: &claimed,
+            policy: &e.fabric.admission.gateway_cidrs,
+        },
+    );
     let recorded = &input.status.reverse_routes;
     if desired.is_empty() && recorded.is_empty() {
         return ReverseOutcome {
@@ -66,7 +82,23 @@ pub(crate) async fn ensure(e: &Engine<'_>, input: &Input<'_>, leg: &Leg) -> Reve
         );
     }
     let mut installed = p.keep.clone();
-    problems.extend(p.conflicts);
+    problems.extend(p.conflicts.iter().cloned());
+    let mut add = p.add.clone();
+    if !add.is_empty() {
+        // Only a route about to be added pays for the router's interfaces: a converged link
+        // reads nothing more.
+        match ops::connected_subnets(e.leg_net(), rid).await {
+            Ok(connected) => {
+                let (ok, refused) = connected_overlap(&add, &connected);
+                add = ok;
+                problems.extend(refused);
+            }
+            Err(err) => {
+                return fail(call_failed(ReverseCall::Read, rid, &err), recorded.clone());
+            }
+        }
+    }
+    let p = ReversePlan { add, ..p };
     if !p.add.is_empty() {
         let mut batch: Vec<Route> = p.add.iter().map(reverse_route_of).collect();
         batch.sort();

@@ -61,6 +61,7 @@ async fn unwind_round(
     };
     let p = plan(&UnwindView {
         uid: input.uid,
+        project: e.leg_project(input),
         ports: &ports,
         gateway_routes: gateway.as_ref().map(|g| g.routes.as_slice()).unwrap_or(&[]),
         recorded: input.status.gateway_route.as_ref(),
@@ -96,6 +97,7 @@ pub async fn unwind_gateway(e: &Engine<'_>, input: &Input<'_>) -> Result<(), Ste
     };
     let p = plan(&UnwindView {
         uid: input.uid,
+        project: e.leg_project(input),
         ports: &ports,
         gateway_routes: &gateway.routes,
         recorded: input.status.gateway_route.as_ref(),

@@ -17,8 +17,8 @@ use bnerd_vpn_operator::engine::{
 
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::{ClusterLink, ClusterLinkSpec, GatewayRef};
-use bnerd_cloud::NeutronAdmin;
 use bnerd_cloud::fabric::Fabric;
+use bnerd_cloud::{Neutron, NeutronAdmin};
 use bnerd_cloud_fake::{FakeCloud, FakeNeutron};
 use bnerd_testkit::{lab_client, lab_env, lab_tagged_client, reconcile_one, unique};
 use bnerd_vpn_operator::controller::link_input;
@@ -132,6 +132,17 @@ async fn fan_out(n: usize, m: usize) {
     for i in 0..n {
         run(&net, &fab, &mut links, i, &[]).await;
     }
+    // The gateways' own ports hold their portFixedIPs (a next hop must be a gateway port).
+    for g in 0..m {
+        net.create_port(&bnerd_cloud::CreatePort {
+            network_id: fab.transit_network_id.clone(),
+            ip_address: Some(format!("10.254.0.{}", 200 + g)),
+            name: format!("gateway-pod-{g}"),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    }
     let targets: Vec<ReverseTarget> = (0..m)
         .map(|g| ReverseTarget {
             gateway: GatewayRef {
@@ -142,6 +153,7 @@ async fn fan_out(n: usize, m: usize) {
             service_cidr: format!("100.64.{g}.0/24"),
             port_fixed_ip: format!("10.254.0.{}", 200 + g),
             uid: None,
+            created: None,
         })
         .collect();
     cloud.reset_counters();

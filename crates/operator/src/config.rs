@@ -4,7 +4,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use bnerd_cloud::fabric::{Admission, CidrPolicy};
 use clap::Parser;
+use ipnet::Ipv4Net;
 use thiserror::Error;
 
 pub use crate::logging::LogFormat;
@@ -51,6 +53,65 @@ pub struct Args {
     /// the leader dies, and a leader that cannot renew stops before it runs out.
     #[arg(long, env = "IPSEC_LEASE_DURATION", default_value = "15s")]
     pub lease_duration: String,
+    /// Ranges every spec.serviceClusterCIDR must lie in, comma-separated; empty: any.
+    #[arg(long, env = "IPSEC_SERVICE_CIDR_RANGES", default_value = DEFAULT_SERVICE_CIDR_RANGES)]
+    pub service_cidr_ranges: String,
+    /// The shortest prefix a spec.serviceClusterCIDR may have (0: any).
+    #[arg(
+        long,
+        env = "IPSEC_SERVICE_CIDR_MIN_PREFIX_LENGTH",
+        default_value_t = 12
+    )]
+    pub service_cidr_min_prefix_length: u8,
+    /// Ranges every gateway's status.serviceCIDR must lie in to get reverse routes,
+    /// comma-separated; empty: any.
+    #[arg(long, env = "IPSEC_GATEWAY_CIDR_RANGES", default_value = "")]
+    pub gateway_cidr_ranges: String,
+    /// The shortest prefix a gateway's status.serviceCIDR may have (0: any).
+    #[arg(
+        long,
+        env = "IPSEC_GATEWAY_CIDR_MIN_PREFIX_LENGTH",
+        default_value_t = 0
+    )]
+    pub gateway_cidr_min_prefix_length: u8,
+}
+
+/// The private and shared-address ranges (RFC 1918, RFC 6598): where service clusters'
+/// node networks live. The chart's default too.
+pub const DEFAULT_SERVICE_CIDR_RANGES: &str =
+    "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10";
+
+/// Parse a comma-separated list of IPv4 CIDRs and a shortest prefix into a policy.
+fn cidr_policy(
+    ranges: &str,
+    min_prefix_len: u8,
+    setting: &'static str,
+    prefix_setting: &'static str,
+) -> Result<CidrPolicy, ConfigError> {
+    let mut out = vec![];
+    for item in ranges.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let net: Ipv4Net = item.parse().map_err(|_| ConfigError::Invalid {
+            setting,
+            message: format!("{item:?} is not an IPv4 CIDR (e.g. 10.0.0.0/8)"),
+        })?;
+        if net.trunc() != net {
+            return Err(ConfigError::Invalid {
+                setting,
+                message: format!("{item} has host bits set (did you mean {}?)", net.trunc()),
+            });
+        }
+        out.push(net);
+    }
+    if min_prefix_len > 32 {
+        return Err(ConfigError::Invalid {
+            setting: prefix_setting,
+            message: format!("{min_prefix_len} is not a prefix length (0 to 32)"),
+        });
+    }
+    Ok(CidrPolicy {
+        ranges: out,
+        min_prefix_len,
+    })
 }
 
 /// Validated settings.
@@ -65,6 +126,8 @@ pub struct Config {
     pub metrics_addr: SocketAddr,
     /// None: no leader election, this process always reconciles.
     pub lease: Option<LeaseConfig>,
+    /// What the operator routes: link and gateway CIDR bounds.
+    pub admission: Admission,
 }
 
 /// The leader election's settings.
@@ -166,7 +229,22 @@ impl TryFrom<Args> for Config {
             namespace: a.lease_namespace.filter(|n| !n.trim().is_empty()),
             duration: lease_duration,
         });
+        let admission = Admission {
+            service_cidrs: cidr_policy(
+                &a.service_cidr_ranges,
+                a.service_cidr_min_prefix_length,
+                "IPSEC_SERVICE_CIDR_RANGES (--service-cidr-ranges)",
+                "IPSEC_SERVICE_CIDR_MIN_PREFIX_LENGTH (--service-cidr-min-prefix-length)",
+            )?,
+            gateway_cidrs: cidr_policy(
+                &a.gateway_cidr_ranges,
+                a.gateway_cidr_min_prefix_length,
+                "IPSEC_GATEWAY_CIDR_RANGES (--gateway-cidr-ranges)",
+                "IPSEC_GATEWAY_CIDR_MIN_PREFIX_LENGTH (--gateway-cidr-min-prefix-length)",
+            )?,
+        };
         Ok(Config {
+            admission,
             gateway_router_id: need(
                 a.gateway_router_id,
                 "IPSEC_GATEWAY_ROUTER_ID (--gateway-router-id)",
@@ -272,6 +350,60 @@ mod tests {
         assert!(
             Args::try_parse_from(["op", "--log-format", "xml"]).is_err(),
             "clap names the allowed values"
+        );
+    }
+
+    #[test]
+    fn cidr_bounds_default_to_the_private_ranges_and_are_checked() {
+        let ids = ["--gateway-router-id", "r", "--transit-network-id", "n"];
+        let with = |extra: &[&str]| {
+            let mut v = ids.to_vec();
+            v.extend_from_slice(extra);
+            Config::try_from(args(&v))
+        };
+        let c = with(&[]).unwrap();
+        let text: Vec<String> = c
+            .admission
+            .service_cidrs
+            .ranges
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            text,
+            [
+                "10.0.0.0/8",
+                "172.16.0.0/12",
+                "192.168.0.0/16",
+                "100.64.0.0/10"
+            ]
+        );
+        assert_eq!(c.admission.service_cidrs.min_prefix_len, 12);
+        assert_eq!(c.admission.gateway_cidrs, CidrPolicy::default());
+        // An empty list admits all.
+        let c = with(&[
+            "--service-cidr-ranges",
+            "",
+            "--service-cidr-min-prefix-length",
+            "0",
+        ])
+        .unwrap();
+        assert_eq!(c.admission.service_cidrs, CidrPolicy::default());
+        let c = with(&["--gateway-cidr-ranges", "100.64.0.0/10, 10.96.0.0/12"]).unwrap();
+        assert_eq!(c.admission.gateway_cidrs.ranges.len(), 2);
+        let e = with(&["--service-cidr-ranges", "10.0.0.0/8,nope"]).unwrap_err();
+        assert!(
+            e.to_string().starts_with("IPSEC_SERVICE_CIDR_RANGES")
+                && e.to_string().contains("nope"),
+            "{e}"
+        );
+        let e = with(&["--gateway-cidr-ranges", "10.0.0.1/8"]).unwrap_err();
+        assert!(e.to_string().contains("host bits"), "{e}");
+        let e = with(&["--gateway-cidr-min-prefix-length", "33"]).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("IPSEC_GATEWAY_CIDR_MIN_PREFIX_LENGTH"),
+            "{e}"
         );
     }
 }

@@ -192,8 +192,14 @@ async fn apply(
         .await;
     }
     for a in &rest {
-        info!(clusterlink = %name, reason = a.kind.as_str(), "{}", a.note);
-        publish(ctx, &reference, EventType::Normal, a.kind.as_str(), &a.note).await;
+        let type_ = if a.kind.is_warning() {
+            warn!(clusterlink = %name, reason = a.kind.as_str(), "{}", a.note);
+            EventType::Warning
+        } else {
+            info!(clusterlink = %name, reason = a.kind.as_str(), "{}", a.note);
+            EventType::Normal
+        };
+        publish(ctx, &reference, type_, a.kind.as_str(), &a.note).await;
     }
     for p in &outcome.gateway_problems {
         warn_gateway(ctx, &name, p, &targets).await;
@@ -396,12 +402,14 @@ async fn warn_gateway(ctx: &Context, link: &str, p: &GatewayProblem, targets: &[
         ..Default::default()
     };
     warn!(clusterlink = %link, gateway = %format!("{}/{}", p.gateway.namespace, p.gateway.name), "reverse route not installed: {}", p.message);
+    // The gateway's tenant reads this Event: its own problem only, never which link, router
+    // or other tenant's CIDR met it (the link's condition and the log carry those).
     publish(
         ctx,
         &reference,
         EventType::Warning,
         EventReason::ReverseRouteNotInstalled.as_str(),
-        &format!("ClusterLink {link}: {}", p.message),
+        &p.note,
     )
     .await;
 }

@@ -247,6 +247,7 @@ mod tests {
                 service_cidr: cidr.into(),
                 port_fixed_ip: "10.254.0.10".into(),
                 uid: None,
+                created: None,
             }),
         )
     }

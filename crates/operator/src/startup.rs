@@ -47,7 +47,7 @@ impl Problem {
 }
 
 async fn check(cloud: &OpenStack, config: &Config) -> Result<(Fabric, OperatorIdentity), Problem> {
-    let fabric = Fabric::discover(cloud, &config.transit_network_id, &config.gateway_router_id)
+    let mut fabric = Fabric::discover(cloud, &config.transit_network_id, &config.gateway_router_id)
         .await
         .map_err(|e: FabricError| Problem {
             unreachable: e.is_unreachable(),
@@ -57,6 +57,16 @@ async fn check(cloud: &OpenStack, config: &Config) -> Result<(Fabric, OperatorId
         unreachable: e.is_retryable(),
         message: format!("operator credential: {e}"),
     })?;
+    if token.project_id != fabric.operator_project_id {
+        warn!(
+            operator_project = %token.project_id,
+            transit_network_project = %fabric.operator_project_id,
+            "the transit network belongs to another project than the operator credential's; same-tenant legs are the operator project's ports"
+        );
+    }
+    // A same-tenant leg is a port in the project the operator's creates land in.
+    fabric.operator_project_id = token.project_id.clone();
+    fabric.admission = config.admission.clone();
     let operator = OperatorIdentity {
         project_id: token.project_id,
         auth_url: cloud.auth_config().auth_url.clone(),
@@ -266,9 +276,11 @@ mod tests {
             transit_subnet_id: "s".into(),
             transit_subnet: "10.254.0.0/24".parse().unwrap(),
             gateway_router_id: "gw".into(),
+            operator_project_id: "op".into(),
             extraroute_atomic: true,
             revision_if_match: true,
             tags_at_create: false,
+            admission: Default::default(),
         }
     }
 

@@ -13,16 +13,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use bnerd_api::gateway::ReverseTarget;
-use bnerd_api::names::ANNOTATION_API_ACCESS;
+use bnerd_api::names::{ANNOTATION_API_ACCESS, TAG_MANAGED, tag_link_uid};
 use bnerd_api::{ClusterLinkSpec, GatewayRef, SecretRef};
 use bnerd_cloud::{
-    ACCESS_AS_SHARED, AuthConfig, AuthMethod, NeutronAdmin, OpenStack, Route, ShareNetwork,
+    ACCESS_AS_SHARED, AuthConfig, AuthMethod, CreatePort, NeutronAdmin, OpenStack, Port, Route,
+    ShareNetwork,
 };
 use bnerd_cloud_fake::FakeCloud;
 use bnerd_testkit::{Env, both, spec, unique};
 use bnerd_vpn_operator::controller::{link_input, peers_of};
 use bnerd_vpn_operator::engine::{
-    Checked, CredentialSource, Customer, CustomerCloud, CustomerCredential, Engine,
+    ActionKind, Checked, CredentialSource, Customer, CustomerCloud, CustomerCredential, Engine,
     OperatorIdentity, Outcome, Retry, reconcile_cross_tenant, unwind,
 };
 
@@ -314,6 +315,7 @@ async fn cross_tenant_link_is_ready(mut env: Env) {
         service_cidr: "100.64.81.0/24".into(),
         port_fixed_ip: "10.254.0.250".into(),
         uid: None,
+        created: None,
     }];
     // The gateway's own port holds its portFixedIP, so Neutron cannot pick it for the leg.
     let gateway_port = env.port_at_ip("10.254.0.250", "gateway-pod").await;
@@ -410,6 +412,11 @@ async fn failures_name_the_credential(mut env: Env) {
     let (_, r, m) = env.condition("blind", "LegAttached");
     assert_eq!(r, "RouterResolveFailed");
     assert!(m.starts_with("customer credential (secret "), "{m}");
+    // The lookup used the customer's credential, and the message says so.
+    assert!(
+        m.contains("visible to the customer credential") && !m.contains("operator credential"),
+        "{m}"
+    );
     assert_eq!(own_shares(&env, &side.project).await, 0, "nothing shared");
     assert_eq!(env.condition("blind", "TransitNetworkShared").0, "Unknown");
     delete(&mut env, "blind", &side).await;
@@ -1032,3 +1039,208 @@ async fn credentials_project_changed(mut env: Env) {
     side.net.delete_router(&router.id).await.unwrap();
 }
 both!(credentials_project_changed);
+
+/// Share the test's transit network with the customer's project by hand (as the operator
+/// does for a cross-tenant link), so the customer can make ports on it.
+async fn share_with(env: &Env, project: &str) {
+    let r = env
+        .net
+        .create_rbac_policy(&ShareNetwork {
+            network_id: env.fabric.transit_network_id.clone(),
+            action: ACCESS_AS_SHARED.into(),
+            target_tenant: project.into(),
+        })
+        .await;
+    if let Err(e) = r {
+        assert!(e.to_string().contains("409"), "sharing: {e}");
+    }
+}
+
+/// A port the customer makes on the shared transit network (Neutron picks its address).
+async fn customer_port(env: &Env, side: &Side, name: &str, description: &str) -> Port {
+    side.net
+        .create_port(&CreatePort {
+            network_id: env.fabric.transit_network_id.clone(),
+            subnet_id: Some(env.fabric.transit_subnet_id.clone()),
+            name: name.into(),
+            description: description.into(),
+            ..Default::default()
+        })
+        .await
+        .expect("customer port")
+}
+
+/// "A port is a link's leg only when it is on the transit network and in the project the
+/// link builds in": a customer project the transit network is shared with makes a port and
+/// writes a same-tenant link's UID into its tags and description. It is never kept,
+/// unwound (the operator, the network's owner, could delete it) or routed to; it is
+/// reported.
+async fn a_forged_leg_marker_is_never_trusted(mut env: Env) {
+    let side = customer_side(&env).await;
+    let svc = env.router("victim").await;
+    let cidr = "10.225.0.0/16";
+    env.add_link("victim", spec(&svc.id, cidr, None));
+    env.reconcile("victim").await;
+    env.assert_ready("victim");
+    let uid = env.link("victim").metadata.uid.clone().unwrap();
+    share_with(&env, &side.project).await;
+    let forged = customer_port(
+        &env,
+        &side,
+        "forged",
+        &format!("ClusterLink victim leg, managed by bnerd-vpn-operator, clusterlink-uid={uid}"),
+    )
+    .await;
+    side.net
+        .set_port_tags(&forged.id, &[TAG_MANAGED.into(), tag_link_uid(&uid)])
+        .await
+        .unwrap();
+    let forged_ip = forged.first_ip().unwrap().to_string();
+    let exists = |ports: &[Port]| ports.iter().any(|p| p.id == forged.id);
+
+    // Beside the real leg it is no duplicate to remove.
+    let out = env.reconcile("victim").await;
+    env.assert_ready("victim");
+    assert!(
+        exists(&env.ports().await),
+        "the customer's port was deleted"
+    );
+    let warned: Vec<&str> = out
+        .actions
+        .iter()
+        .filter(|a| a.kind == ActionKind::ForeignLegMarker)
+        .map(|a| a.note.as_str())
+        .collect();
+    assert_eq!(warned.len(), 1, "{:?}", out.actions);
+    assert!(
+        warned[0].contains(&forged.id) && warned[0].contains(&side.project),
+        "{}",
+        warned[0]
+    );
+
+    // The leg vanishes out of band: the new leg is a port of the operator's, never the
+    // forged one, and the route follows the new leg only.
+    let leg = env.leg_port_id("victim");
+    env.net
+        .remove_router_interface(&svc.id, &leg)
+        .await
+        .unwrap();
+    env.reconcile("victim").await;
+    env.assert_ready("victim");
+    let ip = env.transit_ip("victim").unwrap();
+    assert_ne!(ip, forged_ip);
+    assert_eq!(env.gateway_routes().await, vec![Route::new(cidr, &ip)]);
+    assert_ne!(env.leg_port_id("victim"), forged.id);
+
+    // The delete unwinds the link's own leg and leaves the customer's port alone.
+    env.delete("victim").await;
+    assert!(env.gateway_routes().await.is_empty());
+    assert!(
+        exists(&env.ports().await),
+        "the unwind deleted the customer's port"
+    );
+    side.net.delete_port(&forged.id).await.unwrap();
+}
+both!(a_forged_leg_marker_is_never_trusted);
+
+/// "After resolving, refuse a router outside the expected project": an operator running on
+/// an admin credential sees every router of the cloud; a same-tenant link naming a
+/// customer's router (by ID or by name) must not get a leg on it.
+async fn a_router_of_another_project_is_refused(mut env: Env) {
+    let side = customer_side(&env).await;
+    let theirs = side.net.create_router(&unique("theirs")).await.unwrap();
+    let admin = admin_of(&env);
+    let fabric = env.fabric.clone();
+    let engine = Engine::same_tenant(admin.as_ref(), &fabric);
+    for (name, value) in [("grab-id", &theirs.id), ("grab-name", &theirs.name)] {
+        env.add_link(name, spec(value, "10.227.0.0/16", None));
+        let l = env.link(name).clone();
+        let status = l.status.clone().unwrap_or_default();
+        let input = link_input(&l, &status, &[], &env.reverse).expect("uid");
+        let out = engine.reconcile(&input).await;
+        let c = out
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "LegAttached")
+            .unwrap();
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "RouterResolveFailed"),
+            "{name}: {}",
+            c.message
+        );
+        assert!(
+            c.message.contains(&side.project)
+                && c.message.contains(&env.fabric.operator_project_id),
+            "{name}: both projects named: {}",
+            c.message
+        );
+        let uid = l.metadata.uid.clone().unwrap();
+        assert!(
+            !env.ports()
+                .await
+                .iter()
+                .any(|p| p.description.contains(&uid) || p.tags.iter().any(|t| t.contains(&uid))),
+            "{name}: no leg was created"
+        );
+        let i = env
+            .links
+            .iter()
+            .position(|l| l.metadata.name.as_deref() == Some(name));
+        env.links.remove(i.unwrap());
+    }
+    side.net.delete_router(&theirs.id).await.unwrap();
+}
+both!(a_router_of_another_project_is_refused);
+
+/// "Adopt only at status.transitIP when it is set": the leg vanished, and an untagged port
+/// at another address sits on the customer's router; adopting it would move the gateway
+/// route to a new address, which TransitIPMismatch exists to prevent.
+async fn a_cross_tenant_leg_is_adopted_only_at_its_address(mut env: Env) {
+    let side = customer_side(&env).await;
+    let router = side.net.create_router(&unique("adopt")).await.unwrap();
+    add(&mut env, &side, "adopt", &router.id, "10.226.0.0/16");
+    reconcile(&mut env, "adopt", &side).await;
+    env.assert_ready("adopt");
+    let old = env.transit_ip("adopt").unwrap();
+    let leg = env.leg_port_id("adopt");
+    side.net
+        .remove_router_interface(&router.id, &leg)
+        .await
+        .unwrap();
+    // The old address is taken at once, so the hand-made port lands elsewhere.
+    let squatter = env.port_at_ip(&old, "squatter").await;
+    let hand = customer_port(&env, &side, "hand-made", "").await;
+    side.net
+        .add_router_interface(&router.id, &hand.id)
+        .await
+        .unwrap();
+    let hand_ip = hand.first_ip().unwrap().to_string();
+    reconcile(&mut env, "adopt", &side).await;
+    let (s, r, m) = env.condition("adopt", "LegAttached");
+    assert_eq!(
+        (s.as_str(), r.as_str()),
+        ("False", "TransitIPMismatch"),
+        "{m}"
+    );
+    assert!(
+        !env.gateway_routes()
+            .await
+            .iter()
+            .any(|r| r.nexthop == hand_ip),
+        "the gateway route followed the port to {hand_ip}"
+    );
+    assert!(
+        env.gateway_routes().await.is_empty(),
+        "the route via {old} went"
+    );
+    delete(&mut env, "adopt", &side).await;
+    side.net
+        .remove_router_interface(&router.id, &hand.id)
+        .await
+        .unwrap();
+    env.net.delete_port(&squatter.id).await.unwrap();
+    side.net.delete_router(&router.id).await.unwrap();
+}
+both!(a_cross_tenant_leg_is_adopted_only_at_its_address);

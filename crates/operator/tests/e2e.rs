@@ -236,6 +236,47 @@ async fn operator_binary_converges_heals_and_unwinds() {
     .await;
     let st = l.status.clone().expect("status");
     assert_eq!(st.transit_ip.as_deref(), Some("10.254.0.3"));
+    // With the binary's default bounds, half the address space is no service CIDR: refused
+    // before any cloud call, naming the setting.
+    let wide = unique("e2e-wide");
+    api.create(
+        &PostParams::default(),
+        &link(
+            &wide,
+            json!({"serviceClusterRouter": svc.name, "serviceClusterCIDR": "128.0.0.0/1"}),
+        ),
+    )
+    .await
+    .expect("create the wide link");
+    let refused = wait_for("the wide link refused", 30, async || {
+        let l = api.get(&wide).await.ok()?;
+        let c = l
+            .status?
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Validated" && c.status == "False")?;
+        Some(c)
+    })
+    .await;
+    assert_eq!(refused.reason, "InvalidSpec");
+    assert!(
+        refused
+            .message
+            .contains("IPSEC_SERVICE_CIDR_MIN_PREFIX_LENGTH"),
+        "{}",
+        refused.message
+    );
+    assert!(
+        !env.get_router(&env.fabric.gateway_router_id)
+            .await
+            .routes
+            .iter()
+            .any(|r| r.destination == "128.0.0.0/1"),
+        "no route to half the address space"
+    );
+    api.delete(&wide, &DeleteParams::default())
+        .await
+        .expect("delete the wide link");
     assert!(
         l.metadata
             .finalizers
@@ -320,6 +361,8 @@ async fn operator_binary_converges_heals_and_unwinds() {
     let gws: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
     let gw_name = unique("drift-gw");
     let reverse = Route::new("100.64.9.0/24", "10.254.0.251");
+    // The gateway pod's port holds its portFixedIP (teardown removes it).
+    env.port_at_ip(&reverse.nexthop, "gateway-pod").await;
     let gateway: kube::api::DynamicObject = serde_json::from_value(json!({
         "apiVersion": "ipsec.bnerd.net/v1alpha1", "kind": "IPsecGateway",
         "metadata": {"name": gw_name, "namespace": "default", "labels": {TEST_LABEL: "true"}},
@@ -498,6 +541,8 @@ async fn gateway_changes_fan_out_to_every_link() {
     let gws: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
     let gw_name = unique("gw");
     let route = ("100.64.7.0/24".to_string(), "10.254.0.250".to_string());
+    // The gateway pod's port holds its portFixedIP (teardown removes it).
+    env.port_at_ip(&route.1, "gateway-pod").await;
     let gateway = |exposures: serde_json::Value| {
         serde_json::from_value::<kube::api::DynamicObject>(json!({
             "apiVersion": "ipsec.bnerd.net/v1alpha1", "kind": "IPsecGateway",

@@ -28,6 +28,7 @@ fn target(g: usize) -> ReverseTarget {
         service_cidr: format!("100.64.{g}.0/24"),
         port_fixed_ip: format!("10.254.0.{}", 240 + g),
         uid: None,
+        created: None,
     }
 }
 
@@ -84,6 +85,14 @@ async fn batched_resync_and_gateway_change_budgets() {
     const N: usize = 200;
     let cloud = FakeCloud::new().max_routes(N + 10);
     let mut env = fake_env_with(cloud.clone()).await;
+    // The gateways' own ports hold their portFixedIPs (a next hop must be a gateway port).
+    for g in 0..4 {
+        env.port_at_ip(
+            &format!("10.254.0.{}", 240 + g),
+            &format!("gateway-pod-{g}"),
+        )
+        .await;
+    }
     let targets: Vec<ReverseTarget> = (0..3).map(target).collect();
     for i in 0..N {
         let r = env.router(&format!("svc{i}")).await;

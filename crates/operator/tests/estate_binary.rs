@@ -98,6 +98,15 @@ async fn real_binary_memory_idle_cpu_and_a_gateway_change() {
     install_gateway_crds(&client).await;
     let net: std::sync::Arc<OpenStack> = std::sync::Arc::new(lab_client(&lab, "SCALE"));
     let env = env_on(net.clone()).await;
+    // The gateways' own ports hold their portFixedIPs (a next hop must be a gateway port of
+    // the operator's project); removed with the fabric at the end.
+    for g in 0..50 {
+        env.port_at_ip(
+            &format!("10.254.0.{}", 200 + g),
+            &format!("gateway-pod-{g}"),
+        )
+        .await;
+    }
     let mut routers = vec![];
     for i in 0..LINKS {
         routers.push(env.router(&format!("bin{i}")).await.id);
@@ -227,6 +236,12 @@ async fn real_binary_memory_idle_cpu_and_a_gateway_change() {
         })
         .await
         .unwrap_or_default();
+    let (gateway_pods, left): (Vec<_>, Vec<_>) = left
+        .into_iter()
+        .partition(|p| p.name.starts_with("gateway-pod-"));
+    for p in &gateway_pods {
+        let _ = net.delete_port(&p.id).await;
+    }
     for p in &left {
         let _ = net.remove_router_interface(&p.device_id, &p.id).await;
     }

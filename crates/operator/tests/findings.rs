@@ -224,6 +224,7 @@ fn target(ns: &str, name: &str, cidr: &str, hop: &str) -> ReverseTarget {
         service_cidr: cidr.into(),
         port_fixed_ip: hop.into(),
         uid: None,
+        created: None,
     }
 }
 
@@ -232,6 +233,8 @@ fn target(ns: &str, name: &str, cidr: &str, hop: &str) -> ReverseTarget {
 /// the detach is named.
 async fn unwind_removes_reverse_routes_without_status(mut env: Env) {
     let svc = env.router("f4").await;
+    // The gateway's own port holds its portFixedIP (a next hop must be a gateway port).
+    let gw_port = env.port_at_ip("10.254.0.10", "gateway-pod").await;
     env.reverse = vec![target("gw", "g1", "100.64.41.0/24", "10.254.0.10")];
     env.add_link("f4", spec(&svc.id, "10.46.0.0/16", None));
     env.reconcile("f4").await;
@@ -273,6 +276,7 @@ async fn unwind_removes_reverse_routes_without_status(mut env: Env) {
         .await
         .unwrap();
     env.delete("f4").await;
+    env.net.delete_port(&gw_port.id).await.unwrap();
     assert_eq!(env.ports().await.len(), 1);
 }
 both!(unwind_removes_reverse_routes_without_status);
@@ -281,6 +285,10 @@ both!(unwind_removes_reverse_routes_without_status);
 /// gateway never blocks the others and is named.
 async fn bad_gateways_never_block_good_ones(mut env: Env) {
     let svc = env.router("f5").await;
+    let gw_ports = [
+        env.port_at_ip("10.254.0.11", "gateway-pod-good").await,
+        env.port_at_ip("10.254.0.12", "gateway-pod-late").await,
+    ];
     env.reverse = vec![
         target("tenant-x", "everything", "0.0.0.0/0", "10.254.0.10"),
         target("tenant-y", "far", "100.64.52.0/24", "192.168.9.9"),
@@ -321,8 +329,8 @@ async fn bad_gateways_never_block_good_ones(mut env: Env) {
         }]
     );
 
-    // A gateway whose route Neutron refuses (its next hop is this link's own leg address)
-    // is named too, and the others still go in.
+    // A gateway whose next hop is this link's own leg address is named too (the screen
+    // refuses it before Neutron would), and the others still go in.
     env.reverse = vec![
         target("ok", "good", "100.64.51.0/24", "10.254.0.11"),
         target("ok", "self", "100.64.53.0/24", "10.254.0.3"),
@@ -332,7 +340,7 @@ async fn bad_gateways_never_block_good_ones(mut env: Env) {
     let (_, r, m) = env.condition("f5", "ReverseRoutesInstalled");
     assert_eq!(r, "EnsureReverseRoutesFailed");
     assert!(
-        m.contains("IPsecGateway ok/self") && m.contains("InvalidRoutes"),
+        m.contains("IPsecGateway ok/self") && m.contains("leg address"),
         "{m}"
     );
     let mut routes = env.get_router(&svc.id).await.routes;
@@ -346,6 +354,9 @@ async fn bad_gateways_never_block_good_ones(mut env: Env) {
     );
     env.delete("f5").await;
     assert!(env.get_router(&svc.id).await.routes.is_empty());
+    for p in gw_ports {
+        env.net.delete_port(&p.id).await.unwrap();
+    }
 }
 both!(bad_gateways_never_block_good_ones);
 

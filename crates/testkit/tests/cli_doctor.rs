@@ -1,7 +1,9 @@
 //! What kubectl-clusterlink's `doctor` finds on cloud state the operator's engine made: here
 //! rather than in the CLI crate, so that the CLI does not depend on the operator.
 
-use bnerd_cloud::Route;
+use std::sync::Arc;
+
+use bnerd_cloud::{CreatePort, NeutronAdmin, Route};
 use bnerd_clusterlink_cli::doctor::{Finding, diagnose};
 use bnerd_testkit::{Env, both, spec, unique};
 
@@ -111,3 +113,42 @@ async fn doctor_finds_what_is_wrong(mut env: Env) {
     env.delete("healthy").await;
 }
 both!(doctor_finds_what_is_wrong);
+
+/// "A marked port of another project is never adopted, kept, unwound or trusted as a nexthop;
+/// it is reported (Warning Event and `doctor`)": a port someone else made on the transit
+/// network, carrying a live link's UID.
+async fn doctor_names_a_forged_leg_marker(mut env: Env) {
+    let a = env.router("doc-f").await;
+    env.add_link("marked", spec(&a.id, "10.76.0.0/16", None));
+    env.reconcile("marked").await;
+    env.assert_ready("marked");
+    let uid = env.link("marked").metadata.uid.clone().unwrap();
+    // A cloud admin's port is in the admin's project, not the operator's.
+    let admin: Arc<dyn NeutronAdmin> = match &env.fake {
+        Some(cloud) => Arc::new(cloud.admin("admin")),
+        None => Arc::new(bnerd_testkit::lab_client(
+            &bnerd_testkit::lab_env().expect("lab.env"),
+            "ADMIN",
+        )),
+    };
+    let forged = admin
+        .create_port(&CreatePort {
+            network_id: env.fabric.transit_network_id.clone(),
+            ip_address: Some("10.254.0.210".into()),
+            name: "forged".into(),
+            description: format!("clusterlink-uid={uid}"),
+            ..Default::default()
+        })
+        .await
+        .expect("forged port");
+    let p = problems(&findings(&env).await);
+    assert!(
+        p.iter().any(|t| t.contains(&forged.id)
+            && t.contains("carries the UID of ClusterLink marked")
+            && t.contains("not that link's leg")),
+        "{p:#?}"
+    );
+    admin.delete_port(&forged.id).await.unwrap();
+    env.delete("marked").await;
+}
+both!(doctor_names_a_forged_leg_marker);

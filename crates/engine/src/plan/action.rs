@@ -17,6 +17,8 @@ pub enum ActionKind {
     TransitNetworkShared,
     /// Reverse routes status recorded were found gone from the service router and re-added.
     ReverseRouteRestored,
+    /// A port of another project carries this link's UID: left alone, reported (a Warning).
+    ForeignLegMarker,
 }
 
 impl ActionKind {
@@ -32,7 +34,13 @@ impl ActionKind {
             ActionKind::RouteRemoved => EventReason::RouteRemoved,
             ActionKind::TransitNetworkShared => EventReason::TransitNetworkShared,
             ActionKind::ReverseRouteRestored => EventReason::ReverseRouteRestored,
+            ActionKind::ForeignLegMarker => EventReason::ForeignLegMarker,
         }
+    }
+
+    /// Whether its Event is a Warning: something a human should look at, not a change made.
+    pub fn is_warning(self) -> bool {
+        matches!(self, ActionKind::ForeignLegMarker)
     }
 
     /// The Event reason as the API spells it.

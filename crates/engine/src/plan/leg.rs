@@ -42,35 +42,101 @@ pub(crate) fn looks_like_id(value: &str) -> bool {
     value.len() == 36 && value.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
 }
 
-/// The router this link's leg belongs on, or LegAttached=False/RouterResolveFailed.
-pub(crate) fn resolve_router(value: &str, seen: RouterSeen) -> Result<Router, StepFail> {
-    let fail = |m: String| StepFail::terminal(Reason::RouterResolveFailed, m);
-    match seen {
-        RouterSeen::Current(r) | RouterSeen::ById(r) => Ok(r),
-        RouterSeen::Failed(what, e) => Err(StepFail::cloud(Reason::RouterResolveFailed, &what, &e)),
-        RouterSeen::ByName(found) => match <[Router; 1]>::try_from(found) {
-            Ok([r]) => Ok(r),
-            Err(found) if found.is_empty() => Err(fail(format!(
-                "spec.serviceClusterRouter {}: no router with that name or ID is visible to the operator credential",
-                quoted(value)
-            ))),
-            Err(many) => {
-                let ids: Vec<&str> = many.iter().map(|r| r.id.as_str()).collect();
-                Err(fail(format!(
-                    "spec.serviceClusterRouter {} is ambiguous: {} routers carry that name ({}); use the router ID",
-                    quoted(value),
-                    many.len(),
-                    ids.join(", ")
-                )))
-            }
-        },
+/// Who looked the router up: the message says whose view "not visible" is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Looker {
+    Operator,
+    Customer,
+}
+
+impl Looker {
+    fn credential(self) -> &'static str {
+        match self {
+            Looker::Operator => "the operator credential",
+            Looker::Customer => "the customer credential",
+        }
     }
+}
+
+/// The router this link's leg belongs on, or LegAttached=False/RouterResolveFailed. Only a
+/// router of the project the link builds in (`project`) qualifies: a credential that sees
+/// further (an admin operator credential sees every router in the cloud; a customer
+/// credential with a custom cross-project role sees other projects') must not put a leg on
+/// another project's router.
+pub(crate) fn resolve_router(
+    value: &str,
+    seen: RouterSeen,
+    project: Option<&str>,
+    looker: Looker,
+) -> Result<Router, StepFail> {
+    let fail = |m: String| StepFail::terminal(Reason::RouterResolveFailed, m);
+    let in_project = |r: &Router| project.is_some_and(|p| !p.is_empty() && r.project_id == p);
+    let outside = |r: &Router| {
+        fail(format!(
+            "spec.serviceClusterRouter {} resolves to router {} of project {}, not of project {}, the one this link builds in; a leg is only put on a router of that project",
+            quoted(value),
+            r.id,
+            if r.project_id.is_empty() {
+                "(none)"
+            } else {
+                r.project_id.as_str()
+            },
+            project.unwrap_or("(none named)")
+        ))
+    };
+    match seen {
+        RouterSeen::Current(r) | RouterSeen::ById(r) if in_project(&r) => Ok(r),
+        RouterSeen::Current(r) | RouterSeen::ById(r) => Err(outside(&r)),
+        RouterSeen::Failed(what, e) => Err(StepFail::cloud(Reason::RouterResolveFailed, &what, &e)),
+        RouterSeen::ByName(found) => {
+            let (ours, others): (Vec<Router>, Vec<Router>) =
+                found.into_iter().partition(in_project);
+            match <[Router; 1]>::try_from(ours) {
+                Ok([r]) => Ok(r),
+                Err(ours) if ours.is_empty() => Err(match others.first() {
+                    Some(r) => outside(r),
+                    None => fail(format!(
+                        "spec.serviceClusterRouter {}: no router with that name or ID is visible to {}",
+                        quoted(value),
+                        looker.credential()
+                    )),
+                }),
+                Err(many) => {
+                    let ids: Vec<&str> = many.iter().map(|r| r.id.as_str()).collect();
+                    Err(fail(format!(
+                        "spec.serviceClusterRouter {} is ambiguous: {} routers carry that name ({}); use the router ID",
+                        quoted(value),
+                        many.len(),
+                        ids.join(", ")
+                    )))
+                }
+            }
+        }
+    }
+}
+
+/// "check the port's project before attaching it": Neutron refuses an interface of another
+/// project for a member, but an admin credential's attach would succeed and put one
+/// project's port on another's router.
+pub(crate) fn attach_allowed(port: &Port, router: &Router) -> Result<(), StepFail> {
+    if port.project_id == router.project_id {
+        return Ok(());
+    }
+    Err(StepFail::terminal(
+        Reason::EnsureRouterHasPortFailed,
+        format!(
+            "leg port {} belongs to project {}, router {} to project {}: a leg is only attached to a router of its own project",
+            port.id, port.project_id, router.id, router.project_id
+        ),
+    ))
 }
 
 /// Everything the leg decision reads.
 #[derive(Debug)]
 pub(crate) struct LegView<'a> {
     pub uid: &'a str,
+    /// The project this link's leg must belong to ([`leg_project`]).
+    pub project: Option<&'a str>,
     /// The router resolved from the spec.
     pub router_id: &'a str,
     /// spec.transitIP, validated.
@@ -84,6 +150,9 @@ pub(crate) struct LegView<'a> {
     /// A cross-tenant leg: the customer may not ask for an address on a network it does not
     /// own (403), so Neutron picks it.
     pub neutron_picks: bool,
+    /// status.transitIP of a cross-tenant leg still bound to it ([`bound_address`]): an
+    /// untagged port is adopted only there.
+    pub recorded_ip: Option<Ipv4Addr>,
     /// The last reconcile ended in TransitIPMismatch: it stays until a human recreates the
     /// link, without creating (and deleting) a port at every resync.
     pub mismatch_held: bool,
@@ -115,10 +184,79 @@ pub(crate) enum LegPlan {
     Refuse(StepFail),
 }
 
-/// Whether this port is one of this link's legs (DESIGN 6.2: the UID tag, or the description
-/// marker of a port whose tags were dropped).
-pub(crate) fn is_own(p: &Port, uid: &str) -> bool {
-    leg_owner_uid(&p.tags, &p.description) == Some(uid)
+/// The project a link's leg must belong to: the operator's for a same-tenant link, the
+/// customer project the link names for a cross-tenant one (the one its credential must
+/// authenticate into; status records the same once it resolved). None: a cross-tenant link
+/// that names no project, which owns no port.
+pub fn leg_project<'a>(
+    spec: &'a bnerd_api::ClusterLinkSpec,
+    status: &'a bnerd_api::ClusterLinkStatus,
+    operator_project: &'a str,
+) -> Option<&'a str> {
+    if spec.credentials_secret_ref.is_none() {
+        return Some(operator_project);
+    }
+    spec.customer_project_id
+        .as_deref()
+        .or(status.customer_project_id.as_deref())
+        .filter(|p| !p.is_empty())
+}
+
+/// What a port on the transit network is to one link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LegMark {
+    /// Its leg: it carries the link's UID (tag, or the description marker of a port whose
+    /// tags were dropped) and lives in the project the link builds in.
+    Own,
+    /// It carries the link's UID but lives in another project. Any project the transit network
+    /// is shared with can create ports on it and write any description, so the marker alone
+    /// proves nothing: such a port is never adopted, kept, unwound or trusted as a next hop,
+    /// only reported.
+    Forged,
+    /// Not marked for this link.
+    Other,
+}
+
+/// The ownership rule (docs/crd-reference.md, "Which port is a link's leg"): the one
+/// statement the reconcile, the unwind, `plan` and `doctor` all apply. Every port it is
+/// asked about was listed on the transit network.
+pub fn leg_mark(p: &Port, uid: &str, project: Option<&str>) -> LegMark {
+    if leg_owner_uid(&p.tags, &p.description) != Some(uid) {
+        return LegMark::Other;
+    }
+    if project.is_some_and(|want| !want.is_empty() && p.project_id == want) {
+        LegMark::Own
+    } else {
+        LegMark::Forged
+    }
+}
+
+/// Whether this port is one of this link's legs ([`leg_mark`]).
+pub(crate) fn is_own(p: &Port, uid: &str, project: Option<&str>) -> bool {
+    leg_mark(p, uid, project) == LegMark::Own
+}
+
+/// Ports carrying this link's UID in another project than its own (for the Warning).
+pub(crate) fn forged<'p>(ports: &'p [Port], uid: &str, project: Option<&str>) -> Vec<&'p Port> {
+    ports
+        .iter()
+        .filter(|p| leg_mark(p, uid, project) == LegMark::Forged)
+        .collect()
+}
+
+/// The Warning about a port that carries this link's marker in another project.
+pub(crate) fn forged_note(p: &Port, project: Option<&str>) -> String {
+    format!(
+        "port {} at {} on the transit network carries this link's UID but belongs to project {}, not {}: it is not this link's leg and is left alone (not adopted, not removed, never a next hop); whoever made it should remove it",
+        p.id,
+        p.first_ip().unwrap_or("no address"),
+        if p.project_id.is_empty() {
+            "(none)"
+        } else {
+            p.project_id.as_str()
+        },
+        project.unwrap_or("(no project named)")
+    )
 }
 
 pub(crate) fn port_ip(p: &Port) -> Option<Ipv4Addr> {
@@ -167,7 +305,11 @@ fn keeper<'p>(own: &[&'p Port], v: &LegView<'_>) -> Option<&'p Port> {
 
 /// The leg decision (DESIGN 6.1, 6.2, 6.6).
 pub(crate) fn plan(v: &LegView<'_>) -> LegPlan {
-    let own: Vec<&Port> = v.ports.iter().filter(|p| is_own(p, v.uid)).collect();
+    let own: Vec<&Port> = v
+        .ports
+        .iter()
+        .filter(|p| is_own(p, v.uid, v.project))
+        .collect();
     if let Some(keep) = keeper(&own, v) {
         let extras: Vec<(Port, UnwindWhy)> = own
             .iter()
@@ -201,6 +343,15 @@ pub(crate) fn plan(v: &LegView<'_>) -> LegPlan {
     allocate(v)
 }
 
+/// "an untagged port already attached to the target router": in the project the link builds
+/// in (a router only takes interfaces of its own project, so another project's port there is
+/// something this link did not expect and must not take over).
+fn adoptable(h: &Port, v: &LegView<'_>) -> bool {
+    !is_managed(&h.tags)
+        && h.is_interface_of(v.router_id)
+        && v.project.is_some_and(|want| h.project_id == want)
+}
+
 /// "starting at the transit subnet's .3 … any address already claimed by another ClusterLink
 /// or occupied on the network is skipped too, unless spec.transitIP pins one explicitly", and
 /// "an untagged port already attached to the target router, at the candidate transit IP, is
@@ -226,7 +377,7 @@ fn allocate(v: &LegView<'_>) -> LegPlan {
                 .map(move |ip| (ip, p))
         })
         .collect();
-    let adoptable = |h: &Port| !is_managed(&h.tags) && h.is_interface_of(v.router_id);
+    let adoptable = |h: &Port| adoptable(h, v);
 
     if let Some(ip) = v.pinned {
         if let Some(peer) = claimed.get(&ip) {
@@ -295,8 +446,13 @@ fn allocate_by_neutron(v: &LegView<'_>) -> LegPlan {
     if v.mismatch_held {
         return LegPlan::Refuse(mismatch_held());
     }
-    let adoptable = |h: &&Port| !is_managed(&h.tags) && h.is_interface_of(v.router_id);
-    let at = |p: &&Port| v.pinned.is_none_or(|ip| p.has_ip(&ip.to_string()));
+    let adoptable = |h: &&Port| adoptable(h, v);
+    // "at the candidate transit IP": a leg recorded at an address is adopted only there, or
+    // the gateway route would follow a port to a new address (what TransitIPMismatch is for).
+    let at = |p: &&Port| {
+        v.pinned.is_none_or(|ip| p.has_ip(&ip.to_string()))
+            && v.recorded_ip.is_none_or(|ip| p.has_ip(&ip.to_string()))
+    };
     if let Some(h) = v.ports.iter().filter(adoptable).find(at) {
         return LegPlan::Adopt(h.clone());
     }
@@ -535,6 +691,8 @@ mod tests {
         subnet: &'static str,
         neutron_picks: bool,
         mismatch_held: bool,
+        project: Option<&'static str>,
+        recorded: Option<&'static str>,
     }
 
     impl Default for Case {
@@ -547,6 +705,9 @@ mod tests {
                 subnet: "10.254.0.0/24",
                 neutron_picks: false,
                 mismatch_held: false,
+                // The fixtures' ports live in the project "operator".
+                project: Some("operator"),
+                recorded: None,
             }
         }
     }
@@ -555,6 +716,7 @@ mod tests {
         let lost: BTreeSet<Ipv4Addr> = c.raced.iter().map(|s| s.parse().unwrap()).collect();
         plan(&LegView {
             uid: UID,
+            project: c.project,
             router_id: R,
             pinned: c.pinned.map(|s| s.parse().unwrap()),
             subnet: c.subnet.parse().unwrap(),
@@ -562,6 +724,7 @@ mod tests {
             peers: &c.peers,
             lost_races: &lost,
             neutron_picks: c.neutron_picks,
+            recorded_ip: c.recorded.map(|s| s.parse().unwrap()),
             mismatch_held: c.mismatch_held,
         })
     }
@@ -810,6 +973,96 @@ mod tests {
         assert_eq!(run(c), LegPlan::Keep(loose));
     }
 
+    fn in_project(mut p: Port, project: &str) -> Port {
+        p.project_id = project.into();
+        p
+    }
+
+    #[test]
+    fn a_marker_in_another_project_is_never_the_leg() {
+        // Any project the transit network is shared with can create a port on it and write
+        // this link's UID into its tags or description: only the project the link builds in
+        // makes a marked port its leg.
+        let forged = in_project(ours(leg("forged", "10.254.0.3", R)), "customer-x");
+        assert_eq!(leg_mark(&forged, UID, Some("operator")), LegMark::Forged);
+        assert_eq!(leg_mark(&forged, UID, Some("customer-x")), LegMark::Own);
+        assert_eq!(
+            leg_mark(&forged, "uid-2", Some("customer-x")),
+            LegMark::Other
+        );
+        // A cross-tenant link naming no project owns nothing.
+        assert_eq!(leg_mark(&forged, UID, None), LegMark::Forged);
+        let mut by_description = in_project(port("d", "10.254.0.9"), "customer-x");
+        by_description.description = format!("mine, {}", tag_link_uid(UID));
+        assert_eq!(
+            leg_mark(&by_description, UID, Some("operator")),
+            LegMark::Forged
+        );
+        // Not kept (and not unwound as a duplicate): the walk passes over its address.
+        let c = Case {
+            ports: vec![forged.clone()],
+            ..Default::default()
+        };
+        assert_eq!(run(c), create("10.254.0.4"));
+        // Beside our own leg it is no duplicate to remove.
+        let mine = ours(leg("mine", "10.254.0.5", R));
+        let c = Case {
+            ports: vec![forged.clone(), mine.clone()],
+            ..Default::default()
+        };
+        assert_eq!(run(c), LegPlan::Keep(mine));
+        // Pinned at its address: refused, naming the holder's project.
+        let c = Case {
+            ports: vec![forged.clone()],
+            pinned: Some("10.254.0.3"),
+            ..Default::default()
+        };
+        let (reason, msg) = refused(&run(c));
+        assert_eq!(reason, Reason::TransitIPUnavailable);
+        assert!(msg.contains("project customer-x"), "{msg}");
+    }
+
+    #[test]
+    fn an_untagged_port_of_another_project_is_never_adopted() {
+        // "an untagged port already attached to the target router": a port of another
+        // project there is not this link's to take over.
+        let foreign = in_project(leg("hand", "10.254.0.3", R), "customer-x");
+        let c = Case {
+            ports: vec![foreign.clone()],
+            ..Default::default()
+        };
+        assert_eq!(run(c), create("10.254.0.4"));
+        let c = Case {
+            ports: vec![foreign.clone()],
+            neutron_picks: true,
+            project: Some("customer-a"),
+            ..Default::default()
+        };
+        assert_eq!(run(c), LegPlan::CreateAny);
+    }
+
+    #[test]
+    fn a_cross_tenant_leg_is_adopted_only_at_its_recorded_address() {
+        // TransitIPMismatch exists so the gateway route never follows a port to a new
+        // address: with status.transitIP bound, an untagged port elsewhere is not adopted.
+        let elsewhere = leg("hand", "10.254.0.40", R);
+        let c = Case {
+            neutron_picks: true,
+            ports: vec![elsewhere.clone()],
+            recorded: Some("10.254.0.7"),
+            ..Default::default()
+        };
+        assert_eq!(run(c), LegPlan::CreateAny);
+        let there = leg("hand", "10.254.0.7", R);
+        let c = Case {
+            neutron_picks: true,
+            ports: vec![elsewhere, there.clone()],
+            recorded: Some("10.254.0.7"),
+            ..Default::default()
+        };
+        assert_eq!(run(c), LegPlan::Adopt(there));
+    }
+
     #[test]
     fn cross_tenant_legs_get_their_address_from_neutron() {
         // "a non-owner gets 403 for a fixed ip_address": Neutron picks it.
@@ -877,19 +1130,44 @@ mod tests {
         let r = |id: &str, name: &str| Router {
             id: id.into(),
             name: name.into(),
+            project_id: "operator".into(),
             ..Default::default()
         };
+        let foreign = |id: &str, name: &str| Router {
+            project_id: "elsewhere".into(),
+            ..r(id, name)
+        };
+        let resolve = |v: &str, seen| resolve_router(v, seen, Some("operator"), Looker::Operator);
         // "a router name or ID — resolved at reconcile time"
         assert_eq!(
-            resolve_router("svc", RouterSeen::ByName(vec![r("1", "svc")]))
+            resolve("svc", RouterSeen::ByName(vec![r("1", "svc")]))
                 .unwrap()
                 .id,
             "1"
         );
-        let f = resolve_router("svc", RouterSeen::ByName(vec![])).unwrap_err();
+        let f = resolve("svc", RouterSeen::ByName(vec![])).unwrap_err();
         assert_eq!(f.reason, Reason::RouterResolveFailed);
-        assert!(f.message.contains("no router with that name or ID"));
+        assert!(
+            f.message.contains("no router with that name or ID")
+                && f.message.contains("visible to the operator credential"),
+            "{}",
+            f.message
+        );
+        // Cross-tenant: the lookup used the customer's credential, and says so.
         let f = resolve_router(
+            "svc",
+            RouterSeen::ByName(vec![]),
+            Some("c"),
+            Looker::Customer,
+        )
+        .unwrap_err();
+        assert!(
+            f.message.contains("visible to the customer credential")
+                && !f.message.contains("operator credential"),
+            "{}",
+            f.message
+        );
+        let f = resolve(
             "svc",
             RouterSeen::ByName(vec![r("1", "svc"), r("2", "svc")]),
         )
@@ -899,11 +1177,52 @@ mod tests {
             "{}",
             f.message
         );
+        // A router of another project is refused, by ID and by name, naming both projects;
+        // beside one of the link's own project it is no candidate at all.
+        for seen in [
+            RouterSeen::ById(foreign("9", "svc")),
+            RouterSeen::Current(foreign("9", "svc")),
+            RouterSeen::ByName(vec![foreign("9", "svc")]),
+        ] {
+            let f = resolve("svc", seen).unwrap_err();
+            assert_eq!(f.reason, Reason::RouterResolveFailed);
+            assert!(
+                f.message.contains("router 9 of project elsewhere")
+                    && f.message.contains("not of project operator"),
+                "{}",
+                f.message
+            );
+        }
+        assert_eq!(
+            resolve(
+                "svc",
+                RouterSeen::ByName(vec![foreign("9", "svc"), r("1", "svc")])
+            )
+            .unwrap()
+            .id,
+            "1"
+        );
+        // A cross-tenant link naming no project resolves nothing.
+        assert!(
+            resolve_router(
+                "svc",
+                RouterSeen::ById(r("1", "svc")),
+                None,
+                Looker::Customer
+            )
+            .is_err()
+        );
+        // The attach checks the port's project against the router's.
+        let mut p = port("p", "10.254.0.3");
+        assert!(attach_allowed(&p, &r("1", "svc")).is_ok());
+        p.project_id = "elsewhere".into();
+        let f = attach_allowed(&p, &r("1", "svc")).unwrap_err();
+        assert_eq!(f.reason, Reason::EnsureRouterHasPortFailed);
         let e = CloudError::Timeout {
             method: "GET".into(),
             path: "/routers".into(),
         };
-        let f = resolve_router("svc", RouterSeen::Failed("looking up".into(), e)).unwrap_err();
+        let f = resolve("svc", RouterSeen::Failed("looking up".into(), e)).unwrap_err();
         assert!(f.retryable && f.reason == Reason::RouterResolveFailed);
         assert!(current_router_settles(&r("1", "svc"), "svc"));
         assert!(current_router_settles(&r("1", "renamed"), "1"));

@@ -3,13 +3,14 @@
 //! namespace and are untrusted input: each target is screened, and one bad gateway never
 //! blocks the others.
 
-use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use bnerd_api::echo::quoted;
 use bnerd_api::gateway::ReverseTarget;
+use bnerd_api::names::{is_managed, leg_owner_uid};
 use bnerd_api::{GatewayRef, Reason, ReverseRoute};
-use bnerd_cloud::{CloudError, Route};
+use bnerd_cloud::fabric::{CidrPolicy, CidrRefusal};
+use bnerd_cloud::{CloudError, Port, Route};
 use ipnet::{IpNet, Ipv4Net};
 
 use super::{StepFail, reverse_route_of};
@@ -19,9 +20,26 @@ use super::{StepFail, reverse_route_of};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GatewayProblem {
     pub gateway: GatewayRef,
+    /// For the link's condition and the operator's log (platform admins read those): may
+    /// name ports, projects, routers and other links.
     pub message: String,
+    /// For the Warning Event on the gateway, which its namespace's tenant reads: this
+    /// gateway's own problem only, never another tenant's CIDR, router, link or project.
+    pub note: String,
     /// Whether trying again soon may help (a cloud hiccup, not a bad object).
     pub retryable: bool,
+}
+
+impl GatewayProblem {
+    /// A problem whose message names nothing but the gateway's own fields.
+    fn own(gateway: &GatewayRef, message: String, retryable: bool) -> Self {
+        Self {
+            gateway: gateway.clone(),
+            note: message.clone(),
+            message,
+            retryable,
+        }
+    }
 }
 
 pub(crate) fn gateway_name(g: &GatewayRef) -> String {
@@ -36,109 +54,245 @@ fn as_reverse_route(t: &ReverseTarget) -> ReverseRoute {
     }
 }
 
-/// Why this target cannot become a route, if it cannot.
-fn target_fault(t: &ReverseTarget, transit: Ipv4Net, link_cidrs: &[Ipv4Net]) -> Option<String> {
+/// What the screen checks every gateway against. Gateways live in any namespace, so their
+/// status is untrusted: it steers a route on every service router of the estate.
+#[derive(Debug)]
+pub(crate) struct ScreenView<'a> {
+    pub transit: Ipv4Net,
+    /// Every link's spec.serviceClusterCIDR (this one's and its peers').
+    pub link_cidrs: &'a [Ipv4Net],
+    /// Every port on the transit network (the leg step's list).
+    pub ports: &'a [Port],
+    /// The operator's project: a gateway's transit port is the operator's.
+    pub operator_project: &'a str,
+    /// Transit addresses links claim (legs): never a gateway's.
+    pub claimed: &'a [Ipv4Addr],
+    /// The operator's bounds on gateway CIDRs.
+    pub policy: &'a CidrPolicy,
+}
+
+/// A refusal: (message for the link, note for the gateway).
+type Fault = (String, String);
+
+fn same(m: String) -> Fault {
+    (m.clone(), m)
+}
+
+/// Why this target's serviceCIDR cannot be routed, if it cannot.
+fn cidr_fault(t: &ReverseTarget, v: &ScreenView<'_>) -> Result<Ipv4Net, Fault> {
     let cidr = match t.service_cidr.parse::<IpNet>() {
         Ok(IpNet::V4(n)) => n,
         Ok(IpNet::V6(_)) => {
-            return Some(format!(
+            return Err(same(format!(
                 "status.serviceCIDR {} is not IPv4; the transit fabric is IPv4",
                 t.service_cidr
-            ));
+            )));
         }
         Err(_) => {
-            return Some(format!(
+            return Err(same(format!(
                 "status.serviceCIDR {} is not a CIDR",
                 quoted(&t.service_cidr)
-            ));
+            )));
         }
     };
     if cidr.prefix_len() == 0 {
-        return Some(format!(
+        return Err(same(format!(
             "status.serviceCIDR {cidr} would route everything on the service router through the gateway"
-        ));
+        )));
     }
     if cidr.trunc() != cidr {
-        return Some(format!("status.serviceCIDR {cidr} has host bits set"));
+        return Err(same(format!("status.serviceCIDR {cidr} has host bits set")));
     }
-    if bnerd_api::cidr::overlaps(cidr, transit) {
-        return Some(format!(
-            "status.serviceCIDR {cidr} overlaps the transit subnet {transit}"
-        ));
+    if bnerd_api::cidr::overlaps(cidr, v.transit) {
+        return Err(same(format!(
+            "status.serviceCIDR {cidr} overlaps the transit subnet {}",
+            v.transit
+        )));
     }
-    if let Some(c) = link_cidrs
+    match v.policy.admits(cidr) {
+        Ok(()) => {}
+        Err(CidrRefusal::TooWide) => {
+            return Err(same(format!(
+                "status.serviceCIDR {cidr} is wider than the operator admits for gateways: its prefix must be /{} or longer (operator setting IPSEC_GATEWAY_CIDR_MIN_PREFIX_LENGTH)",
+                v.policy.min_prefix_len
+            )));
+        }
+        Err(CidrRefusal::OutsideRanges) => {
+            return Err(same(format!(
+                "status.serviceCIDR {cidr} is outside the ranges the operator admits for gateways ({}; operator setting IPSEC_GATEWAY_CIDR_RANGES)",
+                v.policy.ranges_text()
+            )));
+        }
+    }
+    if let Some(c) = v
+        .link_cidrs
         .iter()
         .find(|c| bnerd_api::cidr::overlaps(**c, cidr))
     {
-        return Some(format!(
-            "status.serviceCIDR {cidr} overlaps the service cluster CIDR {c} of a ClusterLink"
+        return Err((
+            format!(
+                "status.serviceCIDR {cidr} overlaps the service cluster CIDR {c} of a ClusterLink"
+            ),
+            format!("status.serviceCIDR {cidr} overlaps a service cluster's CIDR"),
         ));
     }
-    let hop: Ipv4Addr = match t.port_fixed_ip.parse() {
-        Ok(h) => h,
-        Err(_) => {
-            return Some(format!(
-                "status.portFixedIP {} is not an IPv4 address",
-                quoted(&t.port_fixed_ip)
-            ));
-        }
+    Ok(cidr)
+}
+
+/// Why this target's portFixedIP is no gateway port, if it is none: the next hop must be a
+/// port the operator's project holds on the transit network, and no leg, router interface,
+/// gateway-router leg (.1) or DHCP address (.2), or any address could steer every service
+/// router's traffic for the CIDR to another customer's leg.
+fn hop_fault(t: &ReverseTarget, v: &ScreenView<'_>) -> Result<(), Fault> {
+    let transit = v.transit;
+    let Ok(hop) = t.port_fixed_ip.parse::<Ipv4Addr>() else {
+        return Err(same(format!(
+            "status.portFixedIP {} is not an IPv4 address",
+            quoted(&t.port_fixed_ip)
+        )));
     };
     if !transit.contains(&hop) || hop == transit.network() || hop == transit.broadcast() {
-        return Some(format!(
+        return Err(same(format!(
             "status.portFixedIP {hop} is not a host address of the transit subnet {transit}"
+        )));
+    }
+    let base = u32::from(transit.network());
+    if u32::from(hop) == base + 1 || u32::from(hop) == base + 2 {
+        return Err(same(format!(
+            "status.portFixedIP {hop} is the transit subnet's .1 (the gateway router's leg) or .2 (DHCP), never a gateway's port"
+        )));
+    }
+    let not_gateway = format!(
+        "status.portFixedIP {hop} is not a gateway port on the transit network (a port of the operator's project that is no router interface and no ClusterLink's leg)"
+    );
+    if v.claimed.contains(&hop) {
+        return Err((
+            format!("status.portFixedIP {hop} is a ClusterLink's leg address"),
+            not_gateway,
         ));
     }
-    None
+    let text = hop.to_string();
+    let Some(p) = v.ports.iter().find(|p| p.has_ip(&text)) else {
+        return Err(same(format!(
+            "status.portFixedIP {hop}: no port on the transit network holds that address"
+        )));
+    };
+    if is_managed(&p.tags) || leg_owner_uid(&p.tags, &p.description).is_some() {
+        return Err((
+            format!(
+                "status.portFixedIP {hop} is held by port {}, a ClusterLink's leg",
+                p.id
+            ),
+            not_gateway,
+        ));
+    }
+    if p.is_router_interface() {
+        return Err((
+            format!(
+                "status.portFixedIP {hop} is held by port {}, an interface of router {}",
+                p.id, p.device_id
+            ),
+            not_gateway,
+        ));
+    }
+    if p.project_id != v.operator_project {
+        return Err((
+            format!(
+                "status.portFixedIP {hop} is held by port {} of project {}, not the operator's project {}",
+                p.id, p.project_id, v.operator_project
+            ),
+            not_gateway,
+        ));
+    }
+    Ok(())
+}
+
+/// Older first: creationTimestamp (none counts as newest), then namespace/name.
+fn age_key(t: &ReverseTarget) -> (bool, &str, &str, &str, &str) {
+    (
+        t.created.is_none(),
+        t.created.as_deref().unwrap_or(""),
+        &t.gateway.namespace,
+        &t.gateway.name,
+        &t.gateway.kind,
+    )
 }
 
 /// Split the estate's targets into the ones to route and the ones refused, each refusal
-/// naming its gateway. Two gateways that route one destination via different addresses are
-/// both refused ("one nexthop per destination"); identical ones share one route.
+/// naming its gateway. Of two gateways whose serviceCIDRs overlap, the older keeps its
+/// routes and the newer is refused naming it ("one next hop per destination", and a newer
+/// object can never take an older one's traffic); identical ones share one route.
 pub(crate) fn screen(
     targets: &[ReverseTarget],
-    transit: Ipv4Net,
-    link_cidrs: &[Ipv4Net],
+    v: &ScreenView<'_>,
 ) -> (Vec<ReverseRoute>, Vec<GatewayProblem>) {
     let mut problems = vec![];
-    let mut ok: Vec<&ReverseTarget> = vec![];
+    let mut ok: Vec<(&ReverseTarget, Ipv4Net)> = vec![];
     for t in targets {
-        match target_fault(t, transit, link_cidrs) {
-            Some(message) => problems.push(GatewayProblem {
+        let checked = cidr_fault(t, v).and_then(|c| hop_fault(t, v).map(|()| c));
+        match checked {
+            Err((message, note)) => problems.push(GatewayProblem {
                 gateway: t.gateway.clone(),
                 message,
+                note,
                 retryable: false,
             }),
-            None => ok.push(t),
+            Ok(c) => ok.push((t, c)),
         }
     }
-    let mut hops: BTreeMap<&str, Vec<&ReverseTarget>> = BTreeMap::new();
-    for t in &ok {
-        hops.entry(t.service_cidr.as_str()).or_default().push(t);
-    }
-    let mut routes = vec![];
-    for (cidr, ts) in hops {
-        let first = ts[0].port_fixed_ip.as_str();
-        if ts.iter().all(|t| t.port_fixed_ip == first) {
-            routes.extend(ts.iter().map(|t| as_reverse_route(t)));
-            continue;
-        }
-        let names: Vec<String> = ts
-            .iter()
-            .map(|t| format!("{} via {}", gateway_name(&t.gateway), t.port_fixed_ip))
-            .collect();
-        for t in ts {
-            problems.push(GatewayProblem {
-                gateway: t.gateway.clone(),
-                message: format!(
-                    "status.serviceCIDR {cidr} is claimed with different next hops ({}); one destination takes one next hop",
-                    names.join(", ")
+    ok.sort_by(|a, b| age_key(a.0).cmp(&age_key(b.0)));
+    let mut kept: Vec<(&ReverseTarget, Ipv4Net)> = vec![];
+    for (t, cidr) in ok {
+        let older = kept.iter().find(|(k, kc)| {
+            bnerd_api::cidr::overlaps(*kc, cidr)
+                && !(*kc == cidr && k.port_fixed_ip == t.port_fixed_ip)
+        });
+        match older {
+            None => kept.push((t, cidr)),
+            Some((k, _)) => problems.push(GatewayProblem::own(
+                &t.gateway,
+                format!(
+                    "status.serviceCIDR {cidr} overlaps the serviceCIDR of an older gateway, {}, which keeps its routes; one destination takes one next hop",
+                    gateway_name(&k.gateway)
                 ),
-                retryable: false,
-            });
+                false,
+            )),
         }
     }
+    let mut routes: Vec<ReverseRoute> = kept.iter().map(|(t, _)| as_reverse_route(t)).collect();
     routes.sort();
     (routes, problems)
+}
+
+/// The subnets connected to the service router (its interfaces' subnets): a gateway CIDR
+/// overlapping one of them would take traffic for a network the router reaches directly.
+pub(crate) fn connected_overlap(
+    desired: &[ReverseRoute],
+    connected: &[Ipv4Net],
+) -> (Vec<ReverseRoute>, Vec<GatewayProblem>) {
+    let mut ok = vec![];
+    let mut problems = vec![];
+    for d in desired {
+        let hit = d
+            .service_cidr
+            .parse::<Ipv4Net>()
+            .ok()
+            .filter(|c| connected.iter().any(|s| bnerd_api::cidr::overlaps(*s, *c)));
+        match hit {
+            None => ok.push(d.clone()),
+            Some(c) => problems.push(GatewayProblem {
+                gateway: d.gateway_ref.clone(),
+                message: format!(
+                    "status.serviceCIDR {c} overlaps a subnet connected to this link's service router"
+                ),
+                note: format!(
+                    "status.serviceCIDR {c} overlaps a subnet connected to a service cluster's router"
+                ),
+                retryable: false,
+            }),
+        }
+    }
+    (ok, problems)
 }
 
 /// Everything the reverse-route decision reads.
@@ -193,6 +347,10 @@ pub(crate) fn plan(v: &ReverseView<'_>) -> ReversePlan {
                     "{} is already routed via {} on router {}, which this link does not own",
                     want.destination, other.nexthop, v.router_id
                 ),
+                note: format!(
+                    "status.serviceCIDR {} is already routed elsewhere on a service cluster's router",
+                    want.destination
+                ),
                 retryable: false,
             });
         } else {
@@ -211,6 +369,16 @@ pub(crate) fn add_failed(d: &ReverseRoute, router_id: &str, e: &CloudError) -> G
             d.service_cidr,
             d.next_hop,
             super::quota_hint(e)
+        ),
+        note: format!(
+            "adding the route to status.serviceCIDR {} via {} on a service cluster's router failed{}",
+            d.service_cidr,
+            d.next_hop,
+            if e.is_retryable() {
+                "; it is retried"
+            } else {
+                ""
+            }
         ),
         retryable: e.is_retryable(),
     }
@@ -290,11 +458,34 @@ mod tests {
             service_cidr: cidr.into(),
             port_fixed_ip: hop.into(),
             uid: None,
+            created: None,
         }
     }
 
     fn transit() -> Ipv4Net {
         "10.254.0.0/24".parse().unwrap()
+    }
+
+    /// A gateway pod's port: the operator's project, no router, no marker.
+    fn gw_port(ip: &str) -> Port {
+        crate::plan::fixtures::port(&format!("gw-{ip}"), ip)
+    }
+
+    fn gw_ports() -> Vec<Port> {
+        (10..=13)
+            .map(|i| gw_port(&format!("10.254.0.{i}")))
+            .collect()
+    }
+
+    fn view<'a>(links: &'a [Ipv4Net], ports: &'a [Port], policy: &'a CidrPolicy) -> ScreenView<'a> {
+        ScreenView {
+            transit: transit(),
+            link_cidrs: links,
+            ports,
+            operator_project: "operator",
+            claimed: &[],
+            policy,
+        }
     }
 
     #[test]
@@ -335,7 +526,8 @@ mod tests {
         ];
         let mut all = vec![good.clone()];
         all.extend(bad.iter().map(|(t, _)| t.clone()));
-        let (ok, problems) = screen(&all, transit(), &links);
+        let ports = gw_ports();
+        let (ok, problems) = screen(&all, &view(&links, &ports, &CidrPolicy::default()));
         assert_eq!(
             ok,
             vec![as_reverse_route(&good)],
@@ -351,24 +543,182 @@ mod tests {
                 p.message
             );
         }
+        // The gateway's own Event never names another tenant's CIDR.
+        let svc = problems.iter().find(|p| p.gateway.name == "svc").unwrap();
+        assert!(!svc.note.contains("10.251.0.0/16"), "{}", svc.note);
     }
 
     #[test]
-    fn one_next_hop_per_destination() {
-        let a = target("a", "a", "100.64.1.0/24", "10.254.0.10");
-        let b = target("b", "b", "100.64.1.0/24", "10.254.0.11");
-        let (ok, problems) = screen(&[a.clone(), b], transit(), &[]);
-        assert!(ok.is_empty());
-        assert_eq!(problems.len(), 2);
+    fn a_next_hop_must_be_a_gateway_port_of_the_operators_project() {
+        let mut leg = crate::plan::fixtures::leg("leg", "10.254.0.20", "svc-router");
+        leg.tags = vec![bnerd_api::names::tag_link_uid("u-other")];
+        let hand_leg = crate::plan::fixtures::leg("hand", "10.254.0.21", "svc-router");
+        let mut foreign = gw_port("10.254.0.22");
+        foreign.project_id = "customer-b".into();
+        let ports = vec![gw_port("10.254.0.10"), leg, hand_leg, foreign];
+        let claimed: Vec<Ipv4Addr> = vec!["10.254.0.30".parse().unwrap()];
+        let policy = CidrPolicy::default();
+        let v = ScreenView {
+            claimed: &claimed,
+            ..view(&[], &ports, &policy)
+        };
+        // (rule, next hop, admitted, words in the link's message)
+        let rows: [(&str, &str, bool, &str); 7] = [
+            (
+                "a gateway port of the operator's project",
+                "10.254.0.10",
+                true,
+                "",
+            ),
+            ("another link's leg (tagged)", "10.254.0.20", false, "leg"),
+            (
+                "a router interface (a hand-made leg)",
+                "10.254.0.21",
+                false,
+                "interface of router svc-router",
+            ),
+            (
+                "another project's port",
+                "10.254.0.22",
+                false,
+                "project customer-b",
+            ),
+            (
+                "an address a link claims",
+                "10.254.0.30",
+                false,
+                "leg address",
+            ),
+            ("no port holds it", "10.254.0.99", false, "no port"),
+            (".1, the gateway router's leg", "10.254.0.1", false, ".1"),
+        ];
+        for (i, (rule, hop, ok, word)) in rows.iter().enumerate() {
+            let t = target("t", &format!("g{i}"), &format!("100.64.{i}.0/24"), hop);
+            let (routes, problems) = screen(std::slice::from_ref(&t), &v);
+            assert_eq!(routes.len() == 1, *ok, "{rule}: {problems:?}");
+            if let Some(p) = problems.first() {
+                assert!(p.message.contains(word), "{rule}: {}", p.message);
+                // The gateway's Event names no other port, project or router.
+                for other in ["customer-b", "svc-router", "port leg", "port hand"] {
+                    assert!(!p.note.contains(other), "{rule}: {}", p.note);
+                }
+            }
+        }
+        let t = target("t", "dhcp", "100.64.9.0/24", "10.254.0.2");
+        assert!(screen(&[t], &v).1[0].message.contains(".2 (DHCP)"));
+    }
+
+    #[test]
+    fn gateway_cidrs_outside_the_operators_bounds_are_refused() {
+        let policy = CidrPolicy {
+            ranges: vec!["100.64.0.0/10".parse().unwrap()],
+            min_prefix_len: 20,
+        };
+        let ports = gw_ports();
+        let v = view(&[], &ports, &policy);
+        let (ok, p) = screen(&[target("a", "in", "100.64.1.0/24", "10.254.0.10")], &v);
+        assert_eq!((ok.len(), p.len()), (1, 0));
+        let (_, p) = screen(&[target("a", "wide", "100.64.0.0/16", "10.254.0.10")], &v);
         assert!(
-            problems[0]
-                .message
-                .contains("IPsecGateway a/a via 10.254.0.10")
+            p[0].message
+                .contains("IPSEC_GATEWAY_CIDR_MIN_PREFIX_LENGTH"),
+            "{}",
+            p[0].message
         );
+        let (_, p) = screen(&[target("a", "out", "192.168.1.0/24", "10.254.0.10")], &v);
+        assert!(
+            p[0].message.contains("IPSEC_GATEWAY_CIDR_RANGES"),
+            "{}",
+            p[0].message
+        );
+    }
+
+    fn aged(mut t: ReverseTarget, created: &str) -> ReverseTarget {
+        t.created = Some(created.into());
+        t
+    }
+
+    #[test]
+    fn of_overlapping_gateways_the_older_keeps_its_routes() {
+        let ports = gw_ports();
+        let policy = CidrPolicy::default();
+        let v = view(&[], &ports, &policy);
+        let old = aged(
+            target("a", "old", "100.64.1.0/24", "10.254.0.10"),
+            "2026-01-01T00:00:00Z",
+        );
+        // A /25 inside the older /24: refused, naming the older gateway (not its CIDR).
+        let inner = aged(
+            target("b", "inner", "100.64.1.0/25", "10.254.0.11"),
+            "2026-02-01T00:00:00Z",
+        );
+        let (ok, problems) = screen(&[inner.clone(), old.clone()], &v);
+        assert_eq!(ok, vec![as_reverse_route(&old)]);
+        assert_eq!(problems.len(), 1);
+        assert_eq!(problems[0].gateway, inner.gateway);
+        assert!(
+            problems[0].note.contains("IPsecGateway a/old"),
+            "{}",
+            problems[0].note
+        );
+        assert!(
+            !problems[0].note.contains("100.64.1.0/24"),
+            "{}",
+            problems[0].note
+        );
+        // Equal CIDRs via different next hops: the older keeps its route (both used to be
+        // refused, which withdrew the legitimate route from every router).
+        let rival = aged(
+            target("b", "rival", "100.64.1.0/24", "10.254.0.12"),
+            "2026-03-01T00:00:00Z",
+        );
+        let (ok, problems) = screen(&[rival.clone(), old.clone()], &v);
+        assert_eq!(ok, vec![as_reverse_route(&old)]);
+        assert_eq!(problems[0].gateway, rival.gateway);
+        // A wider newer one covering the older one is refused too.
+        let wide = aged(
+            target("c", "wide", "100.64.0.0/16", "10.254.0.13"),
+            "2026-04-01T00:00:00Z",
+        );
+        let (ok, problems) = screen(&[wide.clone(), old.clone()], &v);
+        assert_eq!((ok.len(), problems[0].gateway.clone()), (1, wide.gateway));
+        // No timestamp counts as newest.
+        let a = target("a", "x", "100.64.5.0/24", "10.254.0.10");
+        let b = aged(
+            target("z", "y", "100.64.5.0/24", "10.254.0.11"),
+            "2026-05-01T00:00:00Z",
+        );
+        let (ok, _) = screen(&[a, b.clone()], &v);
+        assert_eq!(ok, vec![as_reverse_route(&b)]);
+        // Same age: namespace/name decides.
+        let c = aged(
+            target("a", "c", "100.64.6.0/24", "10.254.0.10"),
+            "2026-05-01T00:00:00Z",
+        );
+        let d = aged(
+            target("b", "d", "100.64.6.0/24", "10.254.0.11"),
+            "2026-05-01T00:00:00Z",
+        );
+        let (ok, _) = screen(&[d, c.clone()], &v);
+        assert_eq!(ok, vec![as_reverse_route(&c)]);
         // The same destination via the same address: one route, both gateways recorded.
-        let twin = target("c", "c", "100.64.1.0/24", "10.254.0.10");
-        let (ok, problems) = screen(&[a, twin], transit(), &[]);
+        let twin = aged(
+            target("c", "c", "100.64.1.0/24", "10.254.0.10"),
+            "2026-06-01T00:00:00Z",
+        );
+        let (ok, problems) = screen(&[old, twin], &v);
         assert_eq!((ok.len(), problems.len()), (2, 0));
+    }
+
+    #[test]
+    fn a_cidr_overlapping_a_connected_subnet_is_refused_for_that_router() {
+        let d = as_reverse_route(&target("a", "a", "192.168.10.0/24", "10.254.0.10"));
+        let e = as_reverse_route(&target("a", "b", "100.64.1.0/24", "10.254.0.10"));
+        let connected: Vec<Ipv4Net> = vec!["192.168.0.0/16".parse().unwrap()];
+        let (ok, problems) = connected_overlap(&[d.clone(), e.clone()], &connected);
+        assert_eq!(ok, vec![e]);
+        assert_eq!(problems[0].gateway, d.gateway_ref);
+        assert!(!problems[0].note.contains("192.168.0.0/16"));
     }
 
     fn rr(t: &ReverseTarget) -> ReverseRoute {
@@ -421,11 +771,11 @@ mod tests {
             verdict("svc", 2, &[]).unwrap(),
             "2 reverse route(s) on router svc"
         );
-        let p = GatewayProblem {
-            gateway: gw("tenant-x", "all"),
-            message: "status.serviceCIDR 0.0.0.0/0 would route everything".into(),
-            retryable: false,
-        };
+        let p = GatewayProblem::own(
+            &gw("tenant-x", "all"),
+            "status.serviceCIDR 0.0.0.0/0 would route everything".into(),
+            false,
+        );
         let f = verdict("svc", 1, std::slice::from_ref(&p)).unwrap_err();
         assert_eq!(f.reason, Reason::EnsureReverseRoutesFailed);
         assert!(f.message.contains("IPsecGateway tenant-x/all") && !f.retryable);

@@ -16,6 +16,8 @@ use super::{StepFail, reverse_route_of, route_of};
 #[derive(Debug)]
 pub(crate) struct UnwindView<'a> {
     pub uid: &'a str,
+    /// The project the link's leg must belong to (`leg::leg_project`).
+    pub project: Option<&'a str>,
     /// Every port on the transit network.
     pub ports: &'a [Port],
     /// The gateway router's routes (empty when the router is gone).
@@ -57,7 +59,7 @@ pub(crate) fn plan(v: &UnwindView<'_>) -> UnwindPlan {
     let legs: Vec<Port> = v
         .ports
         .iter()
-        .filter(|p| is_own(p, v.uid))
+        .filter(|p| is_own(p, v.uid, v.project))
         .cloned()
         .collect();
     let hint = v.recorded_ip.map(|ip| Route::new(v.spec_cidr, ip));
@@ -245,6 +247,7 @@ mod tests {
         let view = |ports: &[Port], routes: &[Route]| {
             plan(&UnwindView {
                 uid,
+                project: Some("operator"),
                 ports,
                 gateway_routes: routes,
                 recorded: None,
@@ -290,6 +293,7 @@ mod tests {
         ];
         let p = plan(&UnwindView {
             uid,
+            project: Some("operator"),
             ports: &[a.clone(), b.clone(), other],
             gateway_routes: &routes,
             recorded: None,
@@ -300,6 +304,39 @@ mod tests {
         // status; another link's route and an unknown one stay.
         assert_eq!(p.legs, vec![a, b]);
         assert_eq!(p.gateway_remove, routes[..2].to_vec());
+    }
+
+    #[test]
+    fn a_marked_port_of_another_project_is_never_unwound_nor_its_routes() {
+        // A port another project made on the shared transit network, carrying our UID: the
+        // operator (the network's owner, whom Neutron lets delete any port on it) must not
+        // delete it, and a route via its address is not proven ours by it.
+        let uid = "u1";
+        let mut forged = tagged(port("forged", "10.254.0.8"), &[tag_link_uid(uid)]);
+        forged.project_id = "customer-x".into();
+        let routes = vec![route("10.249.0.0/16", "10.254.0.8")];
+        let p = plan(&UnwindView {
+            uid,
+            project: Some("operator"),
+            ports: std::slice::from_ref(&forged),
+            gateway_routes: &routes,
+            recorded: None,
+            recorded_ip: None,
+            spec_cidr: "10.251.0.0/16",
+        });
+        assert!(p.is_empty(), "{p:?}");
+        // The same port in the link's own project is its leg.
+        let p = plan(&UnwindView {
+            uid,
+            project: Some("customer-x"),
+            ports: std::slice::from_ref(&forged),
+            gateway_routes: &routes,
+            recorded: None,
+            recorded_ip: None,
+            spec_cidr: "10.251.0.0/16",
+        });
+        assert_eq!(p.legs, vec![forged]);
+        assert_eq!(p.gateway_remove, routes);
     }
 
     #[test]
@@ -316,6 +353,7 @@ mod tests {
         };
         let p = plan(&UnwindView {
             uid: "u1",
+            project: Some("operator"),
             ports: &[],
             gateway_routes: &routes,
             recorded: Some(&rec),
@@ -342,6 +380,7 @@ mod tests {
             service_cidr: "100.64.1.0/24".into(),
             port_fixed_ip: "10.254.0.10".into(),
             uid: None,
+            created: None,
         };
         let rec = ReverseRoute {
             service_cidr: "100.64.2.0/24".into(),

@@ -4,6 +4,7 @@ use std::net::Ipv4Addr;
 
 use bnerd_api::cidr::{check_transit_ip, overlaps, parse_service_cidr};
 use bnerd_api::{ClusterLinkSpec, Reason};
+use bnerd_cloud::fabric::{CidrPolicy, CidrRefusal};
 use ipnet::Ipv4Net;
 
 use super::StepFail;
@@ -15,8 +16,31 @@ pub(crate) struct Valid {
 }
 
 /// Validated=False/InvalidSpec with the field named, or what the later steps need.
-pub(crate) fn plan(spec: &ClusterLinkSpec, subnet: Ipv4Net) -> Result<Valid, StepFail> {
-    check(spec, subnet).map_err(|m| StepFail::terminal(Reason::InvalidSpec, m))
+pub(crate) fn plan(
+    spec: &ClusterLinkSpec,
+    subnet: Ipv4Net,
+    policy: &CidrPolicy,
+) -> Result<Valid, StepFail> {
+    check(spec, subnet)
+        .and_then(|v| admitted(v.cidr, policy).map(|()| v))
+        .map_err(|m| StepFail::terminal(Reason::InvalidSpec, m))
+}
+
+/// The operator's bounds on service CIDRs: a link's CIDR is routed on the gateway router, so
+/// one link must not pull large parts of the address space (0.0.0.0/1 and 128.0.0.0/1 on two
+/// links would take nearly all of it).
+fn admitted(cidr: Ipv4Net, policy: &CidrPolicy) -> Result<(), String> {
+    match policy.admits(cidr) {
+        Ok(()) => Ok(()),
+        Err(CidrRefusal::TooWide) => Err(format!(
+            "spec.serviceClusterCIDR {cidr} is wider than the operator admits: its prefix must be /{} or longer (operator setting IPSEC_SERVICE_CIDR_MIN_PREFIX_LENGTH, chart clusterLink.serviceCIDRMinPrefixLength)",
+            policy.min_prefix_len
+        )),
+        Err(CidrRefusal::OutsideRanges) => Err(format!(
+            "spec.serviceClusterCIDR {cidr} is outside the ranges the operator admits ({}; operator setting IPSEC_SERVICE_CIDR_RANGES, chart clusterLink.serviceCIDRRanges)",
+            policy.ranges_text()
+        )),
+    }
 }
 
 /// Validated=True's message.
@@ -79,9 +103,69 @@ mod tests {
     }
 
     #[test]
+    fn service_cidrs_outside_the_operators_bounds_are_invalid() {
+        let policy = CidrPolicy {
+            ranges: vec![
+                "10.0.0.0/8".parse().unwrap(),
+                "100.64.0.0/10".parse().unwrap(),
+            ],
+            min_prefix_len: 12,
+        };
+        // (rule, CIDR, admitted, words the message must carry)
+        let rows: [(&str, &str, bool, &[&str]); 5] = [
+            ("inside a range, long enough", "10.251.0.0/16", true, &[]),
+            (
+                "a quarter of the address space: too wide",
+                "192.0.0.0/2",
+                false,
+                &["/12 or longer", "IPSEC_SERVICE_CIDR_MIN_PREFIX_LENGTH"],
+            ),
+            (
+                "half of it (0.0.0.0/1 overlaps the transit subnet anyway)",
+                "128.0.0.0/1",
+                false,
+                &["IPSEC_SERVICE_CIDR_MIN_PREFIX_LENGTH"],
+            ),
+            (
+                "public space",
+                "11.0.0.0/16",
+                false,
+                &[
+                    "10.0.0.0/8, 100.64.0.0/10",
+                    "IPSEC_SERVICE_CIDR_RANGES",
+                    "clusterLink.serviceCIDRRanges",
+                ],
+            ),
+            (
+                "a whole range is wider than allowed",
+                "100.64.0.0/10",
+                false,
+                &["clusterLink.serviceCIDRMinPrefixLength"],
+            ),
+        ];
+        for (rule, cidr, ok, words) in rows {
+            let got = plan(&spec(cidr, None), subnet(), &policy);
+            assert_eq!(got.is_ok(), ok, "{rule}");
+            if let Err(f) = got {
+                assert_eq!(f.reason, Reason::InvalidSpec, "{rule}");
+                for w in words {
+                    assert!(f.message.contains(w), "{rule}: {}", f.message);
+                }
+            }
+        }
+        // No bounds: any valid CIDR.
+        assert!(plan(&spec("128.0.0.0/1", None), subnet(), &CidrPolicy::default()).is_ok());
+    }
+
+    #[test]
     fn accepts_and_rejects_naming_the_field() {
         assert!(check(&spec("10.251.0.0/16", Some("10.254.0.3")), subnet()).is_ok());
-        let f = plan(&spec("10.251.0.0/33", None), subnet()).unwrap_err();
+        let f = plan(
+            &spec("10.251.0.0/33", None),
+            subnet(),
+            &CidrPolicy::default(),
+        )
+        .unwrap_err();
         assert_eq!((f.reason, f.retryable), (Reason::InvalidSpec, false));
         for (s, field) in [
             (spec("10.251.0.0/33", None), "spec.serviceClusterCIDR"),

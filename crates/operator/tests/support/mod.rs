@@ -208,6 +208,7 @@ impl Stage {
             service_cidr: GW_SERVICE_CIDR.into(),
             port_fixed_ip: GW_PORT_IP.into(),
             uid: None,
+            created: None,
         }];
         let baseline = port_ids(&env.ports().await);
         let net: &dyn NeutronAdmin = match &side {
