@@ -2,7 +2,10 @@
 //! served by a server on loopback: malformed JSON, missing fields, wrong types, nesting deep
 //! enough to overflow a naive parser, error bodies with megabyte messages, 10 MiB bodies with
 //! and without a Content-Length. The client answers each with its value or a typed error that
-//! names the call and, for a wrong or missing field, the field; nothing panics; no message
+//! names the call and, for a wrong or missing field, the field; an error status, a body past
+//! the cap, nesting no answer has and a token answer without `X-Subject-Token` always fail,
+//! each with its own error (only a body that may still hold a valid item, a mutated field or
+//! arbitrary JSON, may come back as a value); nothing panics; no message
 //! passes a few KiB whatever the body held; the password and the token never appear in one;
 //! and no body past `MAX_BODY_BYTES` is read whole.
 //!
@@ -169,6 +172,23 @@ enum Body {
     Streamed(usize),
 }
 
+impl Body {
+    /// What a failure message says of the body: never the body itself, which can be
+    /// megabytes.
+    fn what(&self) -> String {
+        match self {
+            Body::Valid(n) => format!("a valid answer of {n} items"),
+            Body::Mutated(field, _) => format!("an answer with {field} changed"),
+            Body::Json(_) => "arbitrary JSON".into(),
+            Body::Bytes(b) => format!("{} arbitrary bytes", b.len()),
+            Body::Nested(depth) => format!("nesting {depth} deep"),
+            Body::Error(status, m) => format!("HTTP {status} with a {}-byte message", m.len()),
+            Body::Huge(n) => format!("a {n}-byte body with its Content-Length"),
+            Body::Streamed(n) => format!("a {n}-byte chunked body"),
+        }
+    }
+}
+
 fn field_of(call: Call) -> impl Strategy<Value = String> {
     let (_, _, item) = call.shape();
     let keys: Vec<String> = item
@@ -295,20 +315,29 @@ async fn neutron_property(
             }
         }
         (Body::Valid(_), Err(e)) => prop_assert!(false, "a valid answer refused: {}", e),
-        (_, Ok(_)) => {}
+        // An error status, a body past the cap and nesting no answer has are never a value.
+        (Body::Error(..) | Body::Huge(_) | Body::Streamed(_) | Body::Nested(_), Ok(len)) => {
+            prop_assert!(false, "{} answered Ok ({} items)", body.what(), len)
+        }
+        // A valid item with a field an answer may omit, or JSON that happens to fit: either.
+        (Body::Mutated(..) | Body::Json(_) | Body::Bytes(_), Ok(_)) => {}
         (body, Err(e)) => {
             common(&e)?;
             let text = e.to_string();
             match body {
                 Body::Error(status, _) => {
                     let code: u16 = status[..3].parse().expect("a status");
+                    prop_assert!(matches!(e, CloudError::Api { .. }), "{:?}", e);
                     prop_assert_eq!(e.status(), Some(code), "{}", text);
                 }
-                Body::Huge(_) | Body::Streamed(_) => prop_assert!(
-                    text.contains(&format!("exceeds {MAX_BODY_BYTES} bytes")),
-                    "{}",
-                    text
-                ),
+                Body::Huge(_) | Body::Streamed(_) => {
+                    prop_assert!(matches!(e, CloudError::Decode { .. }), "{:?}", e);
+                    prop_assert!(
+                        text.contains(&format!("exceeds {MAX_BODY_BYTES} bytes")),
+                        "{}",
+                        text
+                    )
+                }
                 Body::Mutated(field, _) => {
                     prop_assert!(matches!(e, CloudError::Decode { .. }), "{:?}", e);
                     prop_assert!(
@@ -378,6 +407,21 @@ enum TokenBody {
     Huge(usize),
     Streamed(usize),
     Refused(&'static str, Value),
+}
+
+impl TokenBody {
+    /// What a failure message says of the body, never the body itself.
+    fn what(&self) -> String {
+        match self {
+            TokenBody::Valid => "a valid token body".into(),
+            TokenBody::Mutated(field, _) => format!("a token body with token.{field} changed"),
+            TokenBody::Json(_) => "arbitrary JSON".into(),
+            TokenBody::Bytes(b) => format!("{} arbitrary bytes", b.len()),
+            TokenBody::Huge(n) => format!("a {n}-byte body with its Content-Length"),
+            TokenBody::Streamed(n) => format!("a {n}-byte chunked body"),
+            TokenBody::Refused(status, _) => format!("HTTP {status}"),
+        }
+    }
 }
 
 fn token_body() -> impl Strategy<Value = TokenBody> {
@@ -458,11 +502,33 @@ async fn keystone_property(
             prop_assert_eq!(info.roles, vec!["member".to_string()]);
         }
         (TokenBody::Valid, r) if header => prop_assert!(false, "a valid token refused: {:?}", r),
-        (_, Ok(_)) => {}
+        // A token body with a field Keystone may omit, or JSON that happens to fit: either.
+        (TokenBody::Mutated(..) | TokenBody::Json(_) | TokenBody::Bytes(_), Ok(_)) if header => {}
+        // Without X-Subject-Token there is no token, whatever the body; a refusal, or a body
+        // past the cap, is never a token either.
+        (body, Ok(_)) => prop_assert!(
+            false,
+            "{} (X-Subject-Token {}) answered Ok",
+            body.what(),
+            if header { "sent" } else { "missing" }
+        ),
         (body, Err(e)) => {
             common(&e)?;
             prop_assert!(matches!(e, CloudError::Auth { .. }), "{:?}", e);
             let text = e.to_string();
+            match body {
+                TokenBody::Refused(status, _) => {
+                    let code: u16 = status[..3].parse().expect("a status");
+                    prop_assert_eq!(e.auth_status(), Some(code), "{}", text);
+                }
+                TokenBody::Huge(_) | TokenBody::Streamed(_) => {}
+                _ if !header => prop_assert!(
+                    text.contains("no X-Subject-Token"),
+                    "a token answer without X-Subject-Token refused otherwise: {}",
+                    text
+                ),
+                _ => {}
+            }
             if let (TokenBody::Mutated(field, _), true) = (body, header) {
                 prop_assert!(
                     text.contains(field.as_str()),

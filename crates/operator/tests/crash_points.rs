@@ -10,9 +10,11 @@
 //! resync, resync repairing drift, CIDR change, router change, pinned transitIP change
 //! (same-tenant only: a cross-tenant pin can only adopt) and delete; same-tenant and
 //! cross-tenant; one gateway with a reverse exposure throughout, so reverse routes are in
-//! every one. The fake runs every k of both kinds; the lab runs a sample drawn with a fixed,
-//! printed seed (`BNERD_CRASH_SEED`; `BNERD_CRASH_LAB_POINTS` per test, default 4;
-//! `BNERD_CRASH_LAB_POINTS=all` is the full run).
+//! every one. The fake runs every k of both kinds; the lab runs a sample drawn with a fresh
+//! seed each run, printed (`BNERD_CRASH_SEED=<seed>` repeats a run's sample, so runs cover
+//! every point over time; `BNERD_CRASH_LAB_POINTS` per test, default 4;
+//! `BNERD_CRASH_LAB_POINTS=all` is the full run). The point counts go to `test.sh`, which
+//! holds them to the figures of `docs/performance.md`.
 //! The harness (stage, point, converge, invariants) lives in `support/`, shared with the
 //! faults at every call in `faults.rs`.
 
@@ -20,6 +22,7 @@ mod support;
 
 use bnerd_cloud_fake::FakeCloud;
 use bnerd_testkit::crash::{Crash, Kind, Sample};
+use bnerd_testkit::report;
 use bnerd_testkit::{fake_env, fake_env_with, lab_env_for};
 use support::{SCENARIOS, Scenario, Stage, point};
 
@@ -71,6 +74,7 @@ async fn every_point(cross: bool) -> usize {
 async fn fake_every_crash_point_same_tenant() {
     let n = every_point(false).await;
     eprintln!("crash points covered on the fake, same-tenant: {n}");
+    report::count("crash_points.fake.same_tenant", n);
     assert!(n > 0);
 }
 
@@ -78,6 +82,7 @@ async fn fake_every_crash_point_same_tenant() {
 async fn fake_every_crash_point_cross_tenant() {
     let n = every_point(true).await;
     eprintln!("crash points covered on the fake, cross-tenant: {n}");
+    report::count("crash_points.fake.cross_tenant", n);
     assert!(n > 0);
 }
 
@@ -115,11 +120,19 @@ async fn finding_cross_tenant_move_stopped_between_old_and_new_leg() {
     }
 }
 
+/// The lab sample's seed: `BNERD_CRASH_SEED`, or a fresh one from the clock, so successive
+/// runs draw different points and cover all of them over time.
 fn seed() -> u64 {
-    std::env::var("BNERD_CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20_261_130)
+    match std::env::var("BNERD_CRASH_SEED") {
+        Ok(s) => s
+            .trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("BNERD_CRASH_SEED={s:?} is not a u64")),
+        Err(_) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0),
+    }
 }
 
 /// Points per lab test (one per tenancy), drawn across every scenario: a number, or `all`.
@@ -146,9 +159,6 @@ async fn calls_on_the_fake(scenario: Scenario, cross: bool) -> usize {
 
 /// A sample of the points on the lab, drawn by the seed among every scenario's calls.
 async fn lab_sample(cross: bool, test: &str) {
-    let Some(env) = lab_env_for(test).await else {
-        return;
-    };
     let base = seed();
     let mut space = vec![];
     for scenario in SCENARIOS {
@@ -164,11 +174,17 @@ async fn lab_sample(cross: bool, test: &str) {
     let picks = Sample::new(base ^ u64::from(cross))
         .distinct(lab_points().unwrap_or(space.len()), space.len());
     let picks: Vec<_> = picks.iter().map(|i| space[*i]).collect();
-    eprintln!(
-        "{test}: BNERD_CRASH_SEED={base} BNERD_CRASH_LAB_POINTS={:?} of {}: {picks:?}",
-        lab_points(),
+    let tenancy = if cross { "cross_tenant" } else { "same_tenant" };
+    // The space counts whether or not a lab runs: its size is a figure of the docs.
+    report::count(&format!("crash_points.lab_space.{tenancy}"), space.len());
+    let Some(env) = lab_env_for(test).await else {
+        return;
+    };
+    report::note(&format!(
+        "{test}: BNERD_CRASH_SEED={base}, {} of {} points: {picks:?}",
+        picks.len(),
         space.len()
-    );
+    ));
     let stage = Stage::new(env, cross).await;
     let started = std::time::Instant::now();
     for (scenario, k, kind) in &picks {

@@ -215,6 +215,7 @@ mod every_call {
     async fn each_fault_at_each_call_same_tenant() {
         let n = every(FakeCloud::new, false).await;
         eprintln!("faults at every call, same-tenant: {n} points");
+        bnerd_testkit::report::count("faults.same_tenant", n);
     }
 
     /// Without extraroute-atomic every route change is a GET + PUT with If-Match: a 412
@@ -227,11 +228,13 @@ mod every_call {
         )
         .await;
         eprintln!("faults at every call, If-Match routes: {n} points");
+        bnerd_testkit::report::count("faults.if_match_routes", n);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn each_fault_at_each_call_cross_tenant() {
         let n = every(FakeCloud::new, true).await;
         eprintln!("faults at every call, cross-tenant: {n} points");
+        bnerd_testkit::report::count("faults.cross_tenant", n);
     }
 }

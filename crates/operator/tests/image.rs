@@ -45,7 +45,10 @@ fn image_rootfs(test: &str) -> Option<PathBuf> {
             !required,
             "{test}: BNERD_REQUIRE_IMAGE=1 but BNERD_IMAGE_ROOTFS is not set; run image/build.sh"
         );
-        eprintln!("SKIPPED {test}: no image root filesystem (BNERD_IMAGE_ROOTFS, image/build.sh)");
+        bnerd_testkit::report::skipped(
+            test,
+            "no image root filesystem (BNERD_IMAGE_ROOTFS, image/build.sh)",
+        );
         return None;
     };
     let dir = PathBuf::from(dir);
@@ -60,7 +63,7 @@ fn image_rootfs(test: &str) -> Option<PathBuf> {
             !required,
             "{test}: BNERD_REQUIRE_IMAGE=1 but image/run-rootfs.sh needs root"
         );
-        eprintln!("SKIPPED {test}: image/run-rootfs.sh needs root");
+        bnerd_testkit::report::skipped(test, "image/run-rootfs.sh needs root");
         return None;
     }
     Some(dir)

@@ -24,7 +24,7 @@ pub async fn kube_client(test: &str) -> Option<(Client, String)> {
         if std::env::var("BNERD_REQUIRE_KUBE").is_ok_and(|v| v == "1") {
             panic!("{test}: BNERD_REQUIRE_KUBE=1 but no kubeconfig; run lab/kube/up.sh");
         }
-        eprintln!("SKIPPED {test}: no kube-apiserver lab (lab/kube/up.sh)");
+        crate::report::skipped(test, "no kube-apiserver lab (lab/kube/up.sh)");
         return None;
     };
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -77,4 +77,29 @@ pub async fn kube_and_lab(
     install_crd(&client).await;
     let env = crate::lab_env_for(test).await.expect("lab");
     Some((client, kubeconfig, lab, env))
+}
+
+/// Requests the apiserver has served with this `verb` (LIST, WATCH, ...) on any of these
+/// `resources` (plurals), from its own `/metrics` (`apiserver_request_total`, every code and
+/// scope summed): what a process did to the apiserver, counted by the apiserver. Only what
+/// runs meanwhile counts, so a caller measures under `operator_proc::kube_lab_exclusive`.
+pub async fn apiserver_requests(client: &Client, verb: &str, resources: &[&str]) -> u64 {
+    let req = http::Request::get("/metrics")
+        .body(vec![])
+        .expect("a /metrics request");
+    let text = client
+        .request_text(req)
+        .await
+        .expect("the apiserver's /metrics (the lab's kubeconfig may read it)");
+    let verb = format!("verb=\"{verb}\"");
+    text.lines()
+        .filter(|l| l.starts_with("apiserver_request_total{") && l.contains(&verb))
+        .filter(|l| {
+            resources
+                .iter()
+                .any(|r| l.contains(&format!("resource=\"{r}\"")))
+        })
+        .filter_map(|l| l.rsplit_once(' ')?.1.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .sum()
 }

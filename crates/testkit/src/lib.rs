@@ -10,6 +10,7 @@ pub mod crash;
 pub mod hostile;
 pub mod kube_lab;
 pub mod operator_proc;
+pub mod report;
 
 // `both!` expands in the caller's crate, which need not depend on the fake itself.
 #[doc(hidden)]
@@ -60,7 +61,7 @@ pub fn lab_or_skip(test: &str) -> Option<BTreeMap<String, String>> {
             panic!("{test}: BNERD_REQUIRE_LAB=1 but no lab.env found; run lab/openstack/up.sh")
         }
         None => {
-            eprintln!("SKIPPED {test}: no OpenStack lab running (lab/openstack/up.sh)");
+            report::skipped(test, "no OpenStack lab running (lab/openstack/up.sh)");
             None
         }
     }
@@ -146,7 +147,10 @@ pub fn lab_tls_or_skip(test: &str) -> Option<(BTreeMap<String, String>, LabTls)>
             "{test}: BNERD_REQUIRE_LAB=1 but lab.env lacks LAB_TLS_*: rerun lab/openstack/up.sh from a tree that has the TLS proxy"
         ),
         _ => {
-            eprintln!("SKIPPED {test}: the lab has no HTTPS endpoint (lab.env lacks LAB_TLS_*)");
+            report::skipped(
+                test,
+                "the lab has no HTTPS endpoint (lab.env lacks LAB_TLS_*)",
+            );
             return None;
         }
     };
