@@ -1030,6 +1030,19 @@ async fn a_freed_cross_tenant_leg_address_stops_being_routed_within_the_leg_chec
             .routes
             .contains(&via_old)
     );
+    // Let the reconciles that follow the link's own status writes run out first: a reconcile
+    // that happens to run after the leg goes would notice it whatever the leg check does.
+    let addr = op.served_address().await;
+    let mut last = (-1.0, std::time::Instant::now());
+    wait_for("no reconcile for 6 s", 90, async || {
+        let (_, m) = bnerd_testkit::operator_proc::http_get(&addr, "/metrics").await;
+        let n = bnerd_testkit::operator_proc::sum_of(&m, "bnerd_reconciles_total", &[]);
+        if n != last.0 {
+            last = (n, std::time::Instant::now());
+        }
+        (last.1.elapsed() >= std::time::Duration::from_secs(6)).then_some(())
+    })
+    .await;
 
     // An admin removes the leg (detaching a router interface deletes its port) and the freed
     // address goes to another port at once.
