@@ -24,6 +24,16 @@ use super::StepFail;
 /// skips the per-project filter.
 pub const PRIVILEGED_ROLE_NAMES: [&str; 3] = ["admin", "service", "advsvc"];
 
+/// The first of `roles` the seed's name rule calls privileged (admin, service or advsvc, in
+/// any letter case; exact names only, so load-balancer_admin passes).
+pub fn privileged_role(roles: &[String]) -> Option<&String> {
+    roles.iter().find(|r| {
+        PRIVILEGED_ROLE_NAMES
+            .iter()
+            .any(|p| r.eq_ignore_ascii_case(p))
+    })
+}
+
 /// The checks the token's roles decide alone: Err when they refuse the credential, so the
 /// probe is never sent for it. `secret` is `<ns>/<name>`.
 pub fn check_role_names(secret: &str, roles: &[String]) -> Result<(), StepFail> {
@@ -46,21 +56,34 @@ pub fn check_role_names(secret: &str, roles: &[String]) -> Result<(), StepFail> 
     }
 }
 
-/// The first of `roles` the seed's name rule calls privileged (admin, service or advsvc, in
-/// any letter case; exact names only, so load-balancer_admin passes).
-pub fn privileged_role(roles: &[String]) -> Option<&String> {
-    roles.iter().find(|r| {
-        PRIVILEGED_ROLE_NAMES
-            .iter()
-            .any(|p| r.eq_ignore_ascii_case(p))
-    })
+/// What one answer to [`ADMIN_READ_PROBE`] says about the credential that sent it. Pure, and
+/// free of any Secret: the startup check of the operator's own credential asks the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeAnswer {
+    /// Neutron refused it (403): what a member gets.
+    Refused,
+    /// Neutron allowed it: the cloud's policy makes one of the token's roles cloud admin.
+    Allowed,
+    /// This cloud does not serve the probe's URL (404, 501: no `quota_details`): the policy
+    /// cannot be checked here, and the role-name check is all there is.
+    Unavailable,
+    /// Nothing was decided (a server error, no answer, Keystone refusing the re-auth): ask
+    /// again later.
+    Undecided,
 }
 
-/// Whether a failed [`ADMIN_READ_PROBE`] is the refusal a member gets. Only Neutron's own 403
-/// counts: a 403 from Keystone on re-authentication (CloudError::Auth) says nothing about
-/// the policy.
-pub fn probe_refused(e: &CloudError) -> bool {
-    e.status() == Some(403)
+/// Classify the probe's answer.
+pub fn probe_answer(probe: &Result<(), CloudError>) -> ProbeAnswer {
+    match probe {
+        Ok(()) => ProbeAnswer::Allowed,
+        // Only Neutron's own refusal counts: a 403 from Keystone on re-authentication
+        // (CloudError::Auth) says nothing about the policy.
+        Err(CloudError::Api { status: 403, .. }) => ProbeAnswer::Refused,
+        Err(CloudError::Api {
+            status: 404 | 501, ..
+        }) => ProbeAnswer::Unavailable,
+        Err(_) => ProbeAnswer::Undecided,
+    }
 }
 
 /// The whole verdict, from the token's roles and the answer to [`ADMIN_READ_PROBE`]. A 403
@@ -80,7 +103,9 @@ pub fn verdict(
                 roles.join(", ")
             ),
         )),
-        Err(e) if probe_refused(e) => Ok(()),
+        // Only Neutron's own refusal counts: a 403 from Keystone on re-authentication
+        // (CloudError::Auth) says nothing about the policy.
+        Err(e) if e.status() == Some(403) => Ok(()),
         Err(e) => Err(StepFail {
             reason: Reason::AuthFailed,
             message: format!(
@@ -131,18 +156,29 @@ pub fn operator_privilege(
             "the operator's own OpenStack credential is privileged: its token carries the role {role:?} (admin, service and advsvc count in any letter case); {WHY}"
         ));
     }
-    match probe {
-        Some(Ok(())) => OperatorPrivilege::Privileged(format!(
+    let Some(probe) = probe else {
+        return OperatorPrivilege::ProbeUnavailable(format!(
+            "the privilege probe on the operator's own OpenStack credential was not sent ({ADMIN_READ_PROBE}); only the role-name check was made, and it passed"
+        ));
+    };
+    match (probe_answer(probe), probe) {
+        (ProbeAnswer::Allowed, _) => OperatorPrivilege::Privileged(format!(
             "the operator's own OpenStack credential is privileged: {ADMIN_READ_PROBE} was allowed, and Neutron allows it a cloud admin only (this cloud's policy makes one of the roles [{}] cloud admin); {WHY}",
             roles.join(", ")
         )),
-        Some(Err(e)) if probe_refused(e) => OperatorPrivilege::Member,
-        Some(Err(e)) => OperatorPrivilege::ProbeUnavailable(format!(
-            "the privilege probe on the operator's own OpenStack credential could not run ({ADMIN_READ_PROBE}: {e}); only the role-name check was made, and it passed"
-        )),
-        None => OperatorPrivilege::ProbeUnavailable(format!(
-            "the privilege probe on the operator's own OpenStack credential was not sent ({ADMIN_READ_PROBE}); only the role-name check was made, and it passed"
-        )),
+        (ProbeAnswer::Refused, _) => OperatorPrivilege::Member,
+        // Unavailable (404, 501) and Undecided (5xx, no answer) alike: the operator runs
+        // either way, and the next fabric check asks again.
+        (ProbeAnswer::Unavailable | ProbeAnswer::Undecided, e) => {
+            let why = e
+                .as_ref()
+                .err()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            OperatorPrivilege::ProbeUnavailable(format!(
+                "the privilege probe on the operator's own OpenStack credential could not run ({ADMIN_READ_PROBE}: {why}); only the role-name check was made, and it passed"
+            ))
+        }
     }
 }
 
