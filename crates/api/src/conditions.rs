@@ -186,6 +186,9 @@ string_enum!(
         FabricCheckPassed,
         FabricCheckFailed,
         FabricCheckUnreachable,
+        // On the operator's Pod, a Warning: its own credential is privileged (checked at
+        // startup and at every fabric check).
+        OperatorCredentialPrivileged,
     }
 );
 

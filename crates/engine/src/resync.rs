@@ -20,6 +20,11 @@
 //! The controller requeues converged links onto shared window boundaries
 //! ([`aligned_requeue`]) so their resyncs meet in one window, and keeps one snapshot per
 //! window ([`Snapshots`]): the first link of a window takes it, the others wait for it.
+//!
+//! Cross-tenant links take no part in that (their routers are read with each customer's
+//! credential), but their legs are on the operator's transit network: [`check_legs`] checks
+//! every converged cross-tenant leg from one read of its ports, on a short interval of its
+//! own, so an address a leg lost stops being routed to long before the next resync.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -34,7 +39,7 @@ use bnerd_cloud::{
 
 use super::model::{Input, Outcome};
 use super::ops::Engine;
-use super::plan::resync::{Noted, ResyncPlan, RouteWrite, plan};
+use super::plan::resync::{Noted, ResyncPlan, RouteWrite, leg_check, plan};
 
 /// Router IDs per `GET /routers?id=…` call: 80 IDs make a request line of about 3.2 KB,
 /// under gunicorn's default limit of 4094 bytes and the 8 KB of common proxies. Measured on
@@ -93,6 +98,24 @@ impl Snapshot {
         })
     }
 
+    /// Read only the transit network's ports: all a check of cross-tenant legs needs.
+    pub async fn take_ports(net: &dyn Neutron, fabric: &Fabric) -> Result<Self> {
+        let taken = Instant::now();
+        let ports = net
+            .list_ports(&PortQuery {
+                network_id: Some(fabric.transit_network_id.clone()),
+                ..Default::default()
+            })
+            .await?;
+        Ok(Self {
+            taken,
+            transit_network_id: fabric.transit_network_id.clone(),
+            ports,
+            routers: Mutex::new(BTreeMap::new()),
+            reads: 1,
+        })
+    }
+
     pub fn age(&self) -> Duration {
         self.taken.elapsed()
     }
@@ -105,6 +128,44 @@ impl Snapshot {
     fn routers(&self) -> MutexGuard<'_, BTreeMap<String, Router>> {
         self.routers.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// A converged cross-tenant link's leg as its status records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordedLeg {
+    pub link: String,
+    pub port_id: String,
+    pub transit_ip: String,
+}
+
+/// A leg [`check_legs`] found gone or moved: its link, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MovedLeg {
+    pub link: String,
+    pub why: String,
+}
+
+/// Check these cross-tenant legs from one read of the transit network's ports (none when
+/// there are no legs): the links whose leg is gone or no longer at its recorded address, to
+/// be reconciled at once.
+pub async fn check_legs(
+    net: &dyn Neutron,
+    fabric: &Fabric,
+    legs: &[RecordedLeg],
+) -> Result<Vec<MovedLeg>> {
+    if legs.is_empty() {
+        return Ok(vec![]);
+    }
+    let snap = Snapshot::take_ports(net, fabric).await?;
+    Ok(legs
+        .iter()
+        .filter_map(|l| {
+            leg_check(&l.port_id, &l.transit_ip, &snap.ports).map(|why| MovedLeg {
+                link: l.link.clone(),
+                why,
+            })
+        })
+        .collect())
 }
 
 /// One snapshot per resync window, shared by every link resyncing in it.

@@ -450,4 +450,122 @@ async fn main() {
         "apiserver LISTs and idle CPU: not measured here (no apiserver, no controller loop); tests/estate_binary.rs measures them on the real binary"
     );
     over_quota().await;
+    cross_tenant_leg_check(n).await;
+}
+
+/// The short check of cross-tenant legs between resyncs (`controller::legs_to_check`,
+/// `engine::resync::check_legs`): `n` converged cross-tenant links, their legs on one transit
+/// network. Prints the calls and the time of one check, and that a deleted leg is found.
+async fn cross_tenant_leg_check(n: usize) {
+    use bnerd_api::conditions::{Status, set_condition};
+    use bnerd_api::{ClusterLinkStatus, ConditionType, Reason, SecretRef};
+    use bnerd_vpn_operator::controller::legs_to_check;
+    use bnerd_vpn_operator::engine::resync::check_legs;
+
+    const CHECKS: u32 = 20;
+    let cloud = FakeCloud::new();
+    let net = cloud.client("operator");
+    let t = net.create_network("vpn-transit").await.unwrap();
+    let s = net
+        .create_subnet(&t.id, TRANSIT, "10.254.0.1")
+        .await
+        .unwrap();
+    let gw = net.create_router("gw").await.unwrap();
+    net.add_router_subnet(&gw.id, &s.id).await.unwrap();
+    let fab = Fabric::discover(&net, &t.id, &gw.id).await.unwrap();
+    let mut links = vec![];
+    for i in 0..n {
+        let port = net
+            .create_port(&bnerd_cloud::CreatePort {
+                network_id: t.id.clone(),
+                name: format!("leg{i}"),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut l = ClusterLink::new(
+            &format!("x{i}"),
+            ClusterLinkSpec {
+                service_cluster_router: format!("shoot--c{i}"),
+                service_cluster_cidr: format!("10.{}.{}.0/24", 100 + i / 250, i % 250),
+                credentials_secret_ref: Some(SecretRef {
+                    name: format!("clusterlink-x{i}"),
+                    namespace: "bnerd-vpn-clusterlinks".into(),
+                }),
+                customer_project_id: Some(format!("{i:032x}")),
+                ..Default::default()
+            },
+        );
+        l.metadata.generation = Some(1);
+        let mut status = ClusterLinkStatus {
+            leg_port_id: Some(port.id.clone()),
+            transit_ip: port.first_ip().map(str::to_string),
+            ..Default::default()
+        };
+        set_condition(
+            &mut status.conditions,
+            ConditionType::Ready,
+            Status::True,
+            Reason::Ready,
+            "ready",
+            Some(1),
+            Timestamp::UNIX_EPOCH,
+        );
+        l.status = Some(status);
+        links.push(Arc::new(l));
+    }
+
+    cloud.reset_counters();
+    let t0 = Instant::now();
+    let mut found = 0;
+    for _ in 0..CHECKS {
+        let legs = legs_to_check(&links);
+        assert_eq!(legs.len(), n);
+        found += check_legs(&net, &fab, &legs).await.unwrap().len();
+    }
+    let per_check = t0.elapsed() / CHECKS;
+    let (reads, writes) = cloud.read_write_counts();
+    assert_eq!(found, 0);
+    assert_eq!(
+        (reads, writes),
+        (u64::from(CHECKS), 0),
+        "one read per check"
+    );
+
+    // One leg deleted out of band: the next check names its link, and only it.
+    let gone = links[n / 2]
+        .status
+        .as_ref()
+        .unwrap()
+        .leg_port_id
+        .clone()
+        .unwrap();
+    net.delete_port(&gone).await.unwrap();
+    cloud.reset_counters();
+    let t1 = Instant::now();
+    let moved = check_legs(&net, &fab, &legs_to_check(&links))
+        .await
+        .unwrap();
+    let took = t1.elapsed();
+    assert_eq!(moved.len(), 1);
+    assert_eq!(moved[0].link, format!("x{}", n / 2));
+
+    println!(
+        "\ncross-tenant leg check, {n} converged cross-tenant links (IPSEC_CROSS_TENANT_LEG_CHECK_INTERVAL, default 30 s):"
+    );
+    println!(
+        "  per check: {} read(s), {} writes, {per_check:.1?} (mean of {CHECKS} checks, fake cloud in process)",
+        reads / u64::from(CHECKS),
+        writes
+    );
+    println!(
+        "  after one leg was deleted: {} read(s), {took:.1?}, {} link(s) to reconcile ({})",
+        cloud.read_write_counts().0,
+        moved.len(),
+        moved[0].why
+    );
+    println!(
+        "  at 30 s: {} reads an hour, whatever the number of links",
+        3600 / 30 * (reads / u64::from(CHECKS))
+    );
 }

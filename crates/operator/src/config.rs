@@ -27,6 +27,15 @@ pub struct Args {
     /// How often a converged link is checked again (self-healing), e.g. 300s, 5m, 1h.
     #[arg(long, env = "IPSEC_RESYNC_INTERVAL", default_value = "5m")]
     pub resync_interval: String,
+    /// How often cross-tenant legs are checked between resyncs (one read of the transit
+    /// network's ports for all of them): a leg gone or at another address is reconciled at
+    /// once, so an address freed and handed to another tenant stops being routed to.
+    #[arg(
+        long,
+        env = "IPSEC_CROSS_TENANT_LEG_CHECK_INTERVAL",
+        default_value = "30s"
+    )]
+    pub cross_tenant_leg_check_interval: String,
     /// The one namespace cross-tenant credentials Secrets may live in.
     #[arg(long, env = "IPSEC_CLUSTERLINK_CREDENTIALS_NAMESPACE", default_value = bnerd_api::names::DEFAULT_CREDENTIALS_NAMESPACE)]
     pub credentials_namespace: String,
@@ -120,6 +129,7 @@ pub struct Config {
     pub gateway_router_id: String,
     pub transit_network_id: String,
     pub resync_interval: Duration,
+    pub cross_tenant_leg_check_interval: Duration,
     pub credentials_namespace: String,
     pub concurrency: u16,
     pub log_format: LogFormat,
@@ -192,6 +202,11 @@ impl TryFrom<Args> for Config {
                 setting: "IPSEC_RESYNC_INTERVAL (--resync-interval)",
                 message,
             })?;
+        let cross_tenant_leg_check_interval = parse_duration(&a.cross_tenant_leg_check_interval)
+            .map_err(|message| ConfigError::Invalid {
+                setting: "IPSEC_CROSS_TENANT_LEG_CHECK_INTERVAL (--cross-tenant-leg-check-interval)",
+                message,
+            })?;
         if a.credentials_namespace.trim().is_empty() {
             return Err(ConfigError::Missing(
                 "IPSEC_CLUSTERLINK_CREDENTIALS_NAMESPACE (--credentials-namespace)",
@@ -254,6 +269,7 @@ impl TryFrom<Args> for Config {
                 "IPSEC_TRANSIT_NETWORK_ID (--transit-network-id)",
             )?,
             resync_interval,
+            cross_tenant_leg_check_interval,
             credentials_namespace: a.credentials_namespace,
             concurrency: a.concurrency,
             log_format: a.log_format,
@@ -320,6 +336,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.credentials_namespace, "bnerd-vpn-clusterlinks");
         assert_eq!(c.resync_interval, Duration::from_secs(300));
+        assert_eq!(c.cross_tenant_leg_check_interval, Duration::from_secs(30));
         assert_eq!(c.log_format, LogFormat::Text);
         assert_eq!(c.metrics_addr.to_string(), "0.0.0.0:8080");
         assert_eq!(
@@ -345,6 +362,15 @@ mod tests {
         assert_eq!(c.log_format, LogFormat::Json);
         let e = with(&["--metrics-addr", "8080"]).unwrap_err();
         assert!(e.to_string().starts_with("IPSEC_METRICS_ADDR"), "{e}");
+        let c = with(&["--cross-tenant-leg-check-interval", "5s"]).unwrap();
+        assert_eq!(c.cross_tenant_leg_check_interval, Duration::from_secs(5));
+        let e = with(&["--cross-tenant-leg-check-interval", "0s"]).unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "IPSEC_CROSS_TENANT_LEG_CHECK_INTERVAL (--cross-tenant-leg-check-interval)"
+            ),
+            "{e}"
+        );
         let e = with(&["--lease-duration", "2s"]).unwrap_err();
         assert!(e.to_string().contains("at least 6s"), "{e}");
         assert!(

@@ -1,7 +1,9 @@
 //! Kubernetes glue: watch ClusterLinks, run the engine through the finalizer, write status
 //! with server-side apply, publish Events for condition transitions. A converged link's
 //! resync goes through the window's shared snapshot (`engine::resync`); reverse targets come
-//! from the gateway index (`gateways`).
+//! from the gateway index (`gateways`). Converged cross-tenant links' legs are checked on a
+//! short interval of their own ([`legs_to_check`], `engine::resync::check_legs`); a leg gone
+//! or moved reconciles its link at once.
 //!
 //! Past 500 lines because every piece of the finalizer's two arms (apply, and remove with its
 //! cross-tenant hold/abandon) shares the status, Event and backoff helpers here; splitting
@@ -34,7 +36,9 @@ use crate::config::Config;
 use crate::customers::CustomerClients;
 use crate::engine::plan::drift;
 use crate::engine::plan::unwind::abandoned;
-use crate::engine::resync::{Resynced, Snapshots, aligned_requeue, resync_from, resync_window};
+use crate::engine::resync::{
+    RecordedLeg, Resynced, Snapshots, aligned_requeue, check_legs, resync_from, resync_window,
+};
 use crate::engine::{
     Engine, GatewayProblem, Held, Input, OperatorIdentity, Peer, Retry, deleting_status,
     failed_status, reconcile_cross_tenant, transitions, unwind, unwind_cross_tenant,
@@ -537,6 +541,64 @@ fn error_policy(link: Arc<ClusterLink>, err: &Error, ctx: Arc<Context>) -> Actio
     Action::requeue(delay)
 }
 
+/// The converged cross-tenant links whose legs the short check looks at: Ready at their
+/// current generation, not being deleted, with a leg port and its address in status. A link
+/// that is not converged is being reconciled anyway.
+pub fn legs_to_check(links: &[Arc<ClusterLink>]) -> Vec<RecordedLeg> {
+    links
+        .iter()
+        .filter(|l| l.is_cross_tenant() && l.metadata.deletion_timestamp.is_none())
+        .filter_map(|l| {
+            let status = l.status.as_ref()?;
+            if !was_converged(l, status) {
+                return None;
+            }
+            Some(RecordedLeg {
+                link: l.name_any(),
+                port_id: status.leg_port_id.clone()?,
+                transit_ip: status.transit_ip.clone()?,
+            })
+        })
+        .collect()
+}
+
+/// Every `interval`, check the converged cross-tenant legs from one read of the transit
+/// ports and send the links whose leg is gone or moved to be reconciled at once. Runs for
+/// the leader's term (the caller drops it).
+async fn watch_cross_tenant_legs(
+    ctx: Arc<Context>,
+    interval: std::time::Duration,
+    reconcile_now: futures::channel::mpsc::UnboundedSender<ObjectRef<ClusterLink>>,
+) {
+    if ctx.links.wait_until_ready().await.is_err() {
+        return;
+    }
+    let mut ticks = tokio::time::interval(interval);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let legs = legs_to_check(&ctx.links.state());
+        match check_legs(ctx.net.as_ref(), &ctx.fabric, &legs).await {
+            Ok(moved) => {
+                ctx.metrics.cross_tenant_legs_checked(true, moved.len());
+                for m in moved {
+                    info!(clusterlink = %m.link, "cross-tenant leg check: {}; reconciling now", m.why);
+                    if reconcile_now
+                        .unbounded_send(ObjectRef::new(&m.link))
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            }
+            Err(e) => {
+                ctx.metrics.cross_tenant_legs_checked(false, 0);
+                warn!(error = %e, legs = legs.len(), "cross-tenant leg check could not read the transit ports; the resync interval still applies");
+            }
+        }
+    }
+}
+
 /// What the controller reports to, besides Kubernetes.
 pub struct Observers {
     pub metrics: Arc<Metrics>,
@@ -569,6 +631,8 @@ pub async fn run(
         instance: std::env::var("POD_NAME").ok(),
     };
     let window = resync_window(config.resync_interval);
+    let leg_check_interval = config.cross_tenant_leg_check_interval;
+    let (reconcile_now, legs_moved) = futures::channel::mpsc::unbounded();
     let ctx = Arc::new(Context {
         recorder: Recorder::new(client.clone(), reporter),
         client,
@@ -600,8 +664,13 @@ pub async fn run(
     let stopped = async move {
         let _ = stop.wait_for(|s| *s).await;
     };
+    let leg_check = watch_cross_tenant_legs(ctx.clone(), leg_check_interval, reconcile_now);
+    let synced = async move {
+        tokio::join!(synced, leg_check);
+    };
     let run = controller
         .reconcile_all_on(fan_out(ctx.client.clone(), ctx.targets.clone()))
+        .reconcile_on(legs_moved)
         .graceful_shutdown_on(stopped)
         .run(reconcile, error_policy, ctx)
         .for_each(|res| async move {
@@ -612,5 +681,75 @@ pub async fn run(
     tokio::select! {
         () = run => {}
         () = synced => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use bnerd_api::conditions::{Status, set_condition};
+    use bnerd_api::{ClusterLinkSpec, Reason, SecretRef};
+
+    use super::*;
+
+    /// A link named `name`; cross-tenant when `cross`; Ready at `ready_at` (a generation) or
+    /// not Ready; its leg in status when `leg`.
+    fn link(name: &str, cross: bool, ready_at: Option<i64>, leg: bool) -> Arc<ClusterLink> {
+        let mut l = ClusterLink::new(
+            name,
+            ClusterLinkSpec {
+                credentials_secret_ref: cross.then(|| SecretRef {
+                    name: format!("clusterlink-{name}"),
+                    namespace: "bnerd-vpn-clusterlinks".into(),
+                }),
+                ..Default::default()
+            },
+        );
+        l.metadata.generation = Some(2);
+        let mut status = ClusterLinkStatus::default();
+        if leg {
+            status.leg_port_id = Some(format!("{name}-port"));
+            status.transit_ip = Some("10.254.0.7".into());
+        }
+        let (s, reason) = match ready_at {
+            Some(_) => (Status::True, Reason::Ready),
+            None => (Status::False, Reason::NotReady),
+        };
+        set_condition(
+            &mut status.conditions,
+            ConditionType::Ready,
+            s,
+            reason,
+            "m",
+            ready_at.or(Some(2)),
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        );
+        l.status = Some(status);
+        Arc::new(l)
+    }
+
+    #[test]
+    fn only_converged_cross_tenant_legs_are_checked() {
+        let mut deleting = (*link("deleting", true, Some(2), true)).clone();
+        deleting.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
+        let links = vec![
+            link("converged", true, Some(2), true),
+            link("same-tenant", false, Some(2), true),
+            link("not-ready", true, None, true),
+            link("older-generation", true, Some(1), true),
+            link("no-leg", true, Some(2), false),
+            Arc::new(deleting),
+        ];
+        let legs = legs_to_check(&links);
+        assert_eq!(
+            legs,
+            vec![RecordedLeg {
+                link: "converged".into(),
+                port_id: "converged-port".into(),
+                transit_ip: "10.254.0.7".into(),
+            }]
+        );
     }
 }

@@ -33,6 +33,9 @@ pub struct Health {
     cloud_ok: AtomicBool,
     /// Why not ready, when the cloud is not: shown by `/readyz`.
     cloud_problem: std::sync::Mutex<String>,
+    /// What `/readyz` shows besides, without making the replica not ready: what the checks
+    /// found about the operator's own credential.
+    credential_note: std::sync::Mutex<String>,
 }
 
 impl Health {
@@ -55,6 +58,26 @@ impl Health {
         if let Ok(mut p) = self.cloud_problem.lock() {
             *p = problem.unwrap_or_default();
         }
+    }
+
+    /// A line `/readyz` adds to its answer (ready or not), or None to drop it. A privileged
+    /// operator credential is shown here rather than made a reason to be not ready: a
+    /// replica that is never ready would only be restarted in a loop, and a platform engineer
+    /// still needs to see it.
+    pub fn set_credential_note(&self, line: Option<String>) {
+        if let Ok(mut n) = self.credential_note.lock() {
+            *n = line.unwrap_or_default();
+        }
+    }
+
+    /// The lines `/readyz` adds, whatever its status.
+    pub fn notes(&self) -> Vec<String> {
+        self.credential_note
+            .lock()
+            .map(|n| n.clone())
+            .into_iter()
+            .filter(|n| !n.is_empty())
+            .collect()
     }
 
     /// None when ready, else why not.
@@ -138,14 +161,17 @@ fn answer(req: &Request<Incoming>, health: &Health, metrics: &Metrics) -> Respon
     }
     match req.uri().path() {
         "/healthz" | "/livez" => text(StatusCode::OK, "text/plain", "ok\n".into()),
-        "/readyz" => match health.not_ready() {
-            None => text(StatusCode::OK, "text/plain", "ok\n".into()),
-            Some(why) => text(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "text/plain",
-                format!("{why}\n"),
-            ),
-        },
+        "/readyz" => {
+            let notes: String = health.notes().iter().map(|n| format!("{n}\n")).collect();
+            match health.not_ready() {
+                None => text(StatusCode::OK, "text/plain", format!("ok\n{notes}")),
+                Some(why) => text(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "text/plain",
+                    format!("{why}\n{notes}"),
+                ),
+            }
+        }
         "/metrics" => text(
             StatusCode::OK,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
@@ -180,5 +206,25 @@ mod tests {
             h.not_ready().is_some(),
             "a new term waits for its own caches"
         );
+    }
+
+    #[test]
+    fn a_credential_note_is_shown_and_never_makes_the_replica_not_ready() {
+        let h = Health::default();
+        h.set_electing(true);
+        h.set_leading(true);
+        h.set_cloud(None);
+        h.set_synced(true);
+        assert!(h.notes().is_empty());
+        h.set_credential_note(Some(
+            "warning: the operator's own credential is privileged".into(),
+        ));
+        assert_eq!(h.not_ready(), None);
+        assert_eq!(
+            h.notes(),
+            vec!["warning: the operator's own credential is privileged".to_string()]
+        );
+        h.set_credential_note(None);
+        assert!(h.notes().is_empty());
     }
 }

@@ -133,10 +133,10 @@ async fn lead_work(
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let connected = tokio::select! {
-        c = startup::connect(&cloud, &config, &health, &metrics) => Some(c),
+        c = startup::connect(&cloud, &config, &health, &metrics, events.as_ref()) => Some(c),
         _ = stop.wait_for(|s| *s) => None,
     };
-    let Some((fabric, operator)) = connected else {
+    let Some((fabric, operator, privilege)) = connected else {
         return;
     };
     info!("the cloud answered and the fabric checks out; reconciling");
@@ -144,6 +144,7 @@ async fn lead_work(
         cloud.clone(),
         config.clone(),
         fabric.clone(),
+        privilege,
         health.clone(),
         metrics.clone(),
         events,

@@ -88,6 +88,10 @@ pub struct Metrics {
     resyncs: Family<PathLabel, Counter>,
     leader: Gauge,
     fabric_ok: Gauge,
+    credential_privileged: Gauge,
+    credential_probe_unavailable: Gauge,
+    leg_checks: Family<ResultLabel, Counter>,
+    legs_moved: Counter,
 }
 
 fn duration_histogram() -> Histogram {
@@ -114,6 +118,10 @@ impl Metrics {
         let resyncs = Family::<PathLabel, Counter>::default();
         let leader = Gauge::default();
         let fabric_ok = Gauge::default();
+        let credential_privileged = Gauge::default();
+        let credential_probe_unavailable = Gauge::default();
+        let leg_checks = Family::<ResultLabel, Counter>::default();
+        let legs_moved = Counter::default();
         registry.register(
             "bnerd_reconciles",
             "ClusterLink reconciles by result (ok, retry, error)",
@@ -159,6 +167,26 @@ impl Metrics {
             "1 when the last fabric check (transit network, subnet, gateway router leg) passed",
             fabric_ok.clone(),
         );
+        registry.register(
+            "bnerd_operator_credential_privileged",
+            "1 when the last check found the operator's own OpenStack credential privileged (a role named admin, service or advsvc, or the admin-only privilege probe allowed)",
+            credential_privileged.clone(),
+        );
+        registry.register(
+            "bnerd_operator_credential_probe_unavailable",
+            "1 when the privilege probe on the operator's own credential could not run at the last check (only the role-name check was made)",
+            credential_probe_unavailable.clone(),
+        );
+        registry.register(
+            "bnerd_cross_tenant_leg_checks",
+            "Checks of the converged cross-tenant legs between resyncs (one read of the transit ports each), by result (ok, failed)",
+            leg_checks.clone(),
+        );
+        registry.register(
+            "bnerd_cross_tenant_legs_moved",
+            "Cross-tenant legs the check found gone or at another address (each link reconciled at once)",
+            legs_moved.clone(),
+        );
         Self {
             registry,
             reconciles,
@@ -170,6 +198,10 @@ impl Metrics {
             resyncs,
             leader,
             fabric_ok,
+            credential_privileged,
+            credential_probe_unavailable,
+            leg_checks,
+            legs_moved,
         }
     }
 
@@ -255,6 +287,21 @@ impl Metrics {
 
     pub fn set_fabric_ok(&self, ok: bool) {
         self.fabric_ok.set(i64::from(ok));
+    }
+
+    /// A check of the cross-tenant legs ran: whether its read succeeded, and how many legs it
+    /// found gone or moved.
+    pub fn cross_tenant_legs_checked(&self, ok: bool, moved: usize) {
+        let result = if ok { "ok" } else { "failed" };
+        self.leg_checks.get_or_create(&ResultLabel { result }).inc();
+        self.legs_moved.inc_by(moved as u64);
+    }
+
+    /// What the last check found about the operator's own credential.
+    pub fn set_operator_credential(&self, privileged: bool, probe_unavailable: bool) {
+        self.credential_privileged.set(i64::from(privileged));
+        self.credential_probe_unavailable
+            .set(i64::from(probe_unavailable));
     }
 }
 
@@ -348,6 +395,7 @@ mod tests {
         m.reconciled(ReconcileResult::Retry, Duration::from_millis(30));
         m.set_leader(true);
         m.set_fabric_ok(false);
+        m.set_operator_credential(true, false);
         m.drift_repaired("gateway_route");
         m.resynced("snapshot");
         let text = m.encode();
@@ -358,6 +406,8 @@ mod tests {
             r#"bnerd_reconcile_duration_seconds_count{result="retry"} 1"#,
             "bnerd_leader 1",
             "bnerd_fabric_check_ok 0",
+            "bnerd_operator_credential_privileged 1",
+            "bnerd_operator_credential_probe_unavailable 0",
             r#"bnerd_drift_repairs_total{kind="gateway_route"} 1"#,
             r#"bnerd_resyncs_total{path="snapshot"} 1"#,
             "# EOF",

@@ -5,19 +5,25 @@
 //! the outage). The fabric checks (transit network not shared, one subnet, the gateway
 //! router's leg, the extensions) run again at every resync interval: a fabric changed by hand
 //! later is reported by an Event and `bnerd_fabric_check_ok`, once per change.
+//!
+//! Each check also asks what the operator's own credential may do: the role-name check and
+//! the privilege probe a customer credential gets (`plan::credentials`). A privileged one is
+//! not fatal: it is a Warning Event on the operator's Pod (once per change), a `/readyz` line
+//! and `bnerd_operator_credential_privileged`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bnerd_api::EventReason;
 use bnerd_cloud::fabric::{Fabric, FabricError};
-use bnerd_cloud::{Identity, OpenStack};
+use bnerd_cloud::{Identity, Neutron, OpenStack};
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder};
 use tracing::{info, warn};
 
 use crate::config::Config;
 use crate::engine::OperatorIdentity;
+use crate::engine::plan::credentials::{OperatorPrivilege, operator_privilege, privileged_role};
 use crate::health::Health;
 use crate::metrics::Metrics;
 
@@ -46,7 +52,14 @@ impl Problem {
     }
 }
 
-async fn check(cloud: &OpenStack, config: &Config) -> Result<(Fabric, OperatorIdentity), Problem> {
+/// What one check learnt: the fabric, who the operator is, and what its credential may do.
+struct Checked {
+    fabric: Fabric,
+    operator: OperatorIdentity,
+    privilege: OperatorPrivilege,
+}
+
+async fn check(cloud: &OpenStack, config: &Config) -> Result<Checked, Problem> {
     let mut fabric = Fabric::discover(cloud, &config.transit_network_id, &config.gateway_router_id)
         .await
         .map_err(|e: FabricError| Problem {
@@ -67,25 +80,106 @@ async fn check(cloud: &OpenStack, config: &Config) -> Result<(Fabric, OperatorId
     // A same-tenant leg is a port in the project the operator's creates land in.
     fabric.operator_project_id = token.project_id.clone();
     fabric.admission = config.admission.clone();
+    // The probe only when the names pass, as for a customer credential: one read per check.
+    let probe = match privileged_role(&token.roles) {
+        Some(_) => None,
+        None => Some(cloud.probe_admin_read().await),
+    };
+    let privilege = operator_privilege(&token.roles, probe.as_ref());
     let operator = OperatorIdentity {
         project_id: token.project_id,
         auth_url: cloud.auth_config().auth_url.clone(),
         region: cloud.auth_config().region.clone(),
     };
-    Ok((fabric, operator))
+    Ok(Checked {
+        fabric,
+        operator,
+        privilege,
+    })
 }
 
-/// Check the fabric and learn the operator's project, retrying until both succeed.
+/// Where the operator's own Events go (its Pod, else its Lease), when it knows.
+pub type EventTarget = (Recorder, ObjectReference);
+
+async fn publish(events: Option<&EventTarget>, type_: EventType, reason: &str, note: &str) {
+    if let Some((recorder, reference)) = events {
+        let ev = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(note.chars().take(1000).collect()),
+            action: "FabricCheck".into(),
+            secondary: None,
+        };
+        if let Err(e) = recorder.publish(&ev, reference).await {
+            warn!(error = %e, "publishing the fabric check event failed");
+        }
+    }
+}
+
+/// The Event a credential finding is worth: a Warning when it turns privileged (or why it
+/// is changes), nothing otherwise. Pure, so the once-per-change rule is tested without a
+/// cloud.
+pub fn privilege_transition(
+    before: Option<&OperatorPrivilege>,
+    now: &OperatorPrivilege,
+) -> Option<(EventType, &'static str, String)> {
+    match now {
+        OperatorPrivilege::Privileged(why) if before != Some(now) => Some((
+            EventType::Warning,
+            EventReason::OperatorCredentialPrivileged.as_str(),
+            why.clone(),
+        )),
+        _ => None,
+    }
+}
+
+/// Report what a check found about the operator's credential: `/readyz`, the metrics, the
+/// log and (on a change to privileged) the Event.
+async fn report_privilege(
+    before: Option<&OperatorPrivilege>,
+    now: &OperatorPrivilege,
+    health: &Health,
+    metrics: &Metrics,
+    events: Option<&EventTarget>,
+) {
+    health.set_credential_note(now.readiness_line());
+    metrics.set_operator_credential(
+        matches!(now, OperatorPrivilege::Privileged(_)),
+        matches!(now, OperatorPrivilege::ProbeUnavailable(_)),
+    );
+    if before == Some(now) {
+        return;
+    }
+    match now {
+        OperatorPrivilege::Member => info!("the operator's own credential is not privileged"),
+        OperatorPrivilege::Privileged(why) => warn!(
+            reason = EventReason::OperatorCredentialPrivileged.as_str(),
+            "{why}"
+        ),
+        OperatorPrivilege::ProbeUnavailable(why) => warn!("{why}"),
+    }
+    if let Some((type_, reason, note)) = privilege_transition(before, now) {
+        publish(events, type_, reason, &note).await;
+    }
+}
+
+/// Check the fabric and learn the operator's project, retrying until both succeed; also
+/// what its credential may do (reported, and returned for the later checks to compare).
 pub async fn connect(
     cloud: &OpenStack,
     config: &Config,
     health: &Health,
     metrics: &Metrics,
-) -> (Fabric, OperatorIdentity) {
+    events: Option<&EventTarget>,
+) -> (Fabric, OperatorIdentity, OperatorPrivilege) {
     let mut retry = Duration::from_secs(1);
     loop {
         match check(cloud, config).await {
-            Ok((fabric, operator)) => {
+            Ok(Checked {
+                fabric,
+                operator,
+                privilege,
+            }) => {
                 health.set_cloud(None);
                 metrics.set_fabric_ok(true);
                 info!(
@@ -97,7 +191,8 @@ pub async fn connect(
                     tags_at_create = fabric.tags_at_create,
                     "fabric checked"
                 );
-                return (fabric, operator);
+                report_privilege(None, &privilege, health, metrics, events).await;
+                return (fabric, operator, privilege);
             }
             Err(p) => {
                 warn!(retry_in = ?retry, unreachable = p.unreachable, "startup check failed: {}", p.message);
@@ -175,23 +270,37 @@ pub fn changed_since(start: &Fabric, now: &Fabric) -> Option<String> {
 }
 
 /// Re-run the fabric checks every resync interval, forever (the caller drops it). `start`
-/// is the fabric the reconciles were given.
+/// is the fabric the reconciles were given, `privilege` what the startup check found about
+/// the operator's credential.
 pub async fn watch_fabric(
     cloud: Arc<OpenStack>,
     config: Config,
     start: Fabric,
+    privilege: OperatorPrivilege,
     health: Arc<Health>,
     metrics: Arc<Metrics>,
-    events: Option<(Recorder, ObjectReference)>,
+    events: Option<EventTarget>,
 ) {
     let mut last: Option<Problem> = None;
+    let mut privilege = privilege;
     loop {
         tokio::time::sleep(config.resync_interval).await;
         let now = match check(&cloud, &config).await {
-            Ok((fabric, _)) => changed_since(&start, &fabric).map(|message| Problem {
-                message,
-                unreachable: false,
-            }),
+            Ok(checked) => {
+                report_privilege(
+                    Some(&privilege),
+                    &checked.privilege,
+                    &health,
+                    &metrics,
+                    events.as_ref(),
+                )
+                .await;
+                privilege = checked.privilege;
+                changed_since(&start, &checked.fabric).map(|message| Problem {
+                    message,
+                    unreachable: false,
+                })
+            }
             Err(p) => Some(p),
         };
         health.set_cloud(
@@ -206,18 +315,7 @@ pub async fn watch_fabric(
             } else {
                 info!(reason, "fabric check: {note}");
             }
-            if let Some((recorder, reference)) = &events {
-                let ev = Event {
-                    type_,
-                    reason: reason.into(),
-                    note: Some(note.chars().take(1000).collect()),
-                    action: "FabricCheck".into(),
-                    secondary: None,
-                };
-                if let Err(e) = recorder.publish(&ev, reference).await {
-                    warn!(error = %e, "publishing the fabric check event failed");
-                }
-            }
+            publish(events.as_ref(), type_, reason, &note).await;
         }
         last = now;
     }
@@ -268,6 +366,23 @@ mod tests {
             shared.readiness(),
             "the startup check failed: transit network n is shared"
         );
+    }
+
+    #[test]
+    fn one_event_per_change_to_a_privileged_operator_credential() {
+        let admin = OperatorPrivilege::Privileged("role \"admin\"".into());
+        let (t, r, note) = privilege_transition(None, &admin).unwrap();
+        assert_eq!((t, r), (EventType::Warning, "OperatorCredentialPrivileged"));
+        assert!(note.contains("admin"));
+        assert_eq!(privilege_transition(Some(&admin), &admin), None);
+        assert_eq!(privilege_transition(None, &OperatorPrivilege::Member), None);
+        let unavailable = OperatorPrivilege::ProbeUnavailable("HTTP 404".into());
+        assert_eq!(
+            privilege_transition(Some(&admin), &unavailable),
+            None,
+            "a probe that cannot run is no Event"
+        );
+        assert!(privilege_transition(Some(&unavailable), &admin).is_some());
     }
 
     fn fabric() -> Fabric {

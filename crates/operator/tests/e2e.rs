@@ -1051,6 +1051,116 @@ async fn operator_binary_cross_tenant_link() {
     env.teardown(&[&customer]).await;
 }
 
+/// A cross-tenant leg deleted out of band frees its address while the gateway router still
+/// routes the link's CIDR to it. With the resync interval long (10 minutes) and the leg check
+/// short, the operator notices within seconds: the address is taken by another port, so the
+/// link stops at TransitIPMismatch and the gateway route via the old address is gone long
+/// before any resync.
+#[tokio::test]
+async fn a_freed_cross_tenant_leg_address_stops_being_routed_within_the_leg_check() {
+    let test = "a_freed_cross_tenant_leg_address_stops_being_routed_within_the_leg_check";
+    let Some((client, kubeconfig)) = kube_client(test).await else {
+        return;
+    };
+    let Some(lab) = lab_or_skip(test) else {
+        return;
+    };
+    install_crd(&client).await;
+    let env = lab_env_for("e2e-legcheck").await.expect("lab");
+    let customer = bnerd_testkit::lab_app_cred_client(&lab, "CUSTOMER");
+    let admin = bnerd_testkit::lab_client(&lab, "ADMIN");
+    let router = bnerd_cloud::NeutronAdmin::create_router(&customer, &unique("e2e-legcheck"))
+        .await
+        .expect("customer router");
+    let _exclusive = kube_lab_exclusive(&kubeconfig).await;
+    sweep_leftovers(&client).await;
+    let op = OperatorCommand::new(env!("CARGO_BIN_EXE_bnerd-vpn-operator"))
+        .lab(
+            &kubeconfig,
+            &lab,
+            &env.fabric.gateway_router_id,
+            &env.fabric.transit_network_id,
+            "10m",
+        )
+        .env("IPSEC_CROSS_TENANT_LEG_CHECK_INTERVAL", "3s")
+        .spawn();
+
+    let api: Api<ClusterLink> = Api::all(client.clone());
+    let name = unique("e2e-legcheck");
+    let cidr = "10.229.0.0/16";
+    let ready = create_cross_tenant(&client, &api, &lab, &name, &router.id, cidr).await;
+    let st = ready.status.clone().expect("status");
+    let old_ip = st.transit_ip.clone().expect("ip");
+    let old_leg = st.leg_port_id.clone().expect("leg");
+    let via_old = Route::new(cidr, &old_ip);
+    assert!(
+        env.get_router(&env.fabric.gateway_router_id)
+            .await
+            .routes
+            .contains(&via_old)
+    );
+    // Let the reconciles that follow the link's own status writes run out first: a reconcile
+    // that happens to run after the leg goes would notice it whatever the leg check does.
+    let addr = op.served_address().await;
+    let mut last = (-1.0, std::time::Instant::now());
+    wait_for("no reconcile for 6 s", 90, async || {
+        let (_, m) = bnerd_testkit::operator_proc::http_get(&addr, "/metrics").await;
+        let n = bnerd_testkit::operator_proc::sum_of(&m, "bnerd_reconciles_total", &[]);
+        if n != last.0 {
+            last = (n, std::time::Instant::now());
+        }
+        (last.1.elapsed() >= std::time::Duration::from_secs(6)).then_some(())
+    })
+    .await;
+
+    // An admin removes the leg (detaching a router interface deletes its port) and the freed
+    // address goes to another port at once.
+    admin
+        .remove_router_interface(&router.id, &old_leg)
+        .await
+        .expect("detach as admin");
+    let freed = std::time::Instant::now();
+    let squatter = env.port_at_ip(&old_ip, "squatter").await;
+    wait_for(
+        "the gateway route via the old address gone",
+        60,
+        async || {
+            let routes = env.get_router(&env.fabric.gateway_router_id).await.routes;
+            (!routes.iter().any(|r| r.nexthop == old_ip)).then_some(())
+        },
+    )
+    .await;
+    let took = freed.elapsed();
+    let stuck = wait_for("TransitIPMismatch", 30, async || {
+        api.get(&name)
+            .await
+            .ok()
+            .filter(|l| condition(l, "LegAttached").is_some_and(|c| c.1 == "TransitIPMismatch"))
+    })
+    .await;
+    eprintln!("the gateway route via the freed {old_ip} was gone {took:?} after the leg was");
+    assert!(
+        took < std::time::Duration::from_secs(30),
+        "{took:?}: the resync interval is 10 minutes, the leg check 3 s"
+    );
+    // The first message names both addresses; the reconciles after it hold the link with one
+    // that names neither.
+    let message = condition(&stuck, "LegAttached").expect("LegAttached").2;
+    assert!(message.contains("status.transitIP"), "{message}");
+    let log = op.log_so_far();
+    assert!(
+        log.contains("cross-tenant leg check") && log.contains(&old_leg),
+        "the check says what it found: {log}"
+    );
+
+    delete_and_wait_gone(&api, &name, 60).await;
+    delete_credentials_secret(&client, &name).await;
+    let _ = op.stop().await;
+    env.net.delete_port(&squatter.id).await.expect("squatter");
+    let _ = bnerd_cloud::NeutronAdmin::delete_router(&customer, &router.id).await;
+    env.teardown(&[&customer]).await;
+}
+
 /// `kubectl clusterlink recreate` on the terminal TransitIPMismatch: a cross-tenant link's leg
 /// vanishes out of band and its address is taken, the operator stops at TransitIPMismatch with
 /// no route to the squatter; recreate deletes the link (the finalizer unwinds), applies the

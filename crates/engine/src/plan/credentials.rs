@@ -24,6 +24,16 @@ use super::StepFail;
 /// skips the per-project filter.
 pub const PRIVILEGED_ROLE_NAMES: [&str; 3] = ["admin", "service", "advsvc"];
 
+/// The first of `roles` the seed's name rule calls privileged (admin, service or advsvc, in
+/// any letter case; exact names only, so load-balancer_admin passes).
+pub fn privileged_role(roles: &[String]) -> Option<&String> {
+    roles.iter().find(|r| {
+        PRIVILEGED_ROLE_NAMES
+            .iter()
+            .any(|p| r.eq_ignore_ascii_case(p))
+    })
+}
+
 /// The checks the token's roles decide alone: Err when they refuse the credential, so the
 /// probe is never sent for it. `secret` is `<ns>/<name>`.
 pub fn check_role_names(secret: &str, roles: &[String]) -> Result<(), StepFail> {
@@ -35,12 +45,7 @@ pub fn check_role_names(secret: &str, roles: &[String]) -> Result<(), StepFail> 
             ),
         ));
     }
-    let privileged = roles.iter().find(|r| {
-        PRIVILEGED_ROLE_NAMES
-            .iter()
-            .any(|p| r.eq_ignore_ascii_case(p))
-    });
-    match privileged {
+    match privileged_role(roles) {
         Some(role) => Err(StepFail::terminal(
             Reason::CredentialsPrivileged,
             format!(
@@ -48,6 +53,36 @@ pub fn check_role_names(secret: &str, roles: &[String]) -> Result<(), StepFail> 
             ),
         )),
         None => Ok(()),
+    }
+}
+
+/// What one answer to [`ADMIN_READ_PROBE`] says about the credential that sent it. Pure, and
+/// free of any Secret: the startup check of the operator's own credential asks the same.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProbeAnswer {
+    /// Neutron refused it (403): what a member gets.
+    Refused,
+    /// Neutron allowed it: the cloud's policy makes one of the token's roles cloud admin.
+    Allowed,
+    /// This cloud does not serve the probe's URL (404, 501: no `quota_details`): the policy
+    /// cannot be checked here, and the role-name check is all there is.
+    Unavailable,
+    /// Nothing was decided (a server error, no answer, Keystone refusing the re-auth): ask
+    /// again later.
+    Undecided,
+}
+
+/// Classify the probe's answer.
+pub fn probe_answer(probe: &Result<(), CloudError>) -> ProbeAnswer {
+    match probe {
+        Ok(()) => ProbeAnswer::Allowed,
+        // Only Neutron's own refusal counts: a 403 from Keystone on re-authentication
+        // (CloudError::Auth) says nothing about the policy.
+        Err(CloudError::Api { status: 403, .. }) => ProbeAnswer::Refused,
+        Err(CloudError::Api {
+            status: 404 | 501, ..
+        }) => ProbeAnswer::Unavailable,
+        Err(_) => ProbeAnswer::Undecided,
     }
 }
 
@@ -78,6 +113,72 @@ pub fn verdict(
             ),
             retryable: true,
         }),
+    }
+}
+
+/// What the checks found about the operator's own credential. Not a refusal: the operator
+/// is what does the work, so a privileged credential is reported (a Warning Event on its Pod,
+/// a `/readyz` line, a metric) and the operator runs on. It matters because under such a
+/// credential Neutron shows every project's routers and ports: a `serviceClusterRouter` name
+/// or ID resolves anywhere in the cloud, not only in the projects links build in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OperatorPrivilege {
+    /// The role names pass and Neutron refused the probe.
+    Member,
+    /// Privileged: why.
+    Privileged(String),
+    /// The role names pass, but the probe decided nothing (a cloud without the quota details
+    /// API, a server error, no answer): why. Not reported as privileged.
+    ProbeUnavailable(String),
+}
+
+impl OperatorPrivilege {
+    /// The `/readyz` line for it, if any (never a reason to be not ready).
+    pub fn readiness_line(&self) -> Option<String> {
+        match self {
+            OperatorPrivilege::Member => None,
+            OperatorPrivilege::Privileged(why) => Some(format!("warning: {why}")),
+            OperatorPrivilege::ProbeUnavailable(why) => Some(format!("note: {why}")),
+        }
+    }
+}
+
+/// The same two checks as a customer credential's ([`privileged_role`], then the probe's
+/// answer), on the operator's own token. `probe` is None when it was not sent (the names
+/// already decided).
+pub fn operator_privilege(
+    roles: &[String],
+    probe: Option<&Result<(), CloudError>>,
+) -> OperatorPrivilege {
+    const WHY: &str = "under it Neutron shows every project's routers and ports, so a spec.serviceClusterRouter name or ID resolves anywhere in the cloud (docs/operations.md, \"The operator's own credential\"); give the operator a credential with the member role in its own project";
+    if let Some(role) = privileged_role(roles) {
+        return OperatorPrivilege::Privileged(format!(
+            "the operator's own OpenStack credential is privileged: its token carries the role {role:?} (admin, service and advsvc count in any letter case); {WHY}"
+        ));
+    }
+    let Some(probe) = probe else {
+        return OperatorPrivilege::ProbeUnavailable(format!(
+            "the privilege probe on the operator's own OpenStack credential was not sent ({ADMIN_READ_PROBE}); only the role-name check was made, and it passed"
+        ));
+    };
+    match (probe_answer(probe), probe) {
+        (ProbeAnswer::Allowed, _) => OperatorPrivilege::Privileged(format!(
+            "the operator's own OpenStack credential is privileged: {ADMIN_READ_PROBE} was allowed, and Neutron allows it a cloud admin only (this cloud's policy makes one of the roles [{}] cloud admin); {WHY}",
+            roles.join(", ")
+        )),
+        (ProbeAnswer::Refused, _) => OperatorPrivilege::Member,
+        // Unavailable (404, 501) and Undecided (5xx, no answer) alike: the operator runs
+        // either way, and the next fabric check asks again.
+        (ProbeAnswer::Unavailable | ProbeAnswer::Undecided, e) => {
+            let why = e
+                .as_ref()
+                .err()
+                .map(ToString::to_string)
+                .unwrap_or_default();
+            OperatorPrivilege::ProbeUnavailable(format!(
+                "the privilege probe on the operator's own OpenStack credential could not run ({ADMIN_READ_PROBE}: {why}); only the role-name check was made, and it passed"
+            ))
+        }
     }
 }
 
@@ -254,5 +355,92 @@ mod tests {
             "{}",
             f.message
         );
+    }
+
+    #[test]
+    fn the_operator_credential_one_row_per_rule() {
+        use OperatorPrivilege::{Member, Privileged, ProbeUnavailable};
+        /// (rule, roles, probe answer or None when not sent, expected finding, text in its
+        /// `/readyz` line).
+        type Row = (
+            &'static str,
+            &'static [&'static str],
+            Option<Result<(), CloudError>>,
+            fn(&OperatorPrivilege) -> bool,
+            &'static str,
+        );
+        let rows: Vec<Row> = vec![
+            (
+                "a member (the lab's operator user): the names pass and Neutron refuses the probe",
+                &["member", "reader"],
+                Some(refused()),
+                |p| *p == Member,
+                "",
+            ),
+            (
+                "load-balancer_admin is fine, as for a customer credential",
+                &["member", "load-balancer_admin"],
+                Some(refused()),
+                |p| *p == Member,
+                "",
+            ),
+            (
+                "a role named admin, in any letter case: privileged, the probe not needed",
+                &["member", "ADMIN"],
+                None,
+                |p| matches!(p, Privileged(_)),
+                "role \"ADMIN\"",
+            ),
+            (
+                "service and advsvc count as for a customer credential",
+                &["Service"],
+                None,
+                |p| matches!(p, Privileged(_)),
+                "role \"Service\"",
+            ),
+            (
+                "the names pass but the probe is allowed (a customised context_is_admin)",
+                &["member", "net_operator"],
+                Some(Ok(())),
+                |p| matches!(p, Privileged(_)),
+                "was allowed",
+            ),
+            (
+                "a cloud without the quota details API (404): probe unavailable, not privileged",
+                &["member"],
+                Some(Err(api(404, "HTTPNotFound"))),
+                |p| matches!(p, ProbeUnavailable(_)),
+                "could not run",
+            ),
+            (
+                "501, 5xx, no answer: probe unavailable too (the next fabric check asks again)",
+                &["member"],
+                Some(Err(api(503, ""))),
+                |p| matches!(p, ProbeUnavailable(_)),
+                "HTTP 503",
+            ),
+            (
+                "Keystone's 403 is no answer of Neutron's policy",
+                &["member"],
+                Some(Err(CloudError::Auth {
+                    status: Some(403),
+                    message: "Keystone answered HTTP 403 to the token request: Forbidden".into(),
+                })),
+                |p| matches!(p, ProbeUnavailable(_)),
+                "Keystone answered HTTP 403",
+            ),
+        ];
+        for (rule, token_roles, probe, want, text) in rows {
+            let got = operator_privilege(&roles(token_roles), probe.as_ref());
+            assert!(want(&got), "{rule}: {got:?}");
+            let line = got.readiness_line().unwrap_or_default();
+            assert!(line.contains(text), "{rule}: {line}");
+            if let Privileged(why) = &got {
+                assert!(
+                    line.starts_with("warning: ") && why.contains("every project"),
+                    "{rule}: the line says why it matters: {line}"
+                );
+            }
+        }
     }
 }
