@@ -58,6 +58,15 @@ pub struct Snapshot {
     reads: u64,
 }
 
+/// Every port on the transit network, in one read.
+async fn transit_ports(net: &dyn Neutron, fabric: &Fabric) -> Result<Vec<Port>> {
+    net.list_ports(&PortQuery {
+        network_id: Some(fabric.transit_network_id.clone()),
+        ..Default::default()
+    })
+    .await
+}
+
 impl Snapshot {
     /// Read the transit network's ports and these routers (the gateway router is always
     /// included).
@@ -67,12 +76,7 @@ impl Snapshot {
         router_ids: impl IntoIterator<Item = String>,
     ) -> Result<Self> {
         let taken = Instant::now();
-        let ports = net
-            .list_ports(&PortQuery {
-                network_id: Some(fabric.transit_network_id.clone()),
-                ..Default::default()
-            })
-            .await?;
+        let ports = transit_ports(net, fabric).await?;
         let mut ids: Vec<String> = router_ids.into_iter().collect();
         ids.push(fabric.gateway_router_id.clone());
         ids.sort();
@@ -100,17 +104,10 @@ impl Snapshot {
 
     /// Read only the transit network's ports: all a check of cross-tenant legs needs.
     pub async fn take_ports(net: &dyn Neutron, fabric: &Fabric) -> Result<Self> {
-        let taken = Instant::now();
-        let ports = net
-            .list_ports(&PortQuery {
-                network_id: Some(fabric.transit_network_id.clone()),
-                ..Default::default()
-            })
-            .await?;
         Ok(Self {
-            taken,
+            taken: Instant::now(),
             transit_network_id: fabric.transit_network_id.clone(),
-            ports,
+            ports: transit_ports(net, fabric).await?,
             routers: Mutex::new(BTreeMap::new()),
             reads: 1,
         })
