@@ -562,6 +562,52 @@ async fn gateway_changes_fan_out_to_every_link() {
         regarding.uid, bad.metadata.uid,
         "the Event lacks the gateway's uid"
     );
+    // The bad gateway fails ReverseRoutesInstalled on every link, never Ready: Ready is the
+    // forward path. The failure has its own column, Event and metric, and Ready's message
+    // names it.
+    for name in &names {
+        let l =
+            wait_for("ReverseRoutesInstalled=False", 30, async || {
+                links.get(name).await.ok().filter(|l| {
+                    condition(l, "ReverseRoutesInstalled").is_some_and(|c| c.0 == "False")
+                })
+            })
+            .await;
+        let (s, _, m) = condition(&l, "Ready").expect("Ready");
+        assert_eq!(s, "True", "{name}: {m}");
+        assert!(m.contains("ReverseRoutesInstalled is False"), "{m}");
+        let ev = wait_for("EnsureReverseRoutesFailed on the link", 30, async || {
+            event_about(&client, "default", name, "EnsureReverseRoutesFailed").await
+        })
+        .await;
+        assert_eq!(ev.type_.as_deref(), Some("Warning"));
+    }
+    let addr = op.served_address().await;
+    let (_, metrics) = bnerd_testkit::operator_proc::http_get(&addr, "/metrics").await;
+    assert!(
+        bnerd_testkit::operator_proc::sum_of(&metrics, "bnerd_reverse_route_failures_total", &[])
+            >= 2.0,
+        "{metrics}"
+    );
+    for name in &names {
+        let ready = format!(
+            r#"bnerd_clusterlink_condition{{clusterlink="{name}",type="Ready",status="True"}}"#
+        );
+        assert_eq!(
+            bnerd_testkit::operator_proc::sample(&metrics, &ready),
+            Some(1.0),
+            "{metrics}"
+        );
+    }
+    let crd = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../charts/bnerd-vpn-operator/files/clusterlinks.ipsec.bnerd.net.yaml"
+    ))
+    .expect("crd");
+    assert!(
+        crd.contains(r#"jsonPath: .status.conditions[?(@.type=="ReverseRoutesInstalled")].status"#),
+        "the Reverse Routes column"
+    );
     gws.delete(&bad_name, &DeleteParams::default())
         .await
         .expect("delete the bad gateway");
