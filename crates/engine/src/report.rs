@@ -260,14 +260,15 @@ mod tests {
         use Reason::*;
         let same = ConditionType::SAME_TENANT;
         let ok = |t| (t, "True", Installed);
-        let rows: Vec<(
-            &str,
-            &[ConditionType],
+        type Row = (
+            &'static str,
+            &'static [ConditionType],
             Vec<Condition>,
-            &str,
+            &'static str,
             Reason,
-            &[&str],
-        )> = vec![
+            &'static [&'static str],
+        );
+        let rows: Vec<Row> = vec![
             (
                 "everything True: Ready, routes installed",
                 same,
