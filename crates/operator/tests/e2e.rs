@@ -1146,10 +1146,22 @@ async fn operator_binary_releases_what_it_may() {
     // (name prefix, the False reason it stops at, its Secret as (id key, secret key) or none)
     let cases = [
         ("e2e-nb-unattested", "NotAttested", Some("CUSTOMER")),
-        ("e2e-nb-namespace", "SecretNamespaceNotAllowed", Some("CUSTOMER")),
+        (
+            "e2e-nb-namespace",
+            "SecretNamespaceNotAllowed",
+            Some("CUSTOMER"),
+        ),
         ("e2e-nb-missing", "SecretNotFound", None),
-        ("e2e-nb-privileged", "CredentialsPrivileged", Some("CUSTOMER_PRIV")),
-        ("e2e-nb-mismatch", "CredentialsProjectMismatch", Some("CUSTOMER2")),
+        (
+            "e2e-nb-privileged",
+            "CredentialsPrivileged",
+            Some("CUSTOMER_PRIV"),
+        ),
+        (
+            "e2e-nb-mismatch",
+            "CredentialsProjectMismatch",
+            Some("CUSTOMER2"),
+        ),
     ];
     for (i, (prefix, reason, cred)) in cases.iter().enumerate() {
         let name = unique(prefix);

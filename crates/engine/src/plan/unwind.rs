@@ -473,7 +473,13 @@ mod tests {
     fn the_customer_side_of_a_delete() {
         let not_attested = || Err(StepFail::terminal(Reason::NotAttested, "m"));
         // (rule, attested, leg in status, legs in the cloud, want)
-        type Row = (&'static str, Result<(), StepFail>, bool, Option<usize>, &'static str);
+        type Row = (
+            &'static str,
+            Result<(), StepFail>,
+            bool,
+            Option<usize>,
+            &'static str,
+        );
         let rows: Vec<Row> = vec![
             (
                 "never attested, nothing built: released at once, no customer call",
