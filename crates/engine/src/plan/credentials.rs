@@ -24,6 +24,16 @@ use super::StepFail;
 /// skips the per-project filter.
 pub const PRIVILEGED_ROLE_NAMES: [&str; 3] = ["admin", "service", "advsvc"];
 
+/// The first of `roles` the seed refuses by name (admin, service, advsvc in any letter case).
+/// Free of any Secret: the startup check of the operator's own credential asks the same.
+pub fn privileged_role(roles: &[String]) -> Option<&String> {
+    roles.iter().find(|r| {
+        PRIVILEGED_ROLE_NAMES
+            .iter()
+            .any(|p| r.eq_ignore_ascii_case(p))
+    })
+}
+
 /// The checks the token's roles decide alone: Err when they refuse the credential, so the
 /// probe is never sent for it. `secret` is `<ns>/<name>`.
 pub fn check_role_names(secret: &str, roles: &[String]) -> Result<(), StepFail> {
@@ -35,12 +45,7 @@ pub fn check_role_names(secret: &str, roles: &[String]) -> Result<(), StepFail> 
             ),
         ));
     }
-    let privileged = roles.iter().find(|r| {
-        PRIVILEGED_ROLE_NAMES
-            .iter()
-            .any(|p| r.eq_ignore_ascii_case(p))
-    });
-    match privileged {
+    match privileged_role(roles) {
         Some(role) => Err(StepFail::terminal(
             Reason::CredentialsPrivileged,
             format!(
@@ -335,6 +340,14 @@ mod tests {
 
     #[test]
     fn the_name_check_decides_without_the_probe() {
+        assert_eq!(
+            privileged_role(&roles(&["member", "Service"])).map(String::as_str),
+            Some("Service")
+        );
+        assert_eq!(
+            privileged_role(&roles(&["member", "load-balancer_admin"])),
+            None
+        );
         assert!(check_role_names(SECRET, &roles(&["member", "load-balancer_admin"])).is_ok());
         let f = check_role_names(SECRET, &roles(&["aDvSvC"])).unwrap_err();
         assert_eq!(f.reason, Reason::CredentialsPrivileged);

@@ -2,6 +2,10 @@
 //! route, then the router attachment, then the leg port itself", plus "every reverse route it
 //! owns". Ownership comes from the cloud (ports carrying our UID, routes via their
 //! addresses), with status as a hint; nothing else is ever touched.
+//!
+//! Past 500 lines with its tables: every rule of a delete (what is ours, the cross-tenant
+//! customer side, refusals only a human can call final, the abandon hatch) is decided here
+//! and table-tested next to it, so the unwind's order and its exceptions read in one place.
 
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::{Reason, ReverseRoute, RouteRecord};
