@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
     printcolumn = r#"{"name":"CIDR","type":"string","jsonPath":".spec.serviceClusterCIDR"}"#,
     printcolumn = r#"{"name":"Transit IP","type":"string","jsonPath":".status.transitIP"}"#,
     printcolumn = r#"{"name":"Ready","type":"string","jsonPath":".status.conditions[?(@.type==\"Ready\")].status"}"#,
+    printcolumn = r#"{"name":"Reverse Routes","type":"string","jsonPath":".status.conditions[?(@.type==\"ReverseRoutesInstalled\")].status"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[x_kube(

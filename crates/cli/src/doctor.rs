@@ -82,6 +82,15 @@ fn link_health(l: &ClusterLink) -> Finding {
     };
     let conditions = &status.conditions;
     if is_true(conditions, ConditionType::Ready) {
+        // Ready is the forward path; a reverse route that failed is a problem of its own.
+        if let Some(c) =
+            find(conditions, ConditionType::ReverseRoutesInstalled).filter(|c| c.status == "False")
+        {
+            return Finding::problem(format!(
+                "ClusterLink {name}: Ready (forward path), but {}={} {}: {}",
+                c.type_, c.status, c.reason, c.message
+            ));
+        }
         return Finding::ok(format!(
             "ClusterLink {name}: Ready, {} on router {}",
             status.transit_ip.as_deref().unwrap_or("?"),
@@ -390,6 +399,53 @@ pub async fn share_findings(network_id: &str, links: &[CrossTenantLink]) -> Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ready_link_with_failed_reverse_routes_is_a_problem() {
+        use bnerd_api::Reason;
+        use bnerd_api::conditions::{Status, set_condition};
+        let mut l = ClusterLink::new("a", Default::default());
+        let mut st = bnerd_api::ClusterLinkStatus::default();
+        let now = k8s_openapi::jiff::Timestamp::now();
+        set_condition(
+            &mut st.conditions,
+            ConditionType::Ready,
+            Status::True,
+            Reason::Ready,
+            "leg attached and gateway route installed",
+            None,
+            now,
+        );
+        set_condition(
+            &mut st.conditions,
+            ConditionType::ReverseRoutesInstalled,
+            Status::True,
+            Reason::Installed,
+            "1 reverse route(s)",
+            None,
+            now,
+        );
+        l.status = Some(st.clone());
+        assert!(!link_health(&l).problem);
+        set_condition(
+            &mut st.conditions,
+            ConditionType::ReverseRoutesInstalled,
+            Status::False,
+            Reason::EnsureReverseRoutesFailed,
+            "IPsecGateway n/g refused",
+            None,
+            now,
+        );
+        l.status = Some(st);
+        let f = link_health(&l);
+        assert!(f.problem);
+        assert!(
+            f.text
+                .contains("Ready (forward path), but ReverseRoutesInstalled=False"),
+            "{}",
+            f.text
+        );
+    }
 
     fn keystone(status: Option<u16>) -> CloudError {
         match status {

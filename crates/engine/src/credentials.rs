@@ -13,7 +13,9 @@ use bnerd_cloud::{Identity, Neutron};
 
 use super::model::Input;
 use super::plan::StepFail;
-use super::plan::credentials::{check_role_names, verdict};
+use super::plan::credentials::{
+    Admitted, ProbeAnswer, admitted_note, check_role_names, probe_answer, verdict,
+};
 use super::plan::tenant::{
     CustomerCredential, OperatorEndpoint, Requeue, attested, auth_failed, credential_from_secret,
     project_checks, requeue_of, resolved_message,
@@ -49,6 +51,8 @@ pub trait CredentialSource: Send + Sync {
 pub struct Checked {
     pub project_id: String,
     pub refused: Option<StepFail>,
+    /// The privilege probe is not served by this cloud: only the role names were checked.
+    pub probe_unavailable: bool,
 }
 
 /// Who the operator is, for the checks that compare a credential against it.
@@ -66,6 +70,9 @@ pub struct Resolved {
     /// `<ns>/<name>`
     pub secret: String,
     pub message: String,
+    /// The privilege probe was sent by this resolve and this cloud does not serve it (the
+    /// controller counts it; a remembered finding is not counted again).
+    pub probe_unavailable_now: bool,
 }
 
 impl Resolved {
@@ -118,6 +125,7 @@ pub async fn resolve(
     };
     let cred = credential_from_secret(r, data.as_ref(), &endpoint)?;
     let client = source.client(&cred);
+    let mut probe_unavailable_now = false;
     let checked = match source.checked(&cred) {
         Some(c) => c,
         None => {
@@ -125,18 +133,30 @@ pub async fn resolve(
                 .token_info()
                 .await
                 .map_err(|e| auth_failed(&secret, &e.to_string()))?;
+            let mut admitted = Admitted::Member;
             let refused = match check_role_names(&secret, &token.roles) {
                 // A role list is fixed when an application credential is made.
                 Err(f) => Some(f),
-                Ok(()) => match verdict(&secret, &token.roles, &client.probe_admin_read().await) {
-                    Err(f) if f.retryable => return Err(with_requeue(f)),
-                    Err(f) => Some(f),
-                    Ok(()) => None,
-                },
+                Ok(()) => {
+                    let probe = client.probe_admin_read().await;
+                    match verdict(&secret, &token.roles, &probe) {
+                        Ok(a) => {
+                            admitted = a;
+                            None
+                        }
+                        // Nothing decided: asked again, never remembered.
+                        Err(f) if probe_answer(&probe) == ProbeAnswer::Undecided => {
+                            return Err(with_requeue(f));
+                        }
+                        Err(f) => Some(f),
+                    }
+                }
             };
+            probe_unavailable_now = admitted == Admitted::ProbeUnavailable;
             let c = Checked {
                 project_id: token.project_id,
                 refused,
+                probe_unavailable: probe_unavailable_now,
             };
             source.remember(&cred, c.clone());
             c
@@ -158,8 +178,18 @@ pub async fn resolve(
         input.status.customer_project_id.as_deref(),
         input.status.leg_port_id.is_some(),
     )?;
+    let admitted = if checked.probe_unavailable {
+        Admitted::ProbeUnavailable
+    } else {
+        Admitted::Member
+    };
     Ok(Resolved {
-        message: resolved_message(&secret, &checked.project_id),
+        message: format!(
+            "{}{}",
+            resolved_message(&secret, &checked.project_id),
+            admitted_note(admitted)
+        ),
+        probe_unavailable_now,
         client,
         project_id: checked.project_id,
         secret,

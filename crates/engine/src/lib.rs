@@ -27,7 +27,7 @@ pub use model::{Action, ActionKind, Input, Outcome, Retry};
 pub use ops::{Customer, Engine};
 pub use plan::reverse_routes::GatewayProblem;
 pub use plan::tenant::CustomerCredential;
-pub use plan::unwind::UnwindPlan;
+pub use plan::unwind::{UnwindPlan, may_abandon};
 pub use plan::{Peer, StepFail};
 pub use report::{Transition, deleting_status, failed_status, transitions};
 pub use unwind::{unwind, unwind_gateway};
@@ -59,6 +59,12 @@ impl Engine<'_> {
         valid: &plan::validated::Valid,
         r: &mut report::Report,
     ) {
+        if let Some(c) = &self.customer {
+            // Pinned as soon as the credential resolves to the spec's project, before the share
+            // is made: the decommission listing (status.customerProjectID) must see a link
+            // that shared the network but never got its leg attached.
+            r.status.customer_project_id = Some(c.project_id.to_string());
+        }
         let leg = match leg::resolve(self, input).await {
             Ok(resolved) => {
                 if let Some(c) = &self.customer {
@@ -89,9 +95,6 @@ impl Engine<'_> {
         r.status.leg_port_id = Some(leg.port_id.clone());
         r.status.transit_ip = Some(leg.ip.to_string());
         r.status.service_router_id = Some(leg.router_id.clone());
-        if let Some(c) = &self.customer {
-            r.status.customer_project_id = Some(c.project_id.to_string());
-        }
         r.pass(
             ConditionType::LegAttached,
             format!(
@@ -203,6 +206,7 @@ pub async fn reconcile_cross_tenant(
         }
     };
     r.pass(ConditionType::CredentialsResolved, resolved.message.clone());
+    r.probe_unavailable = resolved.probe_unavailable_now;
     let engine = Engine {
         net,
         fabric,
@@ -212,18 +216,23 @@ pub async fn reconcile_cross_tenant(
     r.finish()
 }
 
-/// A cross-tenant unwind that cannot reach the customer side.
+/// A cross-tenant unwind that cannot reach, or clean up, the customer side.
 #[derive(Debug)]
 pub struct Held {
-    /// CredentialsResolved=False: CredentialsUnavailable or CredentialsProjectMismatch.
-    pub credentials: StepFail,
+    /// The condition that says why: CredentialsResolved (CredentialsUnavailable or
+    /// CredentialsProjectMismatch) when the credential does not resolve, Ready (Deleting) when
+    /// it does but the customer side refuses its unwind.
+    pub condition: ConditionType,
+    pub fail: StepFail,
     /// Whether the gateway route went (it is removed first, always).
     pub gateway: Result<(), StepFail>,
 }
 
 /// Delete a cross-tenant link (seed: "Unbind order, and the abandon escape hatch"): the
-/// gateway route on the operator's credential first, always; the customer side only with a
-/// credential that resolves to the project the leg was built in and the one the link names.
+/// gateway route on the operator's credential first, always; then, when the link never built
+/// anything on the customer side, nothing more (no customer call); otherwise the customer
+/// side only with a credential that resolves to the project the leg was built in and the one
+/// the link names, and only on an attested link.
 pub async fn unwind_cross_tenant(
     net: &dyn bnerd_cloud::Neutron,
     fabric: &bnerd_cloud::fabric::Fabric,
@@ -238,21 +247,42 @@ pub async fn unwind_cross_tenant(
     let Some(secret_ref) = input.spec.credentials_secret_ref.as_ref() else {
         return Ok(unwind(&base, input, targets).await);
     };
+    let legs_in_cloud = gateway.as_ref().ok().map(Vec::len);
+    let gateway = gateway.map(|_| ());
+    let side = plan::unwind::customer_side(
+        credentials::attestation(input, secret_ref).map(|_| ()),
+        input.status.leg_port_id.is_some(),
+        legs_in_cloud,
+    );
+    let held = |fail: &StepFail, gateway| Held {
+        condition: ConditionType::CredentialsResolved,
+        fail: plan::tenant::unavailable(fail),
+        gateway,
+    };
+    match side {
+        plan::unwind::CustomerSide::NothingBuilt => return Ok(Ok(UnwindPlan::default())),
+        plan::unwind::CustomerSide::NotAttested(f) => return Err(held(&f, gateway)),
+        plan::unwind::CustomerSide::Resolve => {}
+    }
     let resolved =
         credentials::resolve(source, operator, credentials_namespace, input, secret_ref).await;
     let resolved = match resolved {
         Ok(r) => r,
-        Err((f, _)) => {
-            return Err(Held {
-                credentials: plan::tenant::unavailable(&f),
-                gateway,
-            });
-        }
+        Err((f, _)) => return Err(held(&f, gateway)),
     };
     let engine = Engine {
         net,
         fabric,
         customer: Some(resolved.customer()),
     };
-    Ok(unwind(&engine, input, targets).await)
+    match unwind::unwind_rounds(&engine, input, targets).await {
+        Ok(done) => Ok(Ok(done)),
+        // The gateway route went in that same round, before the customer side refused.
+        Err(s) if s.customer_refused => Err(Held {
+            condition: ConditionType::Ready,
+            fail: s.fail,
+            gateway: Ok(()),
+        }),
+        Err(s) => Ok(Err(s.fail)),
+    }
 }

@@ -46,4 +46,6 @@ pub struct Outcome {
     pub actions: Vec<Action>,
     /// Gateways whose reverse route could not be installed (a Warning Event on each).
     pub gateway_problems: Vec<GatewayProblem>,
+    /// This reconcile sent the privilege probe and the cloud does not serve it (counted).
+    pub probe_unavailable: bool,
 }

@@ -47,6 +47,7 @@ pub(crate) struct Report {
     retry_after: Option<std::time::Duration>,
     pub actions: Vec<Action>,
     pub gateway_problems: Vec<GatewayProblem>,
+    pub probe_unavailable: bool,
 }
 
 impl Report {
@@ -66,6 +67,7 @@ impl Report {
             retry_after: None,
             actions: vec![],
             gateway_problems: vec![],
+            probe_unavailable: false,
         }
     }
 
@@ -111,24 +113,8 @@ impl Report {
             let message = format!("not evaluated: {blocker} is not True");
             self.set(t, Status::Unknown, Reason::Blocked, message);
         }
-        let not_true: Vec<&str> = self
-            .steps
-            .iter()
-            .filter(|t| **t != ConditionType::Ready)
-            .filter(|t| !bnerd_api::conditions::is_true(&self.status.conditions, **t))
-            .map(|t| t.as_str())
-            .collect();
-        if not_true.is_empty() {
-            self.set(
-                ConditionType::Ready,
-                Status::True,
-                Reason::Ready,
-                "leg attached and routes installed".into(),
-            );
-        } else {
-            let msg = format!("not ready: {} not True", not_true.join(", "));
-            self.set(ConditionType::Ready, Status::False, Reason::NotReady, msg);
-        }
+        let (status, reason, message) = ready(self.steps, &self.status.conditions);
+        self.set(ConditionType::Ready, status, reason, message);
         self.status.observed_generation = self.generation;
         // Keep the condition list in step order so `kubectl get -o yaml` reads top-down.
         self.status.conditions.sort_by_key(|c| {
@@ -146,7 +132,52 @@ impl Report {
             },
             actions: self.actions,
             gateway_problems: self.gateway_problems,
+            probe_unavailable: self.probe_unavailable,
         }
+    }
+}
+
+/// Ready, from the other conditions: the forward path (spec: "a broken reverse route for one
+/// gateway never reads as 'this ClusterLink's forward path is down'"). Every condition but
+/// ReverseRoutesInstalled must be True — Validated, LegAttached, RouteInstalled and,
+/// cross-tenant, the attestation, the credential and the share. A reverse route that could
+/// not be installed (often another namespace's malformed gateway, reported on every link)
+/// stays on ReverseRoutesInstalled and is named in Ready's message.
+pub(crate) fn ready(steps: &[ConditionType], conditions: &[Condition]) -> (Status, Reason, String) {
+    let not_true: Vec<&str> = steps
+        .iter()
+        .filter(|t| {
+            !matches!(
+                t,
+                ConditionType::Ready | ConditionType::ReverseRoutesInstalled
+            )
+        })
+        .filter(|t| !bnerd_api::conditions::is_true(conditions, **t))
+        .map(|t| t.as_str())
+        .collect();
+    let reverse = conditions
+        .iter()
+        .find(|c| c.type_ == ConditionType::ReverseRoutesInstalled.as_str());
+    let reverse_note = match reverse {
+        Some(c) if c.status == "False" => format!(
+            "; ReverseRoutesInstalled is False ({}): reverse routes to gateways are not all in place, which does not take the forward path down",
+            c.reason
+        ),
+        _ => String::new(),
+    };
+    if not_true.is_empty() {
+        let head = if reverse_note.is_empty() {
+            "leg attached and routes installed"
+        } else {
+            "leg attached and gateway route installed"
+        };
+        (Status::True, Reason::Ready, format!("{head}{reverse_note}"))
+    } else {
+        (
+            Status::False,
+            Reason::NotReady,
+            format!("not ready: {} not True{reverse_note}", not_true.join(", ")),
+        )
     }
 }
 
@@ -203,4 +234,142 @@ pub fn transitions(old: &[Condition], new: &[Condition]) -> Vec<Transition> {
             message: n.message.clone(),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bnerd_api::ConditionType::*;
+
+    fn conditions(set: &[(ConditionType, &str, Reason)]) -> Vec<Condition> {
+        let mut out = vec![];
+        for (t, s, r) in set {
+            let status = match *s {
+                "True" => Status::True,
+                "False" => Status::False,
+                _ => Status::Unknown,
+            };
+            set_condition(&mut out, *t, status, *r, "m", None, Timestamp::now());
+        }
+        out
+    }
+
+    /// One row per rule of Ready: (rule, steps, conditions, want status, reason, texts).
+    #[test]
+    fn ready_reflects_the_forward_path() {
+        use Reason::*;
+        let same = ConditionType::SAME_TENANT;
+        let ok = |t| (t, "True", Installed);
+        type Row = (
+            &'static str,
+            &'static [ConditionType],
+            Vec<Condition>,
+            &'static str,
+            Reason,
+            &'static [&'static str],
+        );
+        let rows: Vec<Row> = vec![
+            (
+                "everything True: Ready, routes installed",
+                same,
+                conditions(&[
+                    (Validated, "True", Valid),
+                    (LegAttached, "True", Attached),
+                    ok(RouteInstalled),
+                    ok(ReverseRoutesInstalled),
+                ]),
+                "True",
+                Reason::Ready,
+                &["leg attached and routes installed"],
+            ),
+            (
+                "spec: a broken reverse route never reads as the forward path being down; \
+                 Ready's message names it",
+                same,
+                conditions(&[
+                    (Validated, "True", Valid),
+                    (LegAttached, "True", Attached),
+                    ok(RouteInstalled),
+                    (ReverseRoutesInstalled, "False", EnsureReverseRoutesFailed),
+                ]),
+                "True",
+                Reason::Ready,
+                &[
+                    "gateway route installed",
+                    "ReverseRoutesInstalled is False (EnsureReverseRoutesFailed)",
+                ],
+            ),
+            (
+                "the forward route missing: not Ready, reverse routes fine or not",
+                same,
+                conditions(&[
+                    (Validated, "True", Valid),
+                    (LegAttached, "True", Attached),
+                    (RouteInstalled, "False", RouteConflict),
+                    (ReverseRoutesInstalled, "False", EnsureReverseRoutesFailed),
+                ]),
+                "False",
+                NotReady,
+                &[
+                    "not ready: RouteInstalled not True",
+                    "ReverseRoutesInstalled is False",
+                ],
+            ),
+            (
+                "a step not reached (Unknown) is not True",
+                same,
+                conditions(&[
+                    (Validated, "True", Valid),
+                    (LegAttached, "False", RouterResolveFailed),
+                    (RouteInstalled, "Unknown", Blocked),
+                    (ReverseRoutesInstalled, "Unknown", Blocked),
+                ]),
+                "False",
+                NotReady,
+                &["not ready: LegAttached, RouteInstalled not True"],
+            ),
+            (
+                "cross-tenant: the credential counts for Ready",
+                CROSS_TENANT,
+                conditions(&[
+                    (Validated, "True", Valid),
+                    (TenantIsolationAttested, "True", Attested),
+                    (CredentialsResolved, "False", AuthFailed),
+                    (TransitNetworkShared, "Unknown", Blocked),
+                    (LegAttached, "Unknown", Blocked),
+                    (RouteInstalled, "Unknown", Blocked),
+                    (ReverseRoutesInstalled, "Unknown", Blocked),
+                ]),
+                "False",
+                NotReady,
+                &[
+                    "CredentialsResolved, TransitNetworkShared, LegAttached, RouteInstalled not True",
+                ],
+            ),
+            (
+                "cross-tenant: attested, resolved, shared, leg and route: Ready despite a \
+                 reverse route",
+                CROSS_TENANT,
+                conditions(&[
+                    (Validated, "True", Valid),
+                    (TenantIsolationAttested, "True", Attested),
+                    (CredentialsResolved, "True", Resolved),
+                    (TransitNetworkShared, "True", Shared),
+                    (LegAttached, "True", Attached),
+                    ok(RouteInstalled),
+                    (ReverseRoutesInstalled, "False", EnsureReverseRoutesFailed),
+                ]),
+                "True",
+                Reason::Ready,
+                &["ReverseRoutesInstalled is False"],
+            ),
+        ];
+        for (rule, steps, conds, status, reason, texts) in rows {
+            let (s, r, m) = ready(steps, &conds);
+            assert_eq!((s.as_str(), r), (status, reason), "{rule}: {m}");
+            for t in texts {
+                assert!(m.contains(t), "{rule}: {t:?} not in {m:?}");
+            }
+        }
+    }
 }

@@ -6,7 +6,10 @@ use bnerd_api::gateway::ReverseTarget;
 use super::model::Input;
 use super::ops::{self, Engine};
 use super::plan::StepFail;
-use super::plan::unwind::{UnwindError, UnwindPlan, UnwindView, deleting, plan, unsettled};
+use super::plan::unwind::{
+    UnwindError, UnwindPlan, UnwindView, customer_refused, deleting, plan, refused_for_good,
+    unsettled,
+};
 
 fn cloud(context: &str) -> impl FnOnce(bnerd_cloud::CloudError) -> StepFail + '_ {
     move |error| {
@@ -32,6 +35,22 @@ pub async fn unwind(
     input: &Input<'_>,
     targets: &[ReverseTarget],
 ) -> Result<UnwindPlan, StepFail> {
+    unwind_rounds(e, input, targets).await.map_err(|f| f.fail)
+}
+
+/// Why an unwind stopped.
+pub(crate) struct Stopped {
+    pub fail: StepFail,
+    /// The customer side refused a call in a way retrying will not clear, after the gateway
+    /// route went (the abandon annotation may release such a link).
+    pub customer_refused: bool,
+}
+
+pub(crate) async fn unwind_rounds(
+    e: &Engine<'_>,
+    input: &Input<'_>,
+    targets: &[ReverseTarget],
+) -> Result<UnwindPlan, Stopped> {
     let mut done = UnwindPlan::default();
     for _ in 0..MAX_ROUNDS {
         let p = unwind_round(e, input, targets).await?;
@@ -41,7 +60,17 @@ pub async fn unwind(
         done.gateway_remove.extend(p.gateway_remove);
         done.legs.extend(p.legs);
     }
-    Err(unsettled(MAX_ROUNDS))
+    Err(Stopped {
+        fail: unsettled(MAX_ROUNDS),
+        customer_refused: false,
+    })
+}
+
+fn stopped(fail: StepFail) -> Stopped {
+    Stopped {
+        fail,
+        customer_refused: false,
+    }
 }
 
 /// One look at the transit network and the gateway router, and the removal of what it found.
@@ -49,7 +78,57 @@ async fn unwind_round(
     e: &Engine<'_>,
     input: &Input<'_>,
     targets: &[ReverseTarget],
-) -> Result<UnwindPlan, StepFail> {
+) -> Result<UnwindPlan, Stopped> {
+    let ports = ops::transit_ports(e)
+        .await
+        .map_err(cloud("listing transit ports"))
+        .map_err(stopped)?;
+    let gw_id = &e.fabric.gateway_router_id;
+    let gateway = match e.net.get_router(gw_id).await {
+        Ok(r) => Some(r),
+        Err(err) if err.is_not_found() => None,
+        Err(err) => return Err(stopped(cloud("reading the gateway router")(err))),
+    };
+    let p = plan(&UnwindView {
+        uid: input.uid,
+        project: e.leg_project(input),
+        ports: &ports,
+        gateway_routes: gateway.as_ref().map(|g| g.routes.as_slice()).unwrap_or(&[]),
+        recorded: input.status.gateway_route.as_ref(),
+        recorded_ip: input.status.transit_ip.as_deref(),
+        spec_cidr: &input.spec.service_cluster_cidr,
+    });
+    // The gateway route goes first: it cuts the data path.
+    if let Some(g) = &gateway {
+        ops::remove_routes(e, e.net, g, &p.gateway_remove)
+            .await
+            .map_err(cloud("removing this link's routes from the gateway router"))
+            .map_err(stopped)?;
+    }
+    for leg in &p.legs {
+        // Every call here is on the leg's side: the customer's credential on a cross-tenant
+        // link, and the gateway routes above are gone by now.
+        ops::unwind_port(e, leg, None, targets, &input.status.reverse_routes)
+            .await
+            .map_err(|u| match &e.customer {
+                Some(c) if refused_for_good(&u) => Stopped {
+                    fail: customer_refused(c.secret, &u),
+                    customer_refused: true,
+                },
+                _ => stopped(deleting(&u)),
+            })?;
+    }
+    Ok(p)
+}
+
+/// Only this link's gateway-router routes, on the operator's credential: the first step of
+/// every unwind ("this cuts the data path even if the customer credential is completely
+/// unavailable"). `Ok` carries the link's legs the same look found on the transit network
+/// (whatever project they are in: the operator owns the network and sees every port).
+pub async fn unwind_gateway(
+    e: &Engine<'_>,
+    input: &Input<'_>,
+) -> Result<Vec<bnerd_cloud::Port>, StepFail> {
     let ports = ops::transit_ports(e)
         .await
         .map_err(cloud("listing transit ports"))?;
@@ -68,43 +147,10 @@ async fn unwind_round(
         recorded_ip: input.status.transit_ip.as_deref(),
         spec_cidr: &input.spec.service_cluster_cidr,
     });
-    // The gateway route goes first: it cuts the data path.
     if let Some(g) = &gateway {
         ops::remove_routes(e, e.net, g, &p.gateway_remove)
             .await
             .map_err(cloud("removing this link's routes from the gateway router"))?;
     }
-    for leg in &p.legs {
-        ops::unwind_port(e, leg, None, targets, &input.status.reverse_routes)
-            .await
-            .map_err(|u| deleting(&u))?;
-    }
-    Ok(p)
-}
-
-/// Only this link's gateway-router routes, on the operator's credential: the first step of
-/// every unwind ("this cuts the data path even if the customer credential is completely
-/// unavailable").
-pub async fn unwind_gateway(e: &Engine<'_>, input: &Input<'_>) -> Result<(), StepFail> {
-    let ports = ops::transit_ports(e)
-        .await
-        .map_err(cloud("listing transit ports"))?;
-    let gw_id = &e.fabric.gateway_router_id;
-    let gateway = match e.net.get_router(gw_id).await {
-        Ok(r) => r,
-        Err(err) if err.is_not_found() => return Ok(()),
-        Err(err) => return Err(cloud("reading the gateway router")(err)),
-    };
-    let p = plan(&UnwindView {
-        uid: input.uid,
-        project: e.leg_project(input),
-        ports: &ports,
-        gateway_routes: &gateway.routes,
-        recorded: input.status.gateway_route.as_ref(),
-        recorded_ip: input.status.transit_ip.as_deref(),
-        spec_cidr: &input.spec.service_cluster_cidr,
-    });
-    ops::remove_routes(e, e.net, &gateway, &p.gateway_remove)
-        .await
-        .map_err(cloud("removing this link's routes from the gateway router"))
+    Ok(p.legs)
 }

@@ -41,7 +41,7 @@ use crate::engine::resync::{
 };
 use crate::engine::{
     Engine, GatewayProblem, Held, Input, OperatorIdentity, Peer, Retry, deleting_status,
-    failed_status, reconcile_cross_tenant, transitions, unwind, unwind_cross_tenant,
+    failed_status, may_abandon, reconcile_cross_tenant, transitions, unwind, unwind_cross_tenant,
 };
 use crate::gateways::{NotSynced, TargetIndex, fan_out};
 use crate::health::Health;
@@ -99,14 +99,20 @@ pub fn link_input<'a>(
     crate::engine::view::input_of(link, status, peers, targets).ok_or(Error::NoUid)
 }
 
-/// A link Ready at its current generation before this reconcile: whatever the reconcile had
-/// to change again was changed out of band (self-heal).
+/// A link Ready at its current generation, with its reverse routes in place, before this
+/// reconcile: whatever the reconcile had to change again was changed out of band (self-heal).
+/// Ready alone no longer says so: it reflects the forward path, and a link whose reverse
+/// routes failed still has work of its own to finish.
 fn was_converged(link: &ClusterLink, status: &ClusterLinkStatus) -> bool {
-    status.conditions.iter().any(|c| {
-        c.type_ == ConditionType::Ready.as_str()
-            && c.status == "True"
-            && c.observed_generation == link.metadata.generation
-    })
+    [ConditionType::Ready, ConditionType::ReverseRoutesInstalled]
+        .iter()
+        .all(|t| {
+            status.conditions.iter().any(|c| {
+                c.type_ == t.as_str()
+                    && c.status == "True"
+                    && c.observed_generation == link.metadata.generation
+            })
+        })
 }
 
 async fn apply(
@@ -156,12 +162,19 @@ async fn apply(
     }
     ctx.metrics
         .link_conditions(&name, &outcome.status.conditions);
+    if outcome.probe_unavailable {
+        warn!(clusterlink = %name, "the cloud does not serve the privilege probe; the customer credential was admitted on its role names alone");
+        ctx.metrics.privilege_probe_unavailable();
+    }
     retrying.store(
         !matches!(outcome.retry, Retry::Resync),
         std::sync::atomic::Ordering::Relaxed,
     );
     let reference = link.object_ref(&());
     for t in transitions(&status.conditions, &outcome.status.conditions) {
+        if t.type_ == ConditionType::ReverseRoutesInstalled.as_str() && t.status == "False" {
+            ctx.metrics.reverse_routes_failed(&t.reason);
+        }
         let type_ = if t.status == "False" {
             EventType::Warning
         } else {
@@ -344,7 +357,7 @@ async fn unwind_gone(
             targets,
         )
         .await
-        .map_err(|held| held.credentials)
+        .map_err(|held| held.fail)
         .and_then(|r| r)
     } else {
         let engine = Engine::same_tenant(ctx.net.as_ref(), &ctx.fabric);
@@ -466,9 +479,10 @@ async fn remove(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> 
     Ok(Action::await_change())
 }
 
-/// A deleting cross-tenant link whose customer side is out of reach: held with
-/// CredentialsResolved=False until the Secret is fixed — or released, leaving the customer
-/// side behind, when a human set the abandon annotation (never the operator).
+/// A deleting cross-tenant link whose customer side is out of reach (CredentialsResolved=False)
+/// or refuses its unwind (Ready=False/Deleting): held until that is fixed — or released,
+/// leaving the customer side behind, when a human set the abandon annotation (never the
+/// operator).
 async fn hold_or_abandon(
     link: &ClusterLink,
     ctx: &Context,
@@ -477,11 +491,11 @@ async fn hold_or_abandon(
 ) -> Result<Action, Error> {
     let name = link.name_any();
     let reference = link.object_ref(&());
-    let abandon = link
+    let annotation = link
         .annotations()
         .get(ANNOTATION_ABANDON)
-        .is_some_and(|v| v == "true");
-    if abandon && held.gateway.is_ok() {
+        .map(String::as_str);
+    if may_abandon(annotation, held.gateway.is_ok()) {
         let note = abandoned(status);
         warn!(clusterlink = %name, "{note}");
         publish(
@@ -497,16 +511,11 @@ async fn hold_or_abandon(
         ctx.backoff.reset(&name);
         return Ok(Action::await_change());
     }
-    let stuck = failed_status(
-        status,
-        ConditionType::CredentialsResolved,
-        &held.credentials,
-        link.metadata.generation,
-    );
-    report_stuck(ctx, link, status, &stuck, &held.credentials).await?;
+    let stuck = failed_status(status, held.condition, &held.fail, link.metadata.generation);
+    report_stuck(ctx, link, status, &stuck, &held.fail).await?;
     let why = match held.gateway {
-        Ok(()) => held.credentials.message,
-        Err(f) => format!("{}; {}", f.message, held.credentials.message),
+        Ok(()) => held.fail.message,
+        Err(f) => format!("{}; {}", f.message, held.fail.message),
     };
     Err(Error::Unwind(why))
 }

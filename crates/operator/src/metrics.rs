@@ -48,6 +48,11 @@ pub struct KindLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PathLabel {
     pub path: &'static str,
 }
@@ -86,6 +91,8 @@ pub struct Metrics {
     conditions: Family<ConditionLabels, Gauge>,
     drift_repairs: Family<KindLabel, Counter>,
     resyncs: Family<PathLabel, Counter>,
+    reverse_route_failures: Family<ReasonLabel, Counter>,
+    probe_unavailable: Counter,
     leader: Gauge,
     fabric_ok: Gauge,
     credential_privileged: Gauge,
@@ -116,6 +123,8 @@ impl Metrics {
         let conditions = Family::<ConditionLabels, Gauge>::default();
         let drift_repairs = Family::<KindLabel, Counter>::default();
         let resyncs = Family::<PathLabel, Counter>::default();
+        let reverse_route_failures = Family::<ReasonLabel, Counter>::default();
+        let probe_unavailable = Counter::default();
         let leader = Gauge::default();
         let fabric_ok = Gauge::default();
         let credential_privileged = Gauge::default();
@@ -158,6 +167,16 @@ impl Metrics {
             resyncs.clone(),
         );
         registry.register(
+            "bnerd_reverse_route_failures",
+            "ClusterLinks whose ReverseRoutesInstalled turned False, by reason (Ready is not affected)",
+            reverse_route_failures.clone(),
+        );
+        registry.register(
+            "bnerd_privilege_probe_unavailable",
+            "Customer credentials admitted on the role-name check alone: the cloud does not serve the privilege probe (404/501)",
+            probe_unavailable.clone(),
+        );
+        registry.register(
             "bnerd_leader",
             "1 while this replica holds the leader lease and reconciles",
             leader.clone(),
@@ -196,6 +215,8 @@ impl Metrics {
             conditions,
             drift_repairs,
             resyncs,
+            reverse_route_failures,
+            probe_unavailable,
             leader,
             fabric_ok,
             credential_privileged,
@@ -279,6 +300,20 @@ impl Metrics {
     /// A converged link's resync went `path`: `snapshot`, `replayed` or `per_link`.
     pub fn resynced(&self, path: &'static str) {
         self.resyncs.get_or_create(&PathLabel { path }).inc();
+    }
+
+    /// A link's ReverseRoutesInstalled turned False (once per transition, not per retry).
+    pub fn reverse_routes_failed(&self, reason: &str) {
+        self.reverse_route_failures
+            .get_or_create(&ReasonLabel {
+                reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    /// A customer credential was admitted without the privilege probe (not served here).
+    pub fn privilege_probe_unavailable(&self) {
+        self.probe_unavailable.inc();
     }
 
     pub fn set_leader(&self, leader: bool) {
@@ -398,6 +433,8 @@ mod tests {
         m.set_operator_credential(true, false);
         m.drift_repaired("gateway_route");
         m.resynced("snapshot");
+        m.reverse_routes_failed("EnsureReverseRoutesFailed");
+        m.privilege_probe_unavailable();
         let text = m.encode();
         for want in [
             r#"bnerd_openstack_requests_total{service="neutron",operation="GET /v2.0/ports",code="200"} 1"#,
@@ -410,6 +447,8 @@ mod tests {
             "bnerd_operator_credential_probe_unavailable 0",
             r#"bnerd_drift_repairs_total{kind="gateway_route"} 1"#,
             r#"bnerd_resyncs_total{path="snapshot"} 1"#,
+            r#"bnerd_reverse_route_failures_total{reason="EnsureReverseRoutesFailed"} 1"#,
+            "bnerd_privilege_probe_unavailable_total 1",
             "# EOF",
         ] {
             assert!(text.contains(want), "{want} missing from\n{text}");

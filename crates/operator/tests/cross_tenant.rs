@@ -24,7 +24,8 @@ use bnerd_testkit::{Env, both, spec, unique};
 use bnerd_vpn_operator::controller::{link_input, peers_of};
 use bnerd_vpn_operator::engine::{
     ActionKind, Checked, CredentialSource, Customer, CustomerCloud, CustomerCredential, Engine,
-    OperatorIdentity, Outcome, Retry, reconcile_cross_tenant, unwind,
+    Held, OperatorIdentity, Outcome, Retry, StepFail, UnwindPlan, may_abandon,
+    reconcile_cross_tenant, unwind, unwind_cross_tenant,
 };
 
 const NS: &str = "bnerd-vpn-clusterlinks";
@@ -419,6 +420,16 @@ async fn failures_name_the_credential(mut env: Env) {
     );
     assert_eq!(own_shares(&env, &side.project).await, 0, "nothing shared");
     assert_eq!(env.condition("blind", "TransitNetworkShared").0, "Unknown");
+    assert_eq!(
+        env.link("blind")
+            .status
+            .as_ref()
+            .unwrap()
+            .customer_project_id
+            .as_deref(),
+        Some(side.project.as_str()),
+        "status.customerProjectID is written as soon as the credential resolves"
+    );
     delete(&mut env, "blind", &side).await;
 
     let router = side.net.create_router(&unique("one-router")).await.unwrap();
@@ -439,6 +450,19 @@ async fn failures_name_the_credential(mut env: Env) {
         "{m}"
     );
     assert!(m.contains("already has a port on subnet"), "{m}");
+    // The share was made before the attach failed: the decommission listing
+    // (status.customerProjectID) must find this link.
+    assert_eq!(env.condition("second", "TransitNetworkShared").1, "Shared");
+    assert_eq!(
+        env.link("second")
+            .status
+            .as_ref()
+            .unwrap()
+            .customer_project_id
+            .as_deref(),
+        Some(side.project.as_str()),
+        "a link stuck before its first attach is pinned to the project it shared with"
+    );
     delete(&mut env, "second", &side).await;
 
     // A foreign route for the CIDR on the gateway router: the operator's side fails.
@@ -1244,3 +1268,250 @@ async fn a_cross_tenant_leg_is_adopted_only_at_its_address(mut env: Env) {
     side.net.delete_router(&router.id).await.unwrap();
 }
 both!(a_cross_tenant_leg_is_adopted_only_at_its_address);
+/// The controller's delete of a cross-tenant link, through the engine.
+async fn unwind_link(
+    env: &Env,
+    name: &str,
+    side: &Side,
+) -> Result<Result<UnwindPlan, StepFail>, Held> {
+    let l = env.link(name).clone();
+    let status = l.status.clone().unwrap_or_default();
+    let input = link_input(&l, &status, &[], &env.reverse).expect("uid");
+    unwind_cross_tenant(
+        env.net.as_ref(),
+        &env.fabric,
+        &side.source,
+        &side.operator,
+        NS,
+        &input,
+        &env.reverse,
+    )
+    .await
+}
+
+/// Deleting a link that never built anything releases at once: never attested, its Secret in
+/// a foreign namespace, another link's Secret, no Secret at all, or a credential refused
+/// (privileged, another project). The gateway-route step still runs on the operator's
+/// credential; no Secret is read and no customer client is built.
+async fn a_link_that_built_nothing_is_released_at_once(mut env: Env) {
+    let side = customer_side(&env).await;
+    let router = side.net.create_router(&unique("nothing")).await.unwrap();
+    let priv_cred = side.app_cred("CUSTOMER_PRIV", "customer", &["admin", "member"]);
+    let other_cred = side.app_cred("CUSTOMER2", "customer2", &["member"]);
+    let cases: [(&str, &str); 6] = [
+        ("nb-unattested", "NotAttested"),
+        ("nb-namespace", "SecretNamespaceNotAllowed"),
+        ("nb-name", "SecretNameNotAllowed"),
+        ("nb-missing", "SecretNotFound"),
+        ("nb-privileged", "CredentialsPrivileged"),
+        ("nb-mismatch", "CredentialsProjectMismatch"),
+    ];
+    for (n, (name, reason)) in cases.iter().enumerate() {
+        add(
+            &mut env,
+            &side,
+            name,
+            &router.id,
+            &format!("10.{}.0.0/16", 180 + n),
+        );
+        let i = idx(&env, name);
+        match *reason {
+            "NotAttested" => env.links[i].metadata.annotations = None,
+            "SecretNamespaceNotAllowed" => {
+                env.links[i]
+                    .spec
+                    .credentials_secret_ref
+                    .as_mut()
+                    .unwrap()
+                    .namespace = "default".into()
+            }
+            "SecretNameNotAllowed" => {
+                env.links[i]
+                    .spec
+                    .credentials_secret_ref
+                    .as_mut()
+                    .unwrap()
+                    .name = "clusterlink-nb-unattested".into()
+            }
+            "SecretNotFound" => {
+                side.source
+                    .secrets
+                    .lock()
+                    .unwrap()
+                    .remove(&(NS.to_string(), format!("clusterlink-{name}")));
+            }
+            "CredentialsPrivileged" | "CredentialsProjectMismatch" => {
+                let (id, secret) = if *reason == "CredentialsPrivileged" {
+                    priv_cred.clone()
+                } else {
+                    other_cred.clone()
+                };
+                side.put_secret(
+                    name,
+                    &[
+                        ("OS_APPLICATION_CREDENTIAL_ID", &id),
+                        ("OS_APPLICATION_CREDENTIAL_SECRET", &secret),
+                    ],
+                );
+            }
+            _ => unreachable!(),
+        }
+        reconcile(&mut env, name, &side).await;
+        let failed = env
+            .link(name)
+            .status
+            .as_ref()
+            .unwrap()
+            .conditions
+            .iter()
+            .find(|c| c.status == "False")
+            .map(|c| c.reason.clone());
+        assert_eq!(failed.as_deref(), Some(*reason), "{name}");
+        let (reads, clients) = (
+            side.source.reads.load(Ordering::Relaxed),
+            side.source.clients.load(Ordering::Relaxed),
+        );
+        if let Some(cloud) = &env.fake {
+            cloud.reset_counters();
+        }
+        match unwind_link(&env, name, &side).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(f)) => panic!("{name}: the delete is stuck: {f:?}"),
+            Err(held) => panic!("{name}: the delete is held: {held:?}"),
+        }
+        assert_eq!(
+            (
+                side.source.reads.load(Ordering::Relaxed),
+                side.source.clients.load(Ordering::Relaxed)
+            ),
+            (reads, clients),
+            "{name}: no Secret read and no customer client for a link that built nothing"
+        );
+        if let Some(cloud) = &env.fake {
+            // The gateway-route step ran: the transit ports and the gateway router were read,
+            // and nothing else (no write, no customer call).
+            let (r, w) = cloud.read_write_counts();
+            assert_eq!((r, w), (2, 0), "{name}: {:?}", cloud.calls());
+        }
+    }
+    env.links.clear();
+    assert_eq!(own_shares(&env, &side.project).await, 0, "nothing shared");
+    side.net.delete_router(&router.id).await.unwrap();
+}
+both!(a_link_that_built_nothing_is_released_at_once);
+
+/// The abandon hatch also covers a customer side that refuses its unwind while the
+/// credential resolves (here the customer's router refuses the detach, 409, for a route via
+/// the transit network the link does not own): the gateway route is gone, the delete is held
+/// at Ready=False/Deleting naming the hatch, and the annotation may release it.
+async fn a_refused_customer_side_may_be_abandoned(mut env: Env) {
+    let side = customer_side(&env).await;
+    let router = side
+        .net
+        .create_router(&unique("refused-side"))
+        .await
+        .unwrap();
+    add(&mut env, &side, "refside", &router.id, "10.179.0.0/16");
+    reconcile(&mut env, "refside", &side).await;
+    env.assert_ready("refside");
+    let leg = env.leg_port_id("refside");
+    let theirs = Route::new("100.64.99.0/24", "10.254.0.1");
+    side.net
+        .set_routes(&router.id, std::slice::from_ref(&theirs), None)
+        .await
+        .expect("the customer's own route via the transit network");
+    let held = match unwind_link(&env, "refside", &side).await {
+        Err(held) => held,
+        Ok(r) => panic!("want a held delete, got {r:?}"),
+    };
+    assert_eq!(held.condition.as_str(), "Ready");
+    assert_eq!(held.fail.reason.as_str(), "Deleting");
+    assert!(
+        held.fail
+            .message
+            .contains("ipsec.bnerd.net/abandon-customer-resources=true")
+            && held.fail.message.contains("customer credential (secret "),
+        "{}",
+        held.fail.message
+    );
+    assert!(held.gateway.is_ok());
+    assert!(
+        env.gateway_routes().await.is_empty(),
+        "the data path is cut first"
+    );
+    assert!(
+        env.net.get_port(&leg).await.is_ok(),
+        "the customer side is left as it is"
+    );
+    assert!(may_abandon(Some("true"), held.gateway.is_ok()));
+    assert!(!may_abandon(None, held.gateway.is_ok()));
+
+    // Its owner removes the route: the unwind finishes.
+    side.net.set_routes(&router.id, &[], None).await.unwrap();
+    delete(&mut env, "refside", &side).await;
+    assert!(env.net.get_port(&leg).await.unwrap_err().is_not_found());
+    side.net.delete_router(&router.id).await.unwrap();
+}
+both!(a_refused_customer_side_may_be_abandoned);
+
+/// The privilege probe on a cloud that does not serve it (404, 501: no `quota_details`): the
+/// link proceeds on the role-name check and CredentialsResolved says the policy probe could not
+/// run (counted once per credential); a server error or no answer decides nothing and is
+/// looked at again after the seed's fixed 15 s, never an exponential backoff.
+#[tokio::test]
+async fn a_cloud_without_the_privilege_probe() {
+    use bnerd_cloud_fake::{Fault, Op};
+    let cloud = FakeCloud::new();
+    let mut env = bnerd_testkit::fake_env_with(cloud.clone()).await;
+    let side = customer_side(&env).await;
+    let router = side.net.create_router("no-probe").await.unwrap();
+    let err = |status: u16| Fault::Error {
+        status,
+        kind: "HTTPNotFound".into(),
+        message: "m".into(),
+    };
+
+    // 5xx: AuthFailed, 15 s, and not remembered (asked again next time).
+    cloud.inject(Op::ProbeAdminRead, err(503), 1);
+    add(&mut env, &side, "noprobe", &router.id, "10.178.0.0/16");
+    let out = reconcile(&mut env, "noprobe", &side).await;
+    let (s, r, m) = env.condition("noprobe", "CredentialsResolved");
+    assert_eq!((s.as_str(), r.as_str()), ("False", "AuthFailed"), "{m}");
+    assert_eq!(out.retry, Retry::After(std::time::Duration::from_secs(15)));
+    assert!(!out.probe_unavailable);
+
+    // 404: proceeds, says so, counted.
+    cloud.inject(Op::ProbeAdminRead, err(404), 1);
+    let out = reconcile(&mut env, "noprobe", &side).await;
+    env.assert_ready("noprobe");
+    let (_, _, m) = env.condition("noprobe", "CredentialsResolved");
+    assert!(m.contains("the policy probe could not run"), "{m}");
+    assert!(out.probe_unavailable, "counted when the probe was sent");
+    // The finding is kept per Secret version: not probed, not counted again, still said.
+    cloud.reset_counters();
+    let out = reconcile(&mut env, "noprobe", &side).await;
+    assert!(!out.probe_unavailable);
+    assert_eq!(cloud.calls().get(&Op::ProbeAdminRead), None);
+    assert!(
+        env.condition("noprobe", "CredentialsResolved")
+            .2
+            .contains("the policy probe could not run")
+    );
+
+    // 501 on another credential of the same project: the same.
+    let (id, secret) = cloud.application_credential("customer", &["member"]);
+    add(&mut env, &side, "noprobe2", &router.id, "10.177.0.0/16");
+    side.put_secret(
+        "noprobe2",
+        &[
+            ("OS_APPLICATION_CREDENTIAL_ID", &id),
+            ("OS_APPLICATION_CREDENTIAL_SECRET", &secret),
+        ],
+    );
+    cloud.inject(Op::ProbeAdminRead, err(501), 1);
+    let out = reconcile(&mut env, "noprobe2", &side).await;
+    let (s, r, m) = env.condition("noprobe2", "CredentialsResolved");
+    assert_eq!((s.as_str(), r.as_str()), ("True", "Resolved"), "{m}");
+    assert!(m.contains("the policy probe could not run"), "{m}");
+    assert!(out.probe_unavailable);
+}

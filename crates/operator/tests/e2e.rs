@@ -631,6 +631,52 @@ async fn gateway_changes_fan_out_to_every_link() {
         regarding.uid, bad.metadata.uid,
         "the Event lacks the gateway's uid"
     );
+    // The bad gateway fails ReverseRoutesInstalled on every link, never Ready: Ready is the
+    // forward path. The failure has its own column, Event and metric, and Ready's message
+    // names it.
+    for name in &names {
+        let l =
+            wait_for("ReverseRoutesInstalled=False", 30, async || {
+                links.get(name).await.ok().filter(|l| {
+                    condition(l, "ReverseRoutesInstalled").is_some_and(|c| c.0 == "False")
+                })
+            })
+            .await;
+        let (s, _, m) = condition(&l, "Ready").expect("Ready");
+        assert_eq!(s, "True", "{name}: {m}");
+        assert!(m.contains("ReverseRoutesInstalled is False"), "{m}");
+        let ev = wait_for("EnsureReverseRoutesFailed on the link", 30, async || {
+            event_about(&client, "default", name, "EnsureReverseRoutesFailed").await
+        })
+        .await;
+        assert_eq!(ev.type_.as_deref(), Some("Warning"));
+    }
+    let addr = op.served_address().await;
+    let (_, metrics) = bnerd_testkit::operator_proc::http_get(&addr, "/metrics").await;
+    assert!(
+        bnerd_testkit::operator_proc::sum_of(&metrics, "bnerd_reverse_route_failures_total", &[])
+            >= 2.0,
+        "{metrics}"
+    );
+    for name in &names {
+        let ready = format!(
+            r#"bnerd_clusterlink_condition{{clusterlink="{name}",type="Ready",status="True"}}"#
+        );
+        assert_eq!(
+            bnerd_testkit::operator_proc::sample(&metrics, &ready),
+            Some(1.0),
+            "{metrics}"
+        );
+    }
+    let crd = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../charts/bnerd-vpn-operator/files/clusterlinks.ipsec.bnerd.net.yaml"
+    ))
+    .expect("crd");
+    assert!(
+        crd.contains(r#"jsonPath: .status.conditions[?(@.type=="ReverseRoutesInstalled")].status"#),
+        "the Reverse Routes column"
+    );
     gws.delete(&bad_name, &DeleteParams::default())
         .await
         .expect("delete the bad gateway");
@@ -1243,6 +1289,173 @@ async fn recreate_brings_a_transit_ip_mismatch_link_back() {
     delete_credentials_secret(&client, &name).await;
     let _ = op.stop().await;
     env.net.delete_port(&squatter.id).await.expect("squatter");
+    let _ = bnerd_cloud::NeutronAdmin::delete_router(&customer, &router.id).await;
+    env.teardown(&[&customer]).await;
+}
+
+/// With the operator binary: a cross-tenant link that never built anything is released at
+/// once when deleted, whatever held it (never attested, its Secret in another namespace or
+/// missing, a privileged credential, a credential of another project); and a link whose
+/// credential resolves but whose customer side refuses its unwind (the customer's router
+/// refuses the detach for a route of its own via the transit network, 409) is held at
+/// Ready=False/Deleting with the gateway route gone, then released by the abandon annotation
+/// with the CustomerResourcesAbandoned Warning.
+#[tokio::test]
+async fn operator_binary_releases_what_it_may() {
+    let test = "operator_binary_releases_what_it_may";
+    let Some((client, kubeconfig)) = kube_client(test).await else {
+        return;
+    };
+    let Some(lab) = lab_or_skip(test) else {
+        return;
+    };
+    install_crd(&client).await;
+    let env = lab_env_for("e2e-release").await.expect("lab");
+    let g = |k: &str| lab.get(k).cloned().unwrap_or_default();
+    let customer = bnerd_testkit::lab_app_cred_client(&lab, "CUSTOMER");
+    let router = bnerd_cloud::NeutronAdmin::create_router(&customer, &unique("e2e-release"))
+        .await
+        .expect("customer router");
+    let _exclusive = kube_lab_exclusive(&kubeconfig).await;
+    sweep_leftovers(&client).await;
+    let op = spawn_operator(&kubeconfig, &lab, &env, "3s");
+    let api: Api<ClusterLink> = Api::all(client.clone());
+    let ns = bnerd_api::names::DEFAULT_CREDENTIALS_NAMESPACE;
+
+    // (name prefix, the False reason it stops at, its Secret as (id key, secret key) or none)
+    let cases = [
+        ("e2e-nb-unattested", "NotAttested", Some("CUSTOMER")),
+        (
+            "e2e-nb-namespace",
+            "SecretNamespaceNotAllowed",
+            Some("CUSTOMER"),
+        ),
+        ("e2e-nb-missing", "SecretNotFound", None),
+        (
+            "e2e-nb-privileged",
+            "CredentialsPrivileged",
+            Some("CUSTOMER_PRIV"),
+        ),
+        (
+            "e2e-nb-mismatch",
+            "CredentialsProjectMismatch",
+            Some("CUSTOMER2"),
+        ),
+    ];
+    for (i, (prefix, reason, cred)) in cases.iter().enumerate() {
+        let name = unique(prefix);
+        if let Some(who) = cred {
+            put_credentials_secret(
+                &client,
+                &name,
+                &g(&format!("LAB_{who}_AC_ID")),
+                &g(&format!("LAB_{who}_AC_SECRET")),
+            )
+            .await;
+        }
+        let secret_ns = if *reason == "SecretNamespaceNotAllowed" {
+            "default"
+        } else {
+            ns
+        };
+        let mut l = link(
+            &name,
+            json!({
+                "serviceClusterRouter": router.id, "serviceClusterCIDR": format!("10.{}.0.0/16", 170 + i),
+                "credentialsSecretRef": {"name": format!("clusterlink-{name}"), "namespace": secret_ns},
+                "customerProjectID": g("LAB_CUSTOMER_PROJECT_ID"),
+            }),
+        );
+        if *reason != "NotAttested" {
+            l.metadata.annotations = Some(
+                [(
+                    bnerd_api::names::ANNOTATION_API_ACCESS.to_string(),
+                    "none".to_string(),
+                )]
+                .into(),
+            );
+        }
+        api.create(&PostParams::default(), &l)
+            .await
+            .expect("create link");
+        wait_for(reason, 60, async || {
+            api.get(&name).await.ok().filter(|l| {
+                l.status.as_ref().is_some_and(|s| {
+                    s.conditions
+                        .iter()
+                        .any(|c| c.status == "False" && c.reason == *reason)
+                })
+            })
+        })
+        .await;
+        api.delete(&name, &DeleteParams::default())
+            .await
+            .expect("delete");
+        // At once: one reconcile, no waiting for a Secret someone would have to write.
+        wait_gone(&api, &name, 20).await;
+        delete_credentials_secret(&client, &name).await;
+    }
+
+    // A Ready link whose customer side then refuses the detach.
+    let name = unique("e2e-refused");
+    let l = create_cross_tenant(&client, &api, &lab, &name, &router.id, "10.176.0.0/16").await;
+    let st = l.status.clone().expect("status");
+    let leg = st.leg_port_id.clone().expect("leg");
+    let ip = st.transit_ip.clone().expect("ip");
+    let theirs = Route::new("100.64.98.0/24", "10.254.0.1");
+    customer
+        .set_routes(&router.id, std::slice::from_ref(&theirs), None)
+        .await
+        .expect("the customer's own route via the transit network");
+    api.delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    let held = wait_for("held at Deleting", 60, async || {
+        api.get(&name).await.ok().filter(|l| {
+            condition(l, "Ready").is_some_and(|c| {
+                c.1 == "Deleting" && c.2.contains("abandon-customer-resources=true")
+            })
+        })
+    })
+    .await;
+    assert!(held.metadata.deletion_timestamp.is_some());
+    assert!(
+        !env.get_router(&env.fabric.gateway_router_id)
+            .await
+            .routes
+            .iter()
+            .any(|r| r.nexthop == ip),
+        "the data path is cut first"
+    );
+    let mark = json!({"metadata": {"annotations": {bnerd_api::names::ANNOTATION_ABANDON: "true"}}});
+    api.patch(&name, &PatchParams::default(), &Patch::Merge(&mark))
+        .await
+        .expect("annotate");
+    wait_gone(&api, &name, 60).await;
+    let note = wait_for("abandon event", 30, async || {
+        event_about(&client, "default", &name, "CustomerResourcesAbandoned")
+            .await
+            .and_then(|e| e.note)
+    })
+    .await;
+    assert!(note.contains(&leg) && note.contains(&router.id), "{note}");
+    assert!(
+        env.net.get_port(&leg).await.is_ok(),
+        "the customer side is left for a human"
+    );
+    delete_credentials_secret(&client, &name).await;
+    let log = op.stop().await;
+    assert!(
+        log.contains("customer-side resources abandoned"),
+        "the abandon log line"
+    );
+
+    // Lab hygiene: the customer cleans up by hand.
+    customer
+        .set_routes(&router.id, &[], None)
+        .await
+        .expect("routes");
+    let _ = customer.remove_router_interface(&router.id, &leg).await;
     let _ = bnerd_cloud::NeutronAdmin::delete_router(&customer, &router.id).await;
     env.teardown(&[&customer]).await;
 }

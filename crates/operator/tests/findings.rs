@@ -304,6 +304,14 @@ async fn bad_gateways_never_block_good_ones(mut env: Env) {
     );
     assert!(m.contains("IPsecGateway tenant-x/everything"), "{m}");
     assert!(m.contains("IPsecGateway tenant-y/far"), "{m}");
+    // Spec: "a broken reverse route for one gateway never reads as 'this ClusterLink's
+    // forward path is down'": Ready stays True and its message names the failure.
+    let (s, r, m) = env.condition("f5", "Ready");
+    assert_eq!((s.as_str(), r.as_str()), ("True", "Ready"), "{m}");
+    assert!(
+        m.contains("ReverseRoutesInstalled is False (EnsureReverseRoutesFailed)"),
+        "{m}"
+    );
     assert_eq!(
         env.get_router(&svc.id).await.routes,
         vec![Route::new("100.64.51.0/24", "10.254.0.11")],

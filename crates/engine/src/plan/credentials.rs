@@ -24,8 +24,8 @@ use super::StepFail;
 /// skips the per-project filter.
 pub const PRIVILEGED_ROLE_NAMES: [&str; 3] = ["admin", "service", "advsvc"];
 
-/// The first of `roles` the seed's name rule calls privileged (admin, service or advsvc, in
-/// any letter case; exact names only, so load-balancer_admin passes).
+/// The first of `roles` the seed refuses by name (admin, service, advsvc in any letter case).
+/// Free of any Secret: the startup check of the operator's own credential asks the same.
 pub fn privileged_role(roles: &[String]) -> Option<&String> {
     roles.iter().find(|r| {
         PRIVILEGED_ROLE_NAMES
@@ -86,33 +86,58 @@ pub fn probe_answer(probe: &Result<(), CloudError>) -> ProbeAnswer {
     }
 }
 
+/// A credential the checks let through, and how far they could look.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admitted {
+    /// The names pass and Neutron refused the probe.
+    Member,
+    /// The names pass; the probe is not served by this cloud, so a policy that makes another
+    /// role cloud admin cannot be seen.
+    ProbeUnavailable,
+}
+
+/// What CredentialsResolved=True's message adds for an admitted credential.
+pub fn admitted_note(a: Admitted) -> String {
+    match a {
+        Admitted::Member => String::new(),
+        Admitted::ProbeUnavailable => format!(
+            "; the policy probe could not run ({ADMIN_READ_PROBE} is not served by this cloud), so only the role names were checked"
+        ),
+    }
+}
+
 /// The whole verdict, from the token's roles and the answer to [`ADMIN_READ_PROBE`]. A 403
 /// from Neutron is the answer a member gets; an allowed probe means the cloud's policy makes
-/// one of the roles cloud admin; anything else decided nothing and is retried.
+/// one of the roles cloud admin; a cloud without the probe's URL leaves the role-name check
+/// alone to decide; anything else decided nothing and is looked at again after the seed's
+/// fixed 15 s (AuthFailed, not retryable: no backoff).
 pub fn verdict(
     secret: &str,
     roles: &[String],
     probe: &Result<(), CloudError>,
-) -> Result<(), StepFail> {
+) -> Result<Admitted, StepFail> {
     check_role_names(secret, roles)?;
-    match probe {
-        Ok(()) => Err(StepFail::terminal(
+    match probe_answer(probe) {
+        ProbeAnswer::Refused => Ok(Admitted::Member),
+        ProbeAnswer::Unavailable => Ok(Admitted::ProbeUnavailable),
+        ProbeAnswer::Allowed => Err(StepFail::terminal(
             Reason::CredentialsPrivileged,
             format!(
                 "the application credential in secret {secret} is privileged: {ADMIN_READ_PROBE} was allowed, and Neutron allows it a cloud admin only; this cloud's policy makes one of the token's roles [{}] cloud admin (a customised context_is_admin); use an application credential of a member of the customer project",
                 roles.join(", ")
             ),
         )),
-        // Only Neutron's own refusal counts: a 403 from Keystone on re-authentication
-        // (CloudError::Auth) says nothing about the policy.
-        Err(e) if e.status() == Some(403) => Ok(()),
-        Err(e) => Err(StepFail {
-            reason: Reason::AuthFailed,
-            message: format!(
-                "could not check whether the application credential in secret {secret} is privileged: {ADMIN_READ_PROBE} failed: {e}"
+        ProbeAnswer::Undecided => Err(StepFail::terminal(
+            Reason::AuthFailed,
+            format!(
+                "could not check whether the application credential in secret {secret} is privileged: {ADMIN_READ_PROBE} failed: {}",
+                probe
+                    .as_ref()
+                    .err()
+                    .map(ToString::to_string)
+                    .unwrap_or_default()
             ),
-            retryable: true,
-        }),
+        )),
     }
 }
 
@@ -206,24 +231,25 @@ mod tests {
         Err(api(403, "AdminRequired"))
     }
 
-    /// (rule, roles, probe answer, expected (reason, retryable, text in the message) or None
-    /// for "passes").
+    /// (rule, roles, probe answer, expected: admitted how, or (reason, retryable, text in
+    /// the message)).
     type Row = (
         &'static str,
         &'static [&'static str],
         Result<(), CloudError>,
-        Option<(Reason, bool, &'static str)>,
+        Result<Admitted, (Reason, bool, &'static str)>,
     );
 
     #[test]
     fn one_row_per_rule() {
+        use Admitted::{Member, ProbeUnavailable};
         use Reason::{AuthFailed, CredentialsPrivileged};
         let rows: Vec<Row> = vec![
             (
                 "seed: a typical member credential (_member_, load-balancer_member) passes",
                 &["_member_", "load-balancer_member", "reader"],
                 refused(),
-                None,
+                Ok(Member),
             ),
             (
                 "seed: roles that merely contain the word, such as load-balancer_admin, are not affected",
@@ -235,46 +261,46 @@ mod tests {
                     "advsvc2",
                 ],
                 refused(),
-                None,
+                Ok(Member),
             ),
             (
                 "seed: a role named admin is refused (CredentialsPrivileged)",
                 &["member", "admin"],
                 Ok(()),
-                Some((CredentialsPrivileged, false, "role \"admin\"")),
+                Err((CredentialsPrivileged, false, "role \"admin\"")),
             ),
             (
                 "seed: ... in any letter case",
                 &["member", "Admin"],
                 Ok(()),
-                Some((CredentialsPrivileged, false, "role \"Admin\"")),
+                Err((CredentialsPrivileged, false, "role \"Admin\"")),
             ),
             (
                 "seed: a role named service is refused, in any letter case; the name check \
                  needs no probe (Neutron refuses the probe to service, which is no admin)",
                 &["SERVICE", "member"],
                 refused(),
-                Some((CredentialsPrivileged, false, "role \"SERVICE\"")),
+                Err((CredentialsPrivileged, false, "role \"SERVICE\"")),
             ),
             (
                 "seed: a role named advsvc is refused",
                 &["advsvc"],
                 refused(),
-                Some((CredentialsPrivileged, false, "role \"advsvc\"")),
+                Err((CredentialsPrivileged, false, "role \"advsvc\"")),
             ),
             (
                 "seed: a token that carries no roles at all is refused as well (AuthFailed), \
                  whatever the probe says",
                 &[],
                 refused(),
-                Some((AuthFailed, false, "carries no roles")),
+                Err((AuthFailed, false, "carries no roles")),
             ),
             (
                 "issue 8.6: the names pass but the probe is allowed (a customised \
                  context_is_admin) -> CredentialsPrivileged naming the probe",
                 &["member", "net_operator", "reader"],
                 Ok(()),
-                Some((
+                Err((
                     CredentialsPrivileged,
                     false,
                     "GET /v2.0/quotas/00000000000000000000000000000000/details was allowed",
@@ -284,45 +310,59 @@ mod tests {
                 "issue 8.6: a 403 passes, whatever Neutron's error type",
                 &["member", "reader"],
                 Err(api(403, "PolicyNotAuthorized")),
-                None,
+                Ok(Member),
             ),
             (
-                "issue 8.6: anything else is retried (a server error)",
+                "a server error decided nothing: AuthFailed, looked at again after the seed's \
+                 fixed 15 s (not retryable: no backoff)",
                 &["member"],
                 Err(api(503, "")),
-                Some((AuthFailed, true, "HTTP 503")),
+                Err((AuthFailed, false, "HTTP 503")),
             ),
             (
-                "issue 8.6: anything else is retried (the probe's URL unknown to this cloud)",
+                "a cloud without the probe's URL (404, no quota_details): the role-name check \
+                 alone decides, and the credential passes",
                 &["member"],
                 Err(api(404, "HTTPNotFound")),
-                Some((AuthFailed, true, "HTTP 404")),
+                Ok(ProbeUnavailable),
             ),
             (
-                "issue 8.6: anything else is retried (no answer)",
+                "... and 501 (not implemented) likewise",
+                &["member"],
+                Err(api(501, "")),
+                Ok(ProbeUnavailable),
+            ),
+            (
+                "an unavailable probe never overrides the role names",
+                &["admin"],
+                Err(api(404, "HTTPNotFound")),
+                Err((CredentialsPrivileged, false, "role \"admin\"")),
+            ),
+            (
+                "no answer decided nothing: AuthFailed at the fixed 15 s",
                 &["member"],
                 Err(CloudError::Timeout {
                     method: "GET".into(),
                     path: "/quotas/x/details".into(),
                 }),
-                Some((AuthFailed, true, "timed out")),
+                Err((AuthFailed, false, "timed out")),
             ),
             (
                 "issue 8.6: only Neutron's refusal passes; Keystone's 403 on re-authentication \
-                 is retried",
+                 decided nothing",
                 &["member"],
                 Err(CloudError::Auth {
                     status: Some(403),
                     message: "Keystone answered HTTP 403 to the token request: Forbidden".into(),
                 }),
-                Some((AuthFailed, true, "Keystone answered HTTP 403")),
+                Err((AuthFailed, false, "Keystone answered HTTP 403")),
             ),
         ];
         for (rule, token_roles, probe, want) in rows {
             let got = verdict(SECRET, &roles(token_roles), &probe);
             match (want, got) {
-                (None, Ok(())) => {}
-                (Some((reason, retryable, text)), Err(f)) => {
+                (Ok(want), Ok(got)) => assert_eq!(want, got, "{rule}"),
+                (Err((reason, retryable, text)), Err(f)) => {
                     assert_eq!((f.reason, f.retryable), (reason, retryable), "{rule}");
                     assert!(f.message.contains(text), "{rule}: {}", f.message);
                     assert!(
@@ -337,7 +377,43 @@ mod tests {
     }
 
     #[test]
+    fn the_probe_answers_and_the_note_they_leave() {
+        use ProbeAnswer::*;
+        for (probe, want) in [
+            (Ok(()), Allowed),
+            (Err(api(403, "AdminRequired")), Refused),
+            (Err(api(404, "HTTPNotFound")), Unavailable),
+            (Err(api(501, "")), Unavailable),
+            (Err(api(500, "")), Undecided),
+            (Err(api(400, "")), Undecided),
+            (
+                Err(CloudError::Auth {
+                    status: Some(404),
+                    message: "m".into(),
+                }),
+                Undecided,
+            ),
+        ] {
+            assert_eq!(probe_answer(&probe), want, "{probe:?}");
+        }
+        assert_eq!(admitted_note(Admitted::Member), "");
+        let note = admitted_note(Admitted::ProbeUnavailable);
+        assert!(
+            note.contains("policy probe could not run") && note.contains(ADMIN_READ_PROBE),
+            "{note}"
+        );
+    }
+
+    #[test]
     fn the_name_check_decides_without_the_probe() {
+        assert_eq!(
+            privileged_role(&roles(&["member", "Service"])).map(String::as_str),
+            Some("Service")
+        );
+        assert_eq!(
+            privileged_role(&roles(&["member", "load-balancer_admin"])),
+            None
+        );
         assert!(check_role_names(SECRET, &roles(&["member", "load-balancer_admin"])).is_ok());
         let f = check_role_names(SECRET, &roles(&["aDvSvC"])).unwrap_err();
         assert_eq!(f.reason, Reason::CredentialsPrivileged);

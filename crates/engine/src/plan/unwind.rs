@@ -2,6 +2,10 @@
 //! route, then the router attachment, then the leg port itself", plus "every reverse route it
 //! owns". Ownership comes from the cloud (ports carrying our UID, routes via their
 //! addresses), with status as a hint; nothing else is ever touched.
+//!
+//! Past 500 lines with its tables: every rule of a delete (what is ours, the cross-tenant
+//! customer side, refusals only a human can call final, the abandon hatch) is decided here
+//! and table-tested next to it, so the unwind's order and its exceptions read in one place.
 
 use bnerd_api::echo::shell_word;
 use bnerd_api::gateway::ReverseTarget;
@@ -108,6 +112,68 @@ pub fn abandoned(status: &bnerd_api::ClusterLinkStatus) -> String {
             reverse.join(", ")
         }
     )
+}
+
+/// What a deleting cross-tenant link does about its customer side, decided after the gateway
+/// route is gone and before any call with the customer's credential.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CustomerSide {
+    /// No leg in status and none on the transit network: nothing was built on the customer
+    /// side (a link never attested, refused at CredentialsResolved, or whose Secret never
+    /// existed). Released at once, without a call on the customer's credential: reverse
+    /// routes need a leg on the router, so none can be left either.
+    NothingBuilt,
+    /// A leg exists but the link is not attested: no call may be made with the customer's
+    /// credential (seed: "no OpenStack call is made at all"); held (CredentialsUnavailable).
+    NotAttested(StepFail),
+    /// Resolve the credential and unwind on it.
+    Resolve,
+}
+
+/// `attested`: the attestation check's result; `leg_in_status`: status.legPortID is set;
+/// `legs_in_cloud`: the link's legs the gateway step found on the transit network (by the
+/// one ownership rule of `plan::leg`), None when that look failed.
+pub fn customer_side(
+    attested: Result<(), StepFail>,
+    leg_in_status: bool,
+    legs_in_cloud: Option<usize>,
+) -> CustomerSide {
+    if !leg_in_status && legs_in_cloud == Some(0) {
+        return CustomerSide::NothingBuilt;
+    }
+    match attested {
+        Ok(()) => CustomerSide::Resolve,
+        Err(f) => CustomerSide::NotAttested(f),
+    }
+}
+
+/// A customer-side call the cloud refused in a way retrying will not clear on its own: 403
+/// (the credential may no longer do it), 404 (gone from its view), 409 (a conflict, such as
+/// the router refusing the detach for routes the link does not own). Only a human can tell
+/// whether it is for good; the abandon annotation is how they say so.
+pub(crate) fn refused_for_good(e: &UnwindError) -> bool {
+    match e {
+        UnwindError::Blocked { .. } => true,
+        UnwindError::Cloud { error, .. } => matches!(error.status(), Some(403 | 404 | 409)),
+    }
+}
+
+/// Ready=False/Deleting for a customer side that refuses its unwind, with the way out.
+pub(crate) fn customer_refused(secret: &str, e: &UnwindError) -> StepFail {
+    StepFail {
+        reason: Reason::Deleting,
+        message: format!(
+            "unwinding: customer credential (secret {secret}): {e}; the gateway route is removed and the ClusterLink stays until the customer side can be cleaned up, or a human sets ipsec.bnerd.net/abandon-customer-resources=true"
+        ),
+        retryable: true,
+    }
+}
+
+/// Whether a held deletion is released, leaving the customer side behind: only when a human
+/// set the annotation to exactly "true" (seed: "Never set automatically") and the gateway
+/// route is gone (the data path is cut first, always).
+pub fn may_abandon(annotation: Option<&str>, gateway_gone: bool) -> bool {
+    annotation == Some("true") && gateway_gone
 }
 
 /// Gateway-router routes via one port of ours (a duplicate, or a leg the spec moved).
@@ -451,5 +517,114 @@ mod tests {
         ));
         assert!(!f.message.contains("192.168.0.1"));
         assert_eq!(leg_unwind_failed(&e).reason, Reason::EnsureLegPortFailed);
+    }
+
+    #[test]
+    fn the_customer_side_of_a_delete() {
+        let not_attested = || Err(StepFail::terminal(Reason::NotAttested, "m"));
+        // (rule, attested, leg in status, legs in the cloud, want)
+        type Row = (
+            &'static str,
+            Result<(), StepFail>,
+            bool,
+            Option<usize>,
+            &'static str,
+        );
+        let rows: Vec<Row> = vec![
+            (
+                "never attested, nothing built: released at once, no customer call",
+                not_attested(),
+                false,
+                Some(0),
+                "NothingBuilt",
+            ),
+            (
+                "refused at CredentialsResolved (or its Secret never existed), nothing built: released",
+                Ok(()),
+                false,
+                Some(0),
+                "NothingBuilt",
+            ),
+            (
+                "a leg on the transit network that status lost: resolve and unwind it",
+                Ok(()),
+                false,
+                Some(1),
+                "Resolve",
+            ),
+            (
+                "a leg in status: resolve and unwind it",
+                Ok(()),
+                true,
+                Some(0),
+                "Resolve",
+            ),
+            (
+                "the look at the transit network failed: nothing is known, resolve",
+                Ok(()),
+                false,
+                None,
+                "Resolve",
+            ),
+            (
+                "a leg but no attestation: no customer call, held",
+                not_attested(),
+                true,
+                Some(1),
+                "NotAttested",
+            ),
+        ];
+        for (rule, attested, in_status, in_cloud, want) in rows {
+            let got = customer_side(attested, in_status, in_cloud);
+            let name = match got {
+                CustomerSide::NothingBuilt => "NothingBuilt",
+                CustomerSide::NotAttested(_) => "NotAttested",
+                CustomerSide::Resolve => "Resolve",
+            };
+            assert_eq!(name, want, "{rule}");
+        }
+    }
+
+    #[test]
+    fn refusals_that_only_a_human_can_call_final() {
+        let api = |status| UnwindError::Cloud {
+            context: "detaching".into(),
+            error: CloudError::Api {
+                method: "PUT".into(),
+                path: "/routers/r/remove_router_interface".into(),
+                status,
+                kind: "k".into(),
+                message: "m".into(),
+            },
+        };
+        for status in [403, 404, 409] {
+            assert!(refused_for_good(&api(status)), "{status}");
+        }
+        for status in [500, 503, 412] {
+            assert!(!refused_for_good(&api(status)), "{status}");
+        }
+        let blocked = UnwindError::Blocked {
+            message: "router r refuses to detach".into(),
+        };
+        assert!(refused_for_good(&blocked));
+        let f = customer_refused("ns/clusterlink-a", &blocked);
+        assert_eq!(f.reason, Reason::Deleting);
+        assert!(
+            f.message
+                .contains("customer credential (secret ns/clusterlink-a)")
+                && f.message.contains("abandon-customer-resources=true"),
+            "{}",
+            f.message
+        );
+        // seed: "Never set automatically"; the gateway route always goes first.
+        assert!(may_abandon(Some("true"), true));
+        for (a, gone) in [
+            (Some("true"), false),
+            (Some("True"), true),
+            (Some("yes"), true),
+            (None, true),
+        ] {
+            assert!(!may_abandon(a, gone), "{a:?} {gone}");
+        }
     }
 }

@@ -341,7 +341,7 @@ pub async fn unwind_with(
                 targets,
             )
             .await
-            .map_err(|held| held.credentials)
+            .map_err(|held| held.fail)
             .and_then(|r| r)
         }
         None => {
