@@ -14,8 +14,8 @@ use bnerd_api::echo::shell_word;
 use bnerd_api::names::{ANNOTATION_ABANDON, leg_owner_uid, link_name_in_tags};
 use bnerd_cloud::fabric::{Fabric, FabricError};
 use bnerd_cloud::{CloudError, Neutron, Port, PortQuery, Route};
-use bnerd_engine::plan::share::share_command;
 use bnerd_engine::plan::leg::{LegMark, leg_mark, leg_project};
+use bnerd_engine::plan::share::share_command;
 
 /// One line of the report: fine, a problem (exit 1), or a warning: nothing is wrong yet,
 /// but something is set that needs a person's attention before it does harm.
