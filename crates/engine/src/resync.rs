@@ -196,6 +196,14 @@ impl Snapshots {
         *current = Some(s.clone());
         Ok(s)
     }
+
+    /// Drop the window's snapshot: a reconcile outside it changed the cloud (a new link's
+    /// leg, a reverse route added on its own path), and a link resynced from the old one
+    /// would judge by what is no longer so (e.g. keep status forgetting a route the
+    /// snapshot never saw, leaving it on the router).
+    pub async fn invalidate(&self) {
+        *self.current.lock().await = None;
+    }
 }
 
 /// How to requeue a converged link: `interval` from now, moved later to the next multiple of

@@ -106,13 +106,16 @@ pub fn link_input<'a>(
 fn was_converged(link: &ClusterLink, status: &ClusterLinkStatus) -> bool {
     [ConditionType::Ready, ConditionType::ReverseRoutesInstalled]
         .iter()
-        .all(|t| {
-            status.conditions.iter().any(|c| {
-                c.type_ == t.as_str()
-                    && c.status == "True"
-                    && c.observed_generation == link.metadata.generation
-            })
-        })
+        .all(|t| true_at_generation(link, status, *t))
+}
+
+/// The condition is True for the link's current generation.
+fn true_at_generation(link: &ClusterLink, status: &ClusterLinkStatus, t: ConditionType) -> bool {
+    status.conditions.iter().any(|c| {
+        c.type_ == t.as_str()
+            && c.status == "True"
+            && c.observed_generation == link.metadata.generation
+    })
 }
 
 async fn apply(
@@ -132,6 +135,7 @@ async fn apply(
     } else {
         None
     };
+    let from_snapshot = batched.is_some();
     let outcome = if let Some(outcome) = batched {
         outcome
     } else if link.is_cross_tenant() {
@@ -151,6 +155,9 @@ async fn apply(
             .await
     };
 
+    if !from_snapshot && (outcome.status != status || !outcome.actions.is_empty()) {
+        ctx.snapshots.invalidate().await;
+    }
     if outcome.status != status {
         match write_status(ctx, &name, &outcome.status).await {
             Ok(()) => {}
@@ -559,7 +566,9 @@ pub fn legs_to_check(links: &[Arc<ClusterLink>]) -> Vec<RecordedLeg> {
         .filter(|l| l.is_cross_tenant() && l.metadata.deletion_timestamp.is_none())
         .filter_map(|l| {
             let status = l.status.as_ref()?;
-            if !was_converged(l, status) {
+            // The forward path is what a freed address endangers: a link whose reverse routes
+            // failed still routes its CIDR to its leg, so Ready (the forward path) decides.
+            if !true_at_generation(l, status, ConditionType::Ready) {
                 return None;
             }
             Some(RecordedLeg {

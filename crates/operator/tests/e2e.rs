@@ -361,8 +361,8 @@ async fn operator_binary_converges_heals_and_unwinds() {
     let gws: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
     let gw_name = unique("drift-gw");
     let reverse = Route::new("100.64.9.0/24", "10.254.0.251");
-    // The gateway pod's port holds its portFixedIP (teardown removes it).
-    env.port_at_ip(&reverse.nexthop, "gateway-pod").await;
+    // The gateway pod's port holds its portFixedIP.
+    let gateway_pod = env.port_at_ip(&reverse.nexthop, "gateway-pod").await;
     let gateway: kube::api::DynamicObject = serde_json::from_value(json!({
         "apiVersion": "ipsec.bnerd.net/v1alpha1", "kind": "IPsecGateway",
         "metadata": {"name": gw_name, "namespace": "default", "labels": {TEST_LABEL: "true"}},
@@ -443,6 +443,10 @@ async fn operator_binary_converges_heals_and_unwinds() {
             .routes
             .is_empty()
     );
+    env.net
+        .delete_port(&gateway_pod.id)
+        .await
+        .expect("delete the gateway pod's port");
     let left = env.leg_ports().await;
     assert!(left.is_empty(), "leaked ports: {left:?}");
 
