@@ -53,18 +53,37 @@ struct Estate {
     links: Vec<Arc<ClusterLink>>,
 }
 
+/// The transit network (one subnet) and the gateway router with its leg, on the fake, as the
+/// operator's project.
+async fn fabric(cloud: &FakeCloud) -> (FakeNeutron, Fabric) {
+    let net = cloud.client("operator");
+    let t = net.create_network("vpn-transit").await.unwrap();
+    let s = net
+        .create_subnet(&t.id, TRANSIT, "10.254.0.1")
+        .await
+        .unwrap();
+    let gw = net.create_router("gw").await.unwrap();
+    net.add_router_subnet(&gw.id, &s.id).await.unwrap();
+    let fab = Fabric::discover(&net, &t.id, &gw.id).await.unwrap();
+    (net, fab)
+}
+
 impl Estate {
     async fn new(n: usize, max_routes: usize) -> Self {
         let cloud = FakeCloud::new().max_routes(max_routes);
-        let net = cloud.client("operator");
-        let t = net.create_network("vpn-transit").await.unwrap();
-        let s = net
-            .create_subnet(&t.id, TRANSIT, "10.254.0.1")
+        let (net, fab) = fabric(&cloud).await;
+        // The gateways' own ports hold their portFixedIPs (a next hop must be a gateway port
+        // of the operator's project); the legs walk from 10.254.0.3 and never reach them.
+        for g in 0..250 {
+            net.create_port(&bnerd_cloud::CreatePort {
+                network_id: fab.transit_network_id.clone(),
+                ip_address: Some(format!("10.254.7.{}", 1 + g)),
+                name: format!("gateway-pod-{g}"),
+                ..Default::default()
+            })
             .await
             .unwrap();
-        let gw = net.create_router("gw").await.unwrap();
-        net.add_router_subnet(&gw.id, &s.id).await.unwrap();
-        let fab = Fabric::discover(&net, &t.id, &gw.id).await.unwrap();
+        }
         let mut links = vec![];
         for i in 0..n {
             let r = net.create_router(&format!("svc{i}")).await.unwrap();
@@ -464,20 +483,12 @@ async fn cross_tenant_leg_check(n: usize) {
 
     const CHECKS: u32 = 20;
     let cloud = FakeCloud::new();
-    let net = cloud.client("operator");
-    let t = net.create_network("vpn-transit").await.unwrap();
-    let s = net
-        .create_subnet(&t.id, TRANSIT, "10.254.0.1")
-        .await
-        .unwrap();
-    let gw = net.create_router("gw").await.unwrap();
-    net.add_router_subnet(&gw.id, &s.id).await.unwrap();
-    let fab = Fabric::discover(&net, &t.id, &gw.id).await.unwrap();
+    let (net, fab) = fabric(&cloud).await;
     let mut links = vec![];
     for i in 0..n {
         let port = net
             .create_port(&bnerd_cloud::CreatePort {
-                network_id: t.id.clone(),
+                network_id: fab.transit_network_id.clone(),
                 name: format!("leg{i}"),
                 ..Default::default()
             })
