@@ -1457,7 +1457,7 @@ both!(a_refused_customer_side_may_be_abandoned);
 /// The privilege probe on a cloud that does not serve it (404, 501: no `quota_details`): the
 /// link proceeds on the role-name check and CredentialsResolved says the policy probe could not
 /// run (counted once per credential); a server error or no answer decides nothing and is
-/// looked at again after the seed's fixed 15 s, never an exponential backoff.
+/// looked at again after the fixed 15 s (docs/crd-reference.md, CredentialsResolved), never an exponential backoff.
 #[tokio::test]
 async fn a_cloud_without_the_privilege_probe() {
     use bnerd_cloud_fake::{Fault, Op};

@@ -24,7 +24,7 @@ use super::StepFail;
 /// skips the per-project filter.
 pub const PRIVILEGED_ROLE_NAMES: [&str; 3] = ["admin", "service", "advsvc"];
 
-/// The first of `roles` the seed refuses by name (admin, service, advsvc in any letter case).
+/// The first of `roles` docs/crd-reference.md (CredentialsPrivileged) refuses by name (admin, service, advsvc in any letter case).
 /// Free of any Secret: the startup check of the operator's own credential asks the same.
 pub fn privileged_role(roles: &[String]) -> Option<&String> {
     roles.iter().find(|r| {
@@ -313,7 +313,7 @@ mod tests {
                 Ok(Member),
             ),
             (
-                "a server error decided nothing: AuthFailed, looked at again after the seed's \
+                "a server error decided nothing: AuthFailed, looked at again after the \
                  fixed 15 s (not retryable: no backoff)",
                 &["member"],
                 Err(api(503, "")),

@@ -124,7 +124,7 @@ pub enum CustomerSide {
     /// routes need a leg on the router, so none can be left either.
     NothingBuilt,
     /// A leg exists but the link is not attested: no call may be made with the customer's
-    /// credential (seed: "no OpenStack call is made at all"); held (CredentialsUnavailable).
+    /// credential (docs/crd-reference.md, TenantIsolationAttested: no OpenStack call at all); held (CredentialsUnavailable).
     NotAttested(StepFail),
     /// Resolve the credential and unwind on it.
     Resolve,
@@ -170,7 +170,7 @@ pub(crate) fn customer_refused(secret: &str, e: &UnwindError) -> StepFail {
 }
 
 /// Whether a held deletion is released, leaving the customer side behind: only when a human
-/// set the annotation to exactly "true" (seed: "Never set automatically") and the gateway
+/// set the annotation to exactly "true" (docs/operations.md, "Delete a link": never set automatically) and the gateway
 /// route is gone (the data path is cut first, always).
 pub fn may_abandon(annotation: Option<&str>, gateway_gone: bool) -> bool {
     annotation == Some("true") && gateway_gone
@@ -616,7 +616,7 @@ mod tests {
             "{}",
             f.message
         );
-        // seed: "Never set automatically"; the gateway route always goes first.
+        // Never set automatically (docs/operations.md, "Delete a link"); the gateway route always goes first.
         assert!(may_abandon(Some("true"), true));
         for (a, gone) in [
             (Some("true"), false),
