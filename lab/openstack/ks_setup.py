@@ -16,7 +16,7 @@ policy-privileged identity (role, user, app cred; see POLICY_PRIV_ROLE) and the
 estate-scale project (SCALE_PROJECT) — and adds them to keystone.json: a lab
 started before they existed gains them without a restart, and every other app
 cred keeps its ID and secret (tests running at that moment hold them). It also
-ensures the TLS region (ensure_tls_catalog), which changes no other endpoint.
+ensures the TLS and OVN regions (ensure_region_catalogs), which change no other endpoint.
 """
 import json
 import os
@@ -32,6 +32,10 @@ T = 30  # seconds per HTTP call
 # so a client picks it with OS_REGION_NAME while RegionOne stays exactly as it was.
 TLS_REGION = os.environ.get("OSLAB_TLS_REGION", "RegionTLS")
 TLS_NEUTRON_URL = f"https://127.0.0.1:{os.environ.get('OSLAB_TLS_NEUTRON_PORT', '19696')}"
+# The ML2/OVN Neutron (ovn.sh) is a region of its own too: the same Keystone, identities and
+# application credentials, another network endpoint, picked with OS_REGION_NAME.
+OVN_REGION = os.environ.get("OSLAB_OVN_REGION", "RegionOVN")
+OVN_NEUTRON_URL = "http://127.0.0.1:9698"
 
 # A role that is privileged only because the lab's Neutron policy says so: up.sh writes
 # `context_is_admin: role:admin or role:<this>` into $LAB/etc/neutron/policy.yaml. Its name
@@ -220,37 +224,44 @@ def ensure_policy_priv():
     write_json(ks)
 
 
-def ensure_tls_catalog():
-    """Region TLS_REGION with Neutron's public/internal/admin endpoints at the TLS proxy;
-    an endpoint there with another URL is corrected. Nothing in RegionOne is touched."""
-    r = requests.get(f"{KS}/regions/{TLS_REGION}", headers=H, timeout=T)
+def ensure_region_catalog(region, url, description):
+    """Region `region` with Neutron's public/internal/admin endpoints at `url`; an endpoint
+    there with another URL is corrected. Nothing in RegionOne is touched."""
+    r = requests.get(f"{KS}/regions/{region}", headers=H, timeout=T)
     if r.status_code == 404:
         check(requests.post(KS + "/regions", json={"region": {
-            "id": TLS_REGION, "description": "bnerd-vpn-operator lab: Neutron through the TLS proxy"}},
-            headers=H, timeout=T), f"create region {TLS_REGION}", ok=(201,))
+            "id": region, "description": description}},
+            headers=H, timeout=T), f"create region {region}", ok=(201,))
     else:
-        check(r, f"get region {TLS_REGION}")
+        check(r, f"get region {region}")
     svc = find("services", name="neutron")
     if not svc:
         die("no neutron service in the catalog")
     r = check(requests.get(KS + "/endpoints", params={"service_id": svc}, headers=H, timeout=T),
               "list endpoints")
-    have = {e["interface"]: e for e in r.json()["endpoints"] if e.get("region_id") == TLS_REGION}
+    have = {e["interface"]: e for e in r.json()["endpoints"] if e.get("region_id") == region}
     for itf in ("public", "internal", "admin"):
         e = have.get(itf)
         if e is None:
             check(requests.post(KS + "/endpoints", json={"endpoint": {
-                "service_id": svc, "interface": itf, "region_id": TLS_REGION,
-                "url": TLS_NEUTRON_URL}}, headers=H, timeout=T), f"create {itf} endpoint in {TLS_REGION}")
-        elif e["url"] != TLS_NEUTRON_URL:
+                "service_id": svc, "interface": itf, "region_id": region,
+                "url": url}}, headers=H, timeout=T), f"create {itf} endpoint in {region}")
+        elif e["url"] != url:
             check(requests.patch(f"{KS}/endpoints/{e['id']}", json={"endpoint": {
-                "url": TLS_NEUTRON_URL}}, headers=H, timeout=T), f"update {itf} endpoint in {TLS_REGION}")
-    print(f"ks_setup: region {TLS_REGION}: network endpoints at {TLS_NEUTRON_URL}", file=sys.stderr)
+                "url": url}}, headers=H, timeout=T), f"update {itf} endpoint in {region}")
+    print(f"ks_setup: region {region}: network endpoints at {url}", file=sys.stderr)
+
+
+def ensure_region_catalogs():
+    ensure_region_catalog(TLS_REGION, TLS_NEUTRON_URL,
+                          "bnerd-vpn-operator lab: Neutron through the TLS proxy")
+    ensure_region_catalog(OVN_REGION, OVN_NEUTRON_URL,
+                          "bnerd-vpn-operator lab: the ML2/OVN Neutron (lab/openstack/ovn.sh)")
 
 
 if "--ensure-policy-priv" in sys.argv[1:]:
     ensure_policy_priv()
-    ensure_tls_catalog()
+    ensure_region_catalogs()
     sys.exit(0)
 
 # ---- projects, users, roles --------------------------------------------------
@@ -277,7 +288,7 @@ for itf in ("public", "internal", "admin"):
             "service_id": svc, "interface": itf, "region_id": REGION, "url": NEUTRON_URL}},
             headers=H, timeout=T), f"create {itf} endpoint")
 
-ensure_tls_catalog()
+ensure_region_catalogs()
 
 # ---- application credentials ---------------------------------------------------
 acs = {key: make_app_cred(key, users, proj) for key in APP_CREDS}

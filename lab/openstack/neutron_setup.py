@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Neutron-side setup of the lab (run by up.sh with the lab venv's python).
 
+Steps 1 and 3 run against both databases: the API-only Neutron's (9696; 9697 shares it) and
+the ML2/OVN Neutron's (9698, ovn.sh).
+
 1. As the cloud admin: unlimited (-1) quotas for the operator/customer projects
    (tests create many ports/routers/RBAC policies), verified by reading back.
 2. Checks the API extensions the operator relies on are loaded, and that the policy
@@ -26,8 +29,12 @@ LAB = os.environ["LAB"]
 RUN = os.path.join(LAB, "run")
 KS = "http://127.0.0.1:5000/v3"
 NEUTRON_URL = "http://127.0.0.1:9696"
-NU = NEUTRON_URL + "/v2.0"
 TAGGED_URL = "http://127.0.0.1:9697"
+# The ML2/OVN Neutron (ovn.sh): a database of its own, so quotas and the demo fabric are made
+# there too; Keystone lists it in region OVN_REGION.
+OVN_URL = "http://127.0.0.1:9698"
+OVN_REGION = os.environ.get("OSLAB_OVN_REGION", "RegionOVN")
+OVN_CHASSIS = os.environ.get("OVN_CHASSIS", "bnerd-lab-chassis")
 REGION = "RegionOne"
 T = 60
 # The HTTPS endpoint (up.sh's TLS proxy, its CA, and ks_setup.py's region for it).
@@ -63,8 +70,8 @@ def die(msg, resp=None):
     sys.exit(1)
 
 
-def call(tok, method, path, what, ok=(200, 201, 204), **kw):
-    r = requests.request(method, NU + path, headers={"X-Auth-Token": tok}, timeout=T, **kw)
+def call(tok, method, path, what, ok=(200, 201, 204), base=NEUTRON_URL, **kw):
+    r = requests.request(method, base + "/v2.0" + path, headers={"X-Auth-Token": tok}, timeout=T, **kw)
     if r.status_code not in ok:
         die(f"{what} ({method} {path})", r)
     return r.json() if r.content else None
@@ -93,86 +100,97 @@ with open(os.path.join(RUN, "keystone.json")) as f:
     ks = json.load(f)
 proj, users, acs, adm = ks["projects"], ks["users"], ks["app_creds"], ks["admin"]
 
-# ---- 1. quotas (admin) --------------------------------------------------------
+# ---- 1. quotas (admin), in each database ------------------------------------------
 admin_tok = password_token(adm["username"], adm["password"], adm["project"])
-for p in ("operator", "customer", "customer2"):
-    call(admin_tok, "PUT", f"/quotas/{proj[p]}", f"set quota {p}", json={"quota": QUOTA})
-    got = call(admin_tok, "GET", f"/quotas/{proj[p]}", f"get quota {p}")["quota"]
-    bad = {k: got.get(k) for k in QUOTA if got.get(k) != -1}
-    if bad:
-        die(f"quota of {p} not unlimited after PUT: {bad}")
-log("quotas unlimited (-1) for operator, customer, customer2: " + ",".join(QUOTA))
-if "scale" in proj:
-    want = {**QUOTA, "router_route": SCALE_ROUTES}
-    call(admin_tok, "PUT", f"/quotas/{proj['scale']}", "set quota scale", json={"quota": want})
-    got = call(admin_tok, "GET", f"/quotas/{proj['scale']}", "get quota scale")["quota"]
-    if got.get("router_route") != SCALE_ROUTES:
-        die(f"router_route quota of scale is {got.get('router_route')}, wanted {SCALE_ROUTES}")
-    log(f"quotas of scale: unlimited, router_route {SCALE_ROUTES}")
+for base in (NEUTRON_URL, OVN_URL):
+    for p in ("operator", "customer", "customer2"):
+        call(admin_tok, "PUT", f"/quotas/{proj[p]}", f"set quota {p}", json={"quota": QUOTA}, base=base)
+        got = call(admin_tok, "GET", f"/quotas/{proj[p]}", f"get quota {p}", base=base)["quota"]
+        bad = {k: got.get(k) for k in QUOTA if got.get(k) != -1}
+        if bad:
+            die(f"quota of {p} at {base} not unlimited after PUT: {bad}")
+    if "scale" in proj:
+        want = {**QUOTA, "router_route": SCALE_ROUTES}
+        call(admin_tok, "PUT", f"/quotas/{proj['scale']}", "set quota scale", json={"quota": want}, base=base)
+        got = call(admin_tok, "GET", f"/quotas/{proj['scale']}", "get quota scale", base=base)["quota"]
+        if got.get("router_route") != SCALE_ROUTES:
+            die(f"router_route quota of scale at {base} is {got.get('router_route')}, wanted {SCALE_ROUTES}")
+log("quotas unlimited (-1) for operator, customer, customer2 (scale: router_route "
+    f"{SCALE_ROUTES}) at {NEUTRON_URL} and {OVN_URL}: " + ",".join(QUOTA))
 
 # ---- 2. extensions --------------------------------------------------------------
 op_user = users["operator"]
 op_tok = password_token("operator", op_user["password"], op_user["project"])
-aliases = {e["alias"] for e in call(op_tok, "GET", "/extensions", "list extensions")["extensions"]}
-missing = [a for a in REQUIRED_EXTENSIONS if a not in aliases]
-if missing:
-    die(f"neutron lacks extensions {missing}")
-log(f"{len(aliases)} extensions, required present: {' '.join(REQUIRED_EXTENSIONS)}")
+for base in (NEUTRON_URL, OVN_URL):
+    aliases = {e["alias"] for e in call(op_tok, "GET", "/extensions", "list extensions", base=base)["extensions"]}
+    missing = [a for a in REQUIRED_EXTENSIONS if a not in aliases]
+    if missing:
+        die(f"neutron at {base} lacks extensions {missing}")
+    log(f"{base}: {len(aliases)} extensions, required present: {' '.join(REQUIRED_EXTENSIONS)}")
 
 # ---- 2b. the policy override ------------------------------------------------------
 # oslo.policy re-reads policy.yaml when it changes, so a lab started before the file existed
 # answers the same way once up.sh has written it. Both APIs read the same etc/neutron.
 for key, want in (("customer_policypriv", 200), ("customer", 403), ("customer_priv", 200)):
     tok = app_cred_token(acs[key])
-    for url in (NEUTRON_URL, TAGGED_URL):
+    for url in (NEUTRON_URL, TAGGED_URL, OVN_URL):
         r = requests.get(f"{url}/v2.0{PROBE}", headers={"X-Auth-Token": tok}, timeout=T)
         if r.status_code != want:
             die(f"privilege probe GET {url}/v2.0{PROBE} as {acs[key]['name']}: want {want}", r)
-log(f"policy override in force on both APIs: GET /v2.0{PROBE} is 200 for customer-netop-ac "
+log(f"policy override in force on the three APIs: GET /v2.0{PROBE} is 200 for customer-netop-ac "
     "and customer-admin-ac, 403 for customer-ac")
 
 # ---- 3. fabric (operator, member) --------------------------------------------------
 op_pid = proj["operator"]
 
 
-def find_one(kind, **filters):
-    items = call(op_tok, "GET", f"/{kind}", f"list {kind}",
-                 params={**filters, "project_id": op_pid})[kind]
-    if len(items) > 1:
-        log(f"WARNING: {len(items)} {kind} match {filters}, using the first")
-    return items[0] if items else None
+def fabric(base):
+    """The demo fabric on the Neutron at `base`, found by name first."""
+    def find_one(kind, **filters):
+        items = call(op_tok, "GET", f"/{kind}", f"list {kind}",
+                     params={**filters, "project_id": op_pid}, base=base)[kind]
+        if len(items) > 1:
+            log(f"WARNING: {len(items)} {kind} at {base} match {filters}, using the first")
+        return items[0] if items else None
+
+    def c(method, path, what, **kw):
+        return call(op_tok, method, path, what, base=base, **kw)
+
+    net = find_one("networks", name=NET) or c(
+        "POST", "/networks", "create network",
+        json={"network": {"name": NET}})["network"]
+    sub = find_one("subnets", name=SUBNET, network_id=net["id"]) or c(
+        "POST", "/subnets", "create subnet",
+        json={"subnet": {"name": SUBNET, "network_id": net["id"], "ip_version": 4,
+                         "cidr": CIDR, "gateway_ip": GW_IP}})["subnet"]
+    if sub["cidr"] != CIDR or sub["gateway_ip"] != GW_IP:
+        die(f"existing subnet {SUBNET} at {base} is {sub['cidr']} gw {sub['gateway_ip']}, expected {CIDR} gw {GW_IP}")
+    gw = find_one("routers", name=GW_ROUTER) or c(
+        "POST", "/routers", "create gateway router",
+        json={"router": {"name": GW_ROUTER}})["router"]
+    svc = find_one("routers", name=SVC_ROUTER) or c(
+        "POST", "/routers", "create svc01 router",
+        json={"router": {"name": SVC_ROUTER}})["router"]
+
+    # gateway router interface on the transit subnet (takes the subnet's gateway_ip)
+    gw_ports = c("GET", "/ports", "list gateway router ports",
+                 params={"device_id": gw["id"], "network_id": net["id"]})["ports"]
+    if not gw_ports:
+        c("PUT", f"/routers/{gw['id']}/add_router_interface", "add gateway interface",
+          json={"subnet_id": sub["id"]})
+        gw_ports = c("GET", "/ports", "list gateway router ports",
+                     params={"device_id": gw["id"], "network_id": net["id"]})["ports"]
+    gw_ips = [ip["ip_address"] for p in gw_ports for ip in p["fixed_ips"]]
+    if GW_IP not in gw_ips:
+        die(f"gateway router interface at {base} has {gw_ips}, expected {GW_IP}")
+    gw_port = next(p for p in gw_ports if any(ip["ip_address"] == GW_IP for ip in p["fixed_ips"]))
+    log(f"fabric ok at {base}: network {net['id']} subnet {sub['id']} gw-router {gw['id']} "
+        f"(if {GW_IP} port {gw_port['id']}) svc01 {svc['id']}")
+    return net, sub, gw, svc, gw_port
 
 
-net = find_one("networks", name=NET) or call(
-    op_tok, "POST", "/networks", "create network",
-    json={"network": {"name": NET}})["network"]
-sub = find_one("subnets", name=SUBNET, network_id=net["id"]) or call(
-    op_tok, "POST", "/subnets", "create subnet",
-    json={"subnet": {"name": SUBNET, "network_id": net["id"], "ip_version": 4,
-                     "cidr": CIDR, "gateway_ip": GW_IP}})["subnet"]
-if sub["cidr"] != CIDR or sub["gateway_ip"] != GW_IP:
-    die(f"existing subnet {SUBNET} is {sub['cidr']} gw {sub['gateway_ip']}, expected {CIDR} gw {GW_IP}")
-gw = find_one("routers", name=GW_ROUTER) or call(
-    op_tok, "POST", "/routers", "create gateway router",
-    json={"router": {"name": GW_ROUTER}})["router"]
-svc = find_one("routers", name=SVC_ROUTER) or call(
-    op_tok, "POST", "/routers", "create svc01 router",
-    json={"router": {"name": SVC_ROUTER}})["router"]
-
-# gateway router interface on the transit subnet (takes the subnet's gateway_ip)
-gw_ports = call(op_tok, "GET", "/ports", "list gateway router ports",
-                params={"device_id": gw["id"], "network_id": net["id"]})["ports"]
-if not gw_ports:
-    call(op_tok, "PUT", f"/routers/{gw['id']}/add_router_interface", "add gateway interface",
-         json={"subnet_id": sub["id"]})
-    gw_ports = call(op_tok, "GET", "/ports", "list gateway router ports",
-                    params={"device_id": gw["id"], "network_id": net["id"]})["ports"]
-gw_ips = [ip["ip_address"] for p in gw_ports for ip in p["fixed_ips"]]
-if GW_IP not in gw_ips:
-    die(f"gateway router interface has {gw_ips}, expected {GW_IP}")
-gw_port = next(p for p in gw_ports if any(ip["ip_address"] == GW_IP for ip in p["fixed_ips"]))
-log(f"fabric ok: network {net['id']} subnet {sub['id']} gw-router {gw['id']} "
-    f"(if {GW_IP} port {gw_port['id']}) svc01 {svc['id']}")
+net, sub, gw, svc, gw_port = fabric(NEUTRON_URL)
+ovn_net, ovn_sub, ovn_gw, ovn_svc, ovn_gw_port = fabric(OVN_URL)
 
 # ---- 4. lab.env + clouds.yaml ---------------------------------------------------------
 clouds_path = os.path.join(RUN, "clouds.yaml")
@@ -244,6 +262,20 @@ env.update({
     "LAB_GATEWAY_ROUTER_PORT_ID": gw_port["id"],
     "LAB_SVC01_ROUTER_NAME": SVC_ROUTER,
     "LAB_SVC01_ROUTER_ID": svc["id"],
+    # The ML2/OVN Neutron (ovn.sh): the same identities in region LAB_OVN_REGION, a database
+    # of its own (its own demo fabric), OVN's databases, and the chassis whose br-int (in the
+    # vswitch DB LAB_OVN_OVS_DB) binds a Neutron port to a veth by external_ids:iface-id.
+    "LAB_NEUTRON_OVN_URL": OVN_URL,
+    "LAB_OVN_REGION": OVN_REGION,
+    "LAB_OVN_NB_DB": "tcp:127.0.0.1:6641",
+    "LAB_OVN_SB_DB": "tcp:127.0.0.1:6642",
+    "LAB_OVN_OVS_DB": f"unix:{LAB}/ovn/run/ovs-db.sock",
+    "LAB_OVN_CHASSIS": OVN_CHASSIS,
+    "LAB_OVN_TRANSIT_NETWORK_ID": ovn_net["id"],
+    "LAB_OVN_TRANSIT_SUBNET_ID": ovn_sub["id"],
+    "LAB_OVN_GATEWAY_ROUTER_ID": ovn_gw["id"],
+    "LAB_OVN_GATEWAY_ROUTER_PORT_ID": ovn_gw_port["id"],
+    "LAB_OVN_SVC01_ROUTER_ID": ovn_svc["id"],
 })
 
 # The file must be sourceable without quoting: refuse any value that would need it.
@@ -264,6 +296,14 @@ clouds = {"clouds": {
         "auth": {"auth_url": KS, "application_credential_id": acs["operator"]["id"],
                  "application_credential_secret": acs["operator"]["secret"]},
         "region_name": REGION, "interface": "public", "identity_api_version": 3,
+    },
+    # The operator on the ML2/OVN Neutron (region RegionOVN).
+    "lab-operator-ovn": {
+        "auth_type": "password",
+        "auth": {"auth_url": KS, "username": "operator", "password": op_user["password"],
+                 "project_name": op_user["project"], "user_domain_name": "Default",
+                 "project_domain_name": "Default"},
+        "region_name": OVN_REGION, "interface": "public", "identity_api_version": 3,
     },
     # The operator's app cred through the TLS proxy, trusting the lab CA by `cacert`.
     "lab-operator-tls": {

@@ -9,6 +9,8 @@
 #   No agents, no RabbitMQ (transport_url = fake:/), ML2 without mechanism drivers, L3 router plugin:
 #   the API and DB semantics (ports, fixed IPs, routers, extra routes, tags, RBAC, quotas) are real,
 #   no packets flow.
+#   ovn.sh: a third Neutron, ML2/OVN, 127.0.0.1:9698, region RegionOVN, with OVN NB/SB, northd
+#   and a userspace data plane (ovs-vswitchd netdev + ovn-controller): packets flow there.
 #
 # Usage:   bash lab/openstack/up.sh            (prints the path of lab.env as its last stdout line;
 #                                               progress goes to stderr)
@@ -195,6 +197,12 @@ command -v curl >/dev/null || need+=(curl)
 command -v openssl >/dev/null || need+=(openssl)
 command -v socat >/dev/null || need+=(socat)
 { command -v mariadbd || [ -x /usr/sbin/mariadbd ]; } >/dev/null || need+=(mariadb-server mariadb-client)
+# The ML2/OVN Neutron's backend and data plane (ovn.sh), and the tools of the packet tests.
+command -v ovn-northd >/dev/null || need+=(ovn-central)
+command -v ovn-controller >/dev/null || need+=(ovn-host)
+command -v ovs-vswitchd >/dev/null || need+=(openvswitch-switch)
+command -v ping >/dev/null || need+=(iputils-ping)
+command -v ip >/dev/null || need+=(iproute2)
 PY=${OSLAB_PYTHON:-python3}
 if [ ! -x "$VENV/bin/python" ] && ! "$PY" -c 'import venv, ensurepip' 2>/dev/null; then
   need+=(python3-venv); PY=/usr/bin/python3   # Debian's python3 needs python3-venv for ensurepip
@@ -209,14 +217,24 @@ MARIADBD=$(command -v mariadbd || echo /usr/sbin/mariadbd)
 MARIADB_INSTALL_DB=$(command -v mariadb-install-db || echo /usr/bin/mariadb-install-db)
 
 # ---- 1. already up? ------------------------------------------------------------------------
+lab_healthy_but_ovn() {
+  pid_alive mariadb && pid_alive keystone && pid_alive neutron && pid_alive neutron-tagged &&
+    [ "$(http_code http://127.0.0.1:9696/v2.0/networks)" = 401 ] && [ -s "$RUN/keystone.json" ] &&
+    [ "$(cat "$RUN/venv.path" 2>/dev/null)" = "$VENV" ] && [ -x "$VENV/bin/python" ]
+}
 lab_healthy() {
   pid_alive mariadb && pid_alive keystone && pid_alive neutron && pid_alive neutron-tagged &&
     [ "$(http_code http://127.0.0.1:9697/v2.0/networks)" = 401 ] &&
     [ "$(http_code http://127.0.0.1:5000/v3)" = 200 ] &&
     [ "$(http_code http://127.0.0.1:9696/v2.0/networks)" = 401 ] &&   # 401: authtoken is wired
     [ -s "$RUN/keystone.json" ] && [ "$(cat "$RUN/venv.path" 2>/dev/null)" = "$VENV" ] &&
-    [ -x "$VENV/bin/python" ]
+    [ -x "$VENV/bin/python" ] && bash "$HERE/ovn.sh" healthy
 }
+# The ML2/OVN Neutron alone is restarted when it is all that is missing (a lab started before
+# it existed gains it; the other services and their data stay).
+if ! lab_healthy && lab_healthy_but_ovn; then
+  bash "$HERE/ovn.sh" up 9>&- || die "the ML2/OVN Neutron did not start"
+fi
 if lab_healthy; then
   # A lab started before the policy-privileged identity existed gains it here; no other app
   # cred is re-created (running tests hold their secrets).
@@ -410,6 +428,11 @@ mariadb --socket="$MYSQL_SOCK" -uroot -e "
   GRANT ALL ON keystone.* TO 'os'@'127.0.0.1'; GRANT ALL ON neutron.* TO 'os'@'127.0.0.1';"
 ts "mariadb up on 127.0.0.1:3307 (pid $(cat "$RUN/mariadb.pid"))"
 
+# ---- 4b. the ML2/OVN Neutron (ovn.sh), in the background -----------------------------------------
+# It needs only MariaDB and the venv until a request comes; neutron_setup.py waits for it.
+bash "$HERE/ovn.sh" up >"$LOG/ovn-up.log" 2>&1 9>&- &
+OVN_PID=$!
+
 # ---- 5. Neutron DB migration, in the background -------------------------------------------------
 # It is the slowest step and independent of Keystone, so it overlaps with the Keystone setup.
 "$VENV/bin/neutron-db-manage" --config-file "$ETC/neutron/neutron.conf" \
@@ -463,6 +486,8 @@ ts "neutron with tag_ports_during_bulk_creation answering on 127.0.0.1:9697 (pid
 
 # ---- 8. the TLS proxy, quotas, demo fabric, lab.env, clouds.yaml -----------------------------------
 ensure_tls_proxy || die "the TLS proxy did not start"
+wait "$OVN_PID" || die "the ML2/OVN Neutron did not start (lab/openstack/ovn.sh)" "$LOG/ovn-up.log"
+ts "$(grep -E 'answering|data plane' "$LOG/ovn-up.log" | sed 's/^\[oslab ovn *[0-9.]*s\] //' | paste -sd';' -)"
 "$VENV/bin/python" "$HERE/neutron_setup.py" 2>"$LOG/neutron_setup.log" \
   || die "neutron_setup.py failed" "$LOG/neutron_setup.log"
 ts "quotas + fabric done; lab up"

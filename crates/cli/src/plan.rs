@@ -76,7 +76,9 @@ pub async fn plan(
         all.iter().filter(|l| l.metadata.name != link.metadata.name),
     );
     let input = input_of(&link, &status, &peers, targets).ok_or(PlanError::NoUid)?;
-    let rec = Recording::new(net).creating_in(&fabric.operator_project_id);
+    let rec = Recording::new(net)
+        .creating_in(&fabric.operator_project_id)
+        .worded_for(&fabric);
     let outcome = Engine::same_tenant(&rec, fabric).reconcile(&input).await;
     let conditions: Vec<PlannedCondition> = ConditionType::ALL
         .iter()

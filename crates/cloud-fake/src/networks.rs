@@ -7,6 +7,54 @@ use ipnet::Ipv4Net;
 use crate::faults::Op;
 use crate::world::{FakeNeutron, api, new_id};
 
+/// ML2/OVN's metadata port (with `ovn_metadata_enabled`, the usual setting).
+pub(crate) const METADATA_OWNER: &str = "network:distributed";
+
+/// ML2/OVN gives the network's metadata port (made with the first subnet) the first free
+/// address of every new DHCP subnet: `.2` next to a `.1` gateway (measured).
+fn metadata_address(w: &mut crate::world::World, s: &Subnet) {
+    let Some(net) = subnet_net(s) else { return };
+    let taken: Vec<String> = w
+        .ports
+        .values()
+        .filter(|p| p.network_id == s.network_id)
+        .flat_map(|p| p.fixed_ips.iter().map(|f| f.ip_address.clone()))
+        .chain(s.gateway_ip.clone())
+        .collect();
+    let Some(free) = net
+        .hosts()
+        .map(|a| a.to_string())
+        .find(|a| !taken.contains(a))
+    else {
+        return;
+    };
+    let fixed = bnerd_cloud::FixedIp {
+        subnet_id: s.id.clone(),
+        ip_address: free,
+    };
+    let owner = w
+        .networks
+        .get(&s.network_id)
+        .map(|n| n.project_id.clone())
+        .unwrap_or_default();
+    let device_id = format!("ovnmeta-{}", s.network_id);
+    if let Some(p) = w.ports.values_mut().find(|p| p.device_id == device_id) {
+        p.fixed_ips.push(fixed);
+        return;
+    }
+    let p = bnerd_cloud::Port {
+        id: new_id(),
+        network_id: s.network_id.clone(),
+        project_id: owner,
+        device_id,
+        device_owner: METADATA_OWNER.into(),
+        fixed_ips: vec![fixed],
+        revision_number: 1,
+        ..Default::default()
+    };
+    w.ports.insert(p.id.clone(), p);
+}
+
 /// A subnet's CIDR; one that does not parse contains nothing, so it never matches.
 pub(crate) fn subnet_net(s: &Subnet) -> Option<Ipv4Net> {
     s.cidr.parse().ok()
@@ -79,6 +127,8 @@ impl FakeNeutron {
             if !w.networks.get(id).is_some_and(|n| self.owns(&n.project_id)) {
                 return Err(api("DELETE", &path, 404, "NetworkNotFound", format!("Network {id} could not be found.")));
             }
+            // Neutron's own ports (ML2/OVN's metadata port) go with the network.
+            w.ports.retain(|_, p| !(p.network_id == id && p.device_owner == METADATA_OWNER));
             let in_use: Vec<String> = w.ports.values().filter(|p| p.network_id == id).map(|p| p.id.clone()).collect();
             if !in_use.is_empty() {
                 return Err(api(
@@ -130,6 +180,9 @@ impl FakeNeutron {
             w.subnets.insert(s.id.clone(), s.clone());
             if let Some(n) = w.networks.get_mut(network_id) {
                 n.subnets.push(s.id.clone());
+            }
+            if w.ml2_ovn() {
+                metadata_address(w, &s);
             }
             Ok(s)
         })

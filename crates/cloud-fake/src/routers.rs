@@ -24,7 +24,11 @@ use crate::world::{
 /// router's is `network:ha_router_replicated_interface`, a DVR router's
 /// `network:router_interface_distributed`). DVR wins over HA, as in Neutron's
 /// `_get_device_owner` (l3_hamode_db defers to l3_dvr_db for a distributed router).
+/// With ML2/OVN every interface is `network:router_interface` (measured), HA flag or not.
 fn interface_owner(w: &World, router_id: &str) -> &'static str {
+    if w.ml2_ovn() {
+        return OWNER_ROUTER_INTERFACE;
+    }
     match w.router_kinds.get(router_id).copied().unwrap_or_default() {
         RouterKind {
             distributed: true, ..
@@ -32,6 +36,29 @@ fn interface_owner(w: &World, router_id: &str) -> &'static str {
         RouterKind { ha: true, .. } => OWNER_ROUTER_INTERFACE_HA,
         _ => OWNER_ROUTER_INTERFACE,
     }
+}
+
+/// Neutron's refusal of an interface on `subnet_id` while the router has interfaces on
+/// `on_subnets`: the same subnet, or with ML2/OVN (which checks by CIDR) an overlapping one.
+fn second_interface(w: &World, subnet_id: &str, on_subnets: &[Subnet]) -> Option<String> {
+    use bnerd_cloud::refusals::{SubnetRef, second_router_interface};
+    let new = w.subnets.get(subnet_id)?;
+    let by_cidr = w.ml2_ovn();
+    let clash = on_subnets.iter().find(|s| {
+        s.id == subnet_id
+            || (by_cidr
+                && match (subnet_net(s), subnet_net(new)) {
+                    (Some(a), Some(b)) => a.contains(&b.network()) || b.contains(&a.network()),
+                    _ => false,
+                })
+    })?;
+    fn r(s: &Subnet) -> SubnetRef<'_> {
+        SubnetRef {
+            id: &s.id,
+            cidr: &s.cidr,
+        }
+    }
+    Some(second_router_interface(by_cidr, r(new), r(clash)))
 }
 
 /// Subnets a router has an interface on, with the interface IPs.
@@ -199,15 +226,11 @@ impl FakeNeutron {
                     ),
                 ));
             }
-            let on_subnets: Vec<String> = router_interfaces(w, router_id).into_iter().map(|(s, _)| s.id).collect();
-            if let Some(f) = port.fixed_ips.iter().find(|f| on_subnets.contains(&f.subnet_id)) {
-                return Err(api(
-                    m,
-                    &path,
-                    400,
-                    "BadRequest",
-                    format!("Bad router request: Router already has a port on subnet {}.", f.subnet_id),
-                ));
+            let on_subnets: Vec<Subnet> = router_interfaces(w, router_id).into_iter().map(|(s, _)| s).collect();
+            for f in &port.fixed_ips {
+                if let Some(message) = second_interface(w, &f.subnet_id, &on_subnets) {
+                    return Err(api(m, &path, 400, "BadRequest", message));
+                }
             }
             let owner = interface_owner(w, router_id);
             if let Some(p) = w.ports.get_mut(port_id) {
@@ -386,17 +409,12 @@ impl FakeNeutron {
                     format!("Subnet {subnet_id} could not be found."),
                 )
             })?;
-            if router_interfaces(w, router_id)
-                .iter()
-                .any(|(s, _)| s.id == subnet_id)
-            {
-                return Err(api(
-                    m,
-                    &path,
-                    400,
-                    "BadRequest",
-                    format!("Bad router request: Router already has a port on subnet {subnet_id}."),
-                ));
+            let on_subnets: Vec<Subnet> = router_interfaces(w, router_id)
+                .into_iter()
+                .map(|(s, _)| s)
+                .collect();
+            if let Some(message) = second_interface(w, subnet_id, &on_subnets) {
+                return Err(api(m, &path, 400, "BadRequest", message));
             }
             let gw = subnet.gateway_ip.clone().unwrap_or_default();
             if w.ports
@@ -448,6 +466,17 @@ impl FakeNeutron {
                     400,
                     "HTTPBadRequest",
                     "Specifying 'project_id' other than the authenticated project in request is not allowed for the current user.".into(),
+                ));
+            }
+            // ML2/OVN loads no `dvr`: `distributed` is an attribute the API does not know, for
+            // anyone (measured: 400 before policy).
+            if w.ml2_ovn() && req.distributed.is_some() {
+                return Err(api(
+                    m,
+                    path,
+                    400,
+                    "HTTPBadRequest",
+                    "Unrecognized attribute(s) 'distributed'".into(),
                 ));
             }
             // `ha` and `distributed` are admin-only attributes: naming one at all is refused,

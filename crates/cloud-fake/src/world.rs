@@ -46,6 +46,9 @@ pub(crate) struct World {
 /// How this cloud is configured, where clouds differ: the builder methods of [`FakeCloud`].
 struct Settings {
     honour_create_tags: bool,
+    /// Answer as Neutron with ML2/OVN (`ovn` mechanism driver, `ovn-router` plugin) does
+    /// where it differs from ML2 without a backend: see [`FakeCloud::ml2_ovn`].
+    pub(crate) ml2_ovn: bool,
     hidden: BTreeSet<String>,
     max_routes: usize,
     /// Lower-cased, as oslo.policy compares role names.
@@ -56,6 +59,7 @@ impl Default for Settings {
     fn default() -> Self {
         Self {
             honour_create_tags: false,
+            ml2_ovn: false,
             hidden: BTreeSet::new(),
             max_routes: MAX_ROUTES,
             privileged_roles: BTreeSet::new(),
@@ -67,9 +71,14 @@ impl World {
     /// The aliases `GET /extensions` lists.
     pub(crate) fn extensions(&self) -> Vec<String> {
         let tags_at_create = self.settings.honour_create_tags.then_some(TAGS_AT_CREATE);
+        let ovn = self
+            .settings
+            .ml2_ovn
+            .then_some(bnerd_cloud::refusals::EXTERNAL_GATEWAY_MULTIHOMING);
         LOADED
             .into_iter()
             .chain(tags_at_create)
+            .chain(ovn)
             .filter(|e| !self.settings.hidden.contains(*e))
             .map(String::from)
             .collect()
@@ -78,6 +87,10 @@ impl World {
     /// Whether the extension is loaded: the calls it adds exist only then.
     pub(crate) fn has_extension(&self, alias: &str) -> bool {
         self.extensions().iter().any(|e| e == alias)
+    }
+
+    pub(crate) fn ml2_ovn(&self) -> bool {
+        self.settings.ml2_ovn
     }
 
     pub(crate) fn max_routes(&self) -> usize {
@@ -212,6 +225,18 @@ impl FakeCloud {
     /// is only `POST /{resource}/{id}/tags`).
     pub fn honour_create_tags(self, on: bool) -> Self {
         self.lock().settings.honour_create_tags = on;
+        self
+    }
+
+    /// Answer as a Neutron on ML2/OVN does where it differs (measured on the lab's ML2/OVN
+    /// Neutron, the parity table's ML2/OVN rows): `external-gateway-multihoming` is listed;
+    /// every subnet gets a metadata port (`network:distributed`, `ovnmeta-<network>`) at its
+    /// first free address, removed with the network; router interfaces are always
+    /// `network:router_interface` (OVN routers say `ha: true` and are not HA routers in
+    /// Neutron's sense); `distributed` is an unknown attribute (no `dvr`); a second interface
+    /// on a subnet is refused in the CIDR-overlap wording.
+    pub fn ml2_ovn(self, on: bool) -> Self {
+        self.lock().settings.ml2_ovn = on;
         self
     }
 

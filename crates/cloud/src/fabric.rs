@@ -34,6 +34,10 @@ pub struct Fabric {
     /// `tag-ports-during-bulk-creation` (an ML2 extension driver): tags in a port's create
     /// body are kept. (`tag-creation` only means `POST /{resource}/{id}/tags` exists.)
     pub tags_at_create: bool,
+    /// `external-gateway-multihoming` (ML2/OVN's L3 plugin): Neutron checks a router's
+    /// subnets by CIDR overlap, and words a second interface on one subnet accordingly
+    /// ([`crate::refusals::second_router_interface`]).
+    pub router_subnets_by_cidr: bool,
     /// Which destinations the operator routes on this fabric (operator settings; `discover`
     /// admits everything, the operator sets them at startup).
     pub admission: Admission,
@@ -144,6 +148,7 @@ struct Extensions {
     extraroute_atomic: bool,
     revision_if_match: bool,
     tags_at_create: bool,
+    router_subnets_by_cidr: bool,
 }
 
 impl Extensions {
@@ -154,6 +159,7 @@ impl Extensions {
             extraroute_atomic: has(EXTRAROUTE_ATOMIC),
             revision_if_match: has(REVISION_IF_MATCH),
             tags_at_create: has(TAGS_AT_CREATE),
+            router_subnets_by_cidr: has(crate::refusals::EXTERNAL_GATEWAY_MULTIHOMING),
         };
         (ext.extraroute_atomic || ext.revision_if_match).then_some(ext)
     }
@@ -236,6 +242,7 @@ impl Fabric {
             extraroute_atomic: ext.extraroute_atomic,
             revision_if_match: ext.revision_if_match,
             tags_at_create: ext.tags_at_create,
+            router_subnets_by_cidr: ext.router_subnets_by_cidr,
             admission: Admission::default(),
         })
     }

@@ -7,6 +7,7 @@ pub mod error;
 pub mod fabric;
 pub mod http;
 pub mod observe;
+pub mod refusals;
 pub mod secret;
 pub mod types;
 

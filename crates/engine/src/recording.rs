@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
+use bnerd_cloud::refusals::{self, SubnetRef};
 use bnerd_cloud::{
     CloudError, CreatePort, FixedIp, Network, Neutron, Port, PortQuery, RbacPolicy, Result, Route,
     Router, RouterQuery, ShareNetwork, Subnet,
@@ -135,6 +136,8 @@ pub struct Recording<'a> {
     /// The project a planned port lands in: the credential's, as Neutron would set it (the
     /// reconcile checks a port's project before attaching it).
     project: String,
+    /// Neutron words its refusals as a cloud with this L3 plugin does (`Fabric`'s flag).
+    router_subnets_by_cidr: bool,
 }
 
 /// The id a planned port goes by until Neutron gives it one.
@@ -147,6 +150,15 @@ impl<'a> Recording<'a> {
             overlay: Mutex::new(Overlay::default()),
             tap: false,
             project: String::new(),
+            router_subnets_by_cidr: false,
+        }
+    }
+
+    /// Refusals worded as the cloud of `fabric` words them.
+    pub fn worded_for(self, fabric: &bnerd_cloud::fabric::Fabric) -> Self {
+        Self {
+            router_subnets_by_cidr: fabric.router_subnets_by_cidr,
+            ..self
         }
     }
 
@@ -410,22 +422,41 @@ impl Neutron for Recording<'_> {
                 ..Default::default()
             })
             .await?;
-        if on_network
+        if let Some(other) = on_network
             .iter()
-            .any(|p| p.id != port.id && p.is_router_interface())
+            .find(|p| p.id != port.id && p.is_router_interface())
         {
-            let subnet = port
-                .fixed_ips
-                .first()
-                .map(|f| f.subnet_id.clone())
-                .unwrap_or_default();
+            let subnet_of = |p: &Port| {
+                p.fixed_ips
+                    .first()
+                    .map(|f| f.subnet_id.clone())
+                    .unwrap_or_default()
+            };
+            let (new_id, old_id) = (subnet_of(&port), subnet_of(other));
+            // The CIDR wording needs both subnets' CIDRs: two reads, on this refusal only.
+            let (new_cidr, old_cidr) = if self.router_subnets_by_cidr {
+                (
+                    self.inner.get_subnet(&new_id).await?.cidr,
+                    self.inner.get_subnet(&old_id).await?.cidr,
+                )
+            } else {
+                Default::default()
+            };
             return Err(CloudError::Api {
                 method: "PUT".into(),
                 path: format!("/routers/{router_id}/add_router_interface"),
                 status: 400,
                 kind: "BadRequest".into(),
-                message: format!(
-                    "Bad router request: Router already has a port on subnet {subnet}."
+                message: refusals::second_router_interface(
+                    self.router_subnets_by_cidr,
+                    SubnetRef {
+                        id: &new_id,
+                        cidr: &new_cidr,
+                    },
+                    SubnetRef {
+                        id: &old_id,
+                        cidr: &old_cidr,
+                    },
                 ),
             });
         }

@@ -395,6 +395,7 @@ mod tests {
             extraroute_atomic: true,
             revision_if_match: true,
             tags_at_create: false,
+            router_subnets_by_cidr: false,
             admission: Default::default(),
         }
     }

@@ -1,5 +1,6 @@
 //! End to end: the real operator binary against a real kube-apiserver (lab/kube) and the
-//! real Keystone + Neutron lab (lab/openstack), driven through the Kubernetes API.
+//! real Keystone + ML2/OVN Neutron of the lab (lab/openstack/ovn.sh), driven through the
+//! Kubernetes API.
 //!
 //! One file although it passes 500 lines: every test shares one apiserver, one operator
 //! process per test and the lock and sweep that keep them apart.
@@ -11,11 +12,11 @@ use bnerd_api::names::{FINALIZER, tag_link_uid};
 use bnerd_cloud::{Neutron, Route};
 use bnerd_testkit::kube_lab::{install_crd, kube_client};
 use bnerd_testkit::operator_proc::{
-    OperatorCommand, OperatorProcess, TEST_LABEL, create_ready, delete_and_wait_gone, event_about,
-    install_gateway_crds, is_ready, kube_lab_exclusive, sweep_leftovers, test_link, wait_for,
-    wait_gone,
+    OperatorCommand, OperatorProcess, TEST_LABEL, create_cross_tenant, create_ready,
+    delete_and_wait_gone, delete_credentials_secret, event_about, install_gateway_crds, is_ready,
+    kube_lab_exclusive, put_credentials_secret, sweep_leftovers, test_link, wait_for, wait_gone,
 };
-use bnerd_testkit::{Env, lab_env_for, lab_or_skip, unique};
+use bnerd_testkit::{Env, ovn_env_for, ovn_lab_or_skip, unique};
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
@@ -213,11 +214,11 @@ async fn operator_binary_converges_heals_and_unwinds() {
     else {
         return;
     };
-    let Some(lab) = lab_or_skip("operator_binary_converges_heals_and_unwinds") else {
+    let Some(lab) = ovn_lab_or_skip("operator_binary_converges_heals_and_unwinds") else {
         return;
     };
     install_crd(&client).await;
-    let env = lab_env_for("e2e").await.expect("lab");
+    let env = ovn_env_for("e2e").await.expect("lab");
     let svc = env.router("shoot--services--e2e").await;
     let g = |k: &str| lab.get(k).cloned().unwrap_or_default();
 
@@ -509,12 +510,12 @@ async fn gateway_changes_fan_out_to_every_link() {
     let Some((client, kubeconfig)) = kube_client(test).await else {
         return;
     };
-    let Some(lab) = lab_or_skip(test) else {
+    let Some(lab) = ovn_lab_or_skip(test) else {
         return;
     };
     install_crd(&client).await;
     install_gateway_crds(&client).await;
-    let env = lab_env_for("e2e-fanout").await.expect("lab");
+    let env = ovn_env_for("e2e-fanout").await.expect("lab");
     let routers = [env.router("fan-a").await, env.router("fan-b").await];
     let _exclusive = kube_lab_exclusive(&kubeconfig).await;
     sweep_leftovers(&client).await;
@@ -829,83 +830,6 @@ async fn ensure_namespace(client: &Client, ns: &str) {
 }
 
 /// The Secret hq writes for a cross-tenant link, in the operator's credentials namespace.
-async fn put_credentials_secret(client: &Client, link: &str, id: &str, secret: &str) {
-    use k8s_openapi::api::core::v1::{Namespace, Secret};
-    let ns = bnerd_api::names::DEFAULT_CREDENTIALS_NAMESPACE;
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let _ = namespaces
-        .create(
-            &PostParams::default(),
-            &serde_json::from_value(json!({"metadata": {"name": ns}})).expect("namespace"),
-        )
-        .await;
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let s: Secret = serde_json::from_value(json!({
-        "metadata": {"name": format!("clusterlink-{link}"), "labels": {"bnerd-test": "e2e"}},
-        "type": "Opaque",
-        "stringData": {
-            "OS_APPLICATION_CREDENTIAL_ID": id,
-            "OS_APPLICATION_CREDENTIAL_SECRET": secret,
-        },
-    }))
-    .expect("secret");
-    secrets
-        .create(&PostParams::default(), &s)
-        .await
-        .expect("create secret");
-}
-
-async fn delete_credentials_secret(client: &Client, link: &str) {
-    use k8s_openapi::api::core::v1::Secret;
-    let ns = bnerd_api::names::DEFAULT_CREDENTIALS_NAMESPACE;
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
-    let _ = secrets
-        .delete(&format!("clusterlink-{link}"), &DeleteParams::default())
-        .await;
-}
-
-/// A cross-tenant link as infra writes it (hq's Secret with the customer's member credential,
-/// the attestation annotation), waited for until Ready.
-async fn create_cross_tenant(
-    client: &Client,
-    api: &Api<ClusterLink>,
-    lab: &std::collections::BTreeMap<String, String>,
-    name: &str,
-    router_id: &str,
-    cidr: &str,
-) -> ClusterLink {
-    let g = |k: &str| lab.get(k).cloned().unwrap_or_default();
-    put_credentials_secret(
-        client,
-        name,
-        &g("LAB_CUSTOMER_AC_ID"),
-        &g("LAB_CUSTOMER_AC_SECRET"),
-    )
-    .await;
-    let mut l = link(
-        name,
-        json!({
-            "serviceClusterRouter": router_id, "serviceClusterCIDR": cidr,
-            "credentialsSecretRef": {"name": format!("clusterlink-{name}"), "namespace": bnerd_api::names::DEFAULT_CREDENTIALS_NAMESPACE},
-            "customerProjectID": g("LAB_CUSTOMER_PROJECT_ID"),
-        }),
-    );
-    l.metadata.annotations = Some(
-        [(
-            bnerd_api::names::ANNOTATION_API_ACCESS.to_string(),
-            "none".to_string(),
-        )]
-        .into(),
-    );
-    api.create(&PostParams::default(), &l)
-        .await
-        .expect("create link");
-    wait_for("Ready=True", 90, async || {
-        api.get(name).await.ok().filter(is_ready)
-    })
-    .await
-}
-
 fn condition(l: &ClusterLink, type_: &str) -> Option<(String, String, String)> {
     l.status.as_ref().and_then(|s| {
         s.conditions
@@ -926,11 +850,11 @@ async fn operator_binary_cross_tenant_link() {
     let Some((client, kubeconfig)) = kube_client(test).await else {
         return;
     };
-    let Some(lab) = lab_or_skip(test) else {
+    let Some(lab) = ovn_lab_or_skip(test) else {
         return;
     };
     install_crd(&client).await;
-    let env = lab_env_for("e2e").await.expect("lab");
+    let env = ovn_env_for("e2e").await.expect("lab");
     let g = |k: &str| lab.get(k).cloned().unwrap_or_default();
     let customer = bnerd_testkit::lab_app_cred_client(&lab, "CUSTOMER");
     let router = bnerd_cloud::NeutronAdmin::create_router(&customer, &unique("e2e-cust"))
@@ -1112,11 +1036,11 @@ async fn a_freed_cross_tenant_leg_address_stops_being_routed_within_the_leg_chec
     let Some((client, kubeconfig)) = kube_client(test).await else {
         return;
     };
-    let Some(lab) = lab_or_skip(test) else {
+    let Some(lab) = ovn_lab_or_skip(test) else {
         return;
     };
     install_crd(&client).await;
-    let env = lab_env_for("e2e-legcheck").await.expect("lab");
+    let env = ovn_env_for("e2e-legcheck").await.expect("lab");
     let customer = bnerd_testkit::lab_app_cred_client(&lab, "CUSTOMER");
     let admin = bnerd_testkit::lab_client(&lab, "ADMIN");
     let router = bnerd_cloud::NeutronAdmin::create_router(&customer, &unique("e2e-legcheck"))
@@ -1221,11 +1145,11 @@ async fn recreate_brings_a_transit_ip_mismatch_link_back() {
     let Some((client, kubeconfig)) = kube_client(test).await else {
         return;
     };
-    let Some(lab) = lab_or_skip(test) else {
+    let Some(lab) = ovn_lab_or_skip(test) else {
         return;
     };
     install_crd(&client).await;
-    let env = lab_env_for("e2e-recreate").await.expect("lab");
+    let env = ovn_env_for("e2e-recreate").await.expect("lab");
     let customer = bnerd_testkit::lab_app_cred_client(&lab, "CUSTOMER");
     let router = bnerd_cloud::NeutronAdmin::create_router(&customer, &unique("e2e-recreate"))
         .await
@@ -1310,11 +1234,11 @@ async fn operator_binary_releases_what_it_may() {
     let Some((client, kubeconfig)) = kube_client(test).await else {
         return;
     };
-    let Some(lab) = lab_or_skip(test) else {
+    let Some(lab) = ovn_lab_or_skip(test) else {
         return;
     };
     install_crd(&client).await;
-    let env = lab_env_for("e2e-release").await.expect("lab");
+    let env = ovn_env_for("e2e-release").await.expect("lab");
     let g = |k: &str| lab.get(k).cloned().unwrap_or_default();
     let customer = bnerd_testkit::lab_app_cred_client(&lab, "CUSTOMER");
     let router = bnerd_cloud::NeutronAdmin::create_router(&customer, &unique("e2e-release"))

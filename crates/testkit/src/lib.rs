@@ -7,6 +7,7 @@
 //! does not depend on the operator, not even for its tests.
 
 pub mod crash;
+pub mod dataplane;
 pub mod hostile;
 pub mod kube_lab;
 pub mod operator_proc;
@@ -67,6 +68,52 @@ pub fn lab_or_skip(test: &str) -> Option<BTreeMap<String, String>> {
     }
 }
 
+/// The region a lab client and an operator name: `LAB_REGION` of an env from [`on_ovn`], else
+/// RegionOne (the API-only Neutron).
+pub fn lab_region(env: &BTreeMap<String, String>) -> String {
+    env.get("LAB_REGION")
+        .cloned()
+        .unwrap_or_else(|| "RegionOne".into())
+}
+
+/// lab.env as seen on the lab's ML2/OVN Neutron (`lab/openstack/ovn.sh`): every client and
+/// operator made from it names region `LAB_OVN_REGION`, and the demo fabric's IDs are that
+/// Neutron's. The same Keystone, identities and application credentials.
+pub fn on_ovn(mut env: BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let g = |env: &BTreeMap<String, String>, k: &str| {
+        env.get(k)
+            .cloned()
+            .unwrap_or_else(|| panic!("lab.env lacks {k}; rerun lab/openstack/up.sh"))
+    };
+    let region = g(&env, "LAB_OVN_REGION");
+    env.insert("LAB_REGION".into(), region);
+    for k in [
+        "TRANSIT_NETWORK_ID",
+        "TRANSIT_SUBNET_ID",
+        "GATEWAY_ROUTER_ID",
+        "GATEWAY_ROUTER_PORT_ID",
+        "SVC01_ROUTER_ID",
+    ] {
+        let v = g(&env, &format!("LAB_OVN_{k}"));
+        env.insert(format!("LAB_{k}"), v);
+    }
+    let url = g(&env, "LAB_NEUTRON_OVN_URL");
+    env.insert("LAB_NEUTRON_URL".into(), url);
+    env
+}
+
+/// [`lab_or_skip`] on the ML2/OVN Neutron ([`on_ovn`]).
+pub fn ovn_lab_or_skip(test: &str) -> Option<BTreeMap<String, String>> {
+    lab_or_skip(test).map(on_ovn)
+}
+
+/// [`lab_env_for`] on the ML2/OVN Neutron: a fresh fabric there.
+pub async fn ovn_env_for(test: &str) -> Option<Env> {
+    let env = ovn_lab_or_skip(test)?;
+    let net: Arc<dyn NeutronAdmin> = Arc::new(lab_client(&env, "OPERATOR"));
+    Some(build(net, None).await)
+}
+
 pub fn lab_client(env: &BTreeMap<String, String>, who: &str) -> OpenStack {
     let auth = lab_password_auth(env, who);
     OpenStack::new(auth).expect("client")
@@ -91,7 +138,7 @@ pub fn lab_scale_env(lab: &BTreeMap<String, String>) -> BTreeMap<String, String>
     env
 }
 
-/// The password credential `LAB_<who>_*` on the lab's plain endpoint, region RegionOne.
+/// The password credential `LAB_<who>_*` on the lab's plain endpoint, in [`lab_region`].
 fn lab_password_auth(env: &BTreeMap<String, String>, who: &str) -> AuthConfig {
     let g = |k: &str| {
         env.get(k)
@@ -108,7 +155,7 @@ fn lab_password_auth(env: &BTreeMap<String, String>, who: &str) -> AuthConfig {
     };
     AuthConfig {
         auth_url: g("OS_AUTH_URL"),
-        region: Some("RegionOne".into()),
+        region: Some(lab_region(env)),
         interface: "public".into(),
         method,
         tls: Default::default(),
@@ -191,7 +238,7 @@ pub fn lab_app_cred_client(env: &BTreeMap<String, String>, who: &str) -> OpenSta
     };
     let auth = AuthConfig {
         auth_url: g("OS_AUTH_URL"),
-        region: Some("RegionOne".into()),
+        region: Some(lab_region(env)),
         interface: "public".into(),
         method: AuthMethod::ApplicationCredential {
             id: g(&format!("LAB_{who}_AC_ID")),
@@ -207,7 +254,7 @@ pub fn operator_os_env(env: &BTreeMap<String, String>) -> Vec<(&'static str, Str
     let g = |k: &str| env.get(k).cloned().unwrap_or_default();
     vec![
         ("OS_AUTH_URL", g("OS_AUTH_URL")),
-        ("OS_REGION_NAME", "RegionOne".into()),
+        ("OS_REGION_NAME", lab_region(env)),
         ("OS_USERNAME", g("LAB_OPERATOR_USERNAME")),
         ("OS_PASSWORD", g("LAB_OPERATOR_PASSWORD")),
         ("OS_PROJECT_NAME", g("LAB_OPERATOR_PROJECT_NAME")),
@@ -244,6 +291,14 @@ pub fn unique(prefix: &str) -> String {
         "{prefix}-{}-{}",
         t % 100_000_000,
         SEQ.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A port Neutron makes for itself on a network: ML2/OVN's metadata port, a DHCP agent's port.
+pub fn is_neutron_owned(p: &Port) -> bool {
+    matches!(
+        p.device_owner.as_str(),
+        "network:distributed" | "network:dhcp"
     )
 }
 
@@ -481,13 +536,14 @@ impl Env {
         self.net.list_ports(&q).await.expect("ports")
     }
 
-    /// Ports on the transit network besides the gateway router's own leg: what a clean
-    /// unwind leaves none of.
+    /// Ports on the transit network besides the gateway router's own leg and Neutron's own
+    /// (ML2/OVN's metadata port, `network:distributed`, a DHCP port): what a clean unwind
+    /// leaves none of.
     pub async fn leg_ports(&self) -> Vec<Port> {
         self.ports()
             .await
             .into_iter()
-            .filter(|p| p.device_id != self.fabric.gateway_router_id)
+            .filter(|p| p.device_id != self.fabric.gateway_router_id && !is_neutron_owned(p))
             .collect()
     }
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use bnerd_api::ClusterLink;
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use crate::operator_os_env;
@@ -450,4 +450,96 @@ pub fn is_ready(l: &ClusterLink) -> bool {
             .iter()
             .any(|c| c.type_ == "Ready" && c.status == "True")
     })
+}
+
+/// The Secret infra writes for link `link` in the credentials namespace (made if missing):
+/// an application credential's ID and secret.
+pub async fn put_credentials_secret(client: &Client, link: &str, id: &str, secret: &str) {
+    use k8s_openapi::api::core::v1::{Namespace, Secret};
+    let ns = bnerd_api::names::DEFAULT_CREDENTIALS_NAMESPACE;
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let _ = namespaces
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({"metadata": {"name": ns}})).expect("namespace"),
+        )
+        .await;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let s: Secret = serde_json::from_value(json!({
+        "metadata": {"name": format!("clusterlink-{link}"), "labels": {"bnerd-test": "e2e"}},
+        "type": "Opaque",
+        "stringData": {
+            "OS_APPLICATION_CREDENTIAL_ID": id,
+            "OS_APPLICATION_CREDENTIAL_SECRET": secret,
+        },
+    }))
+    .expect("secret");
+    secrets
+        .create(&PostParams::default(), &s)
+        .await
+        .expect("create secret");
+}
+
+pub async fn delete_credentials_secret(client: &Client, link: &str) {
+    use k8s_openapi::api::core::v1::Secret;
+    let ns = bnerd_api::names::DEFAULT_CREDENTIALS_NAMESPACE;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let _ = secrets
+        .delete(&format!("clusterlink-{link}"), &DeleteParams::default())
+        .await;
+}
+
+/// A cross-tenant link as infra writes it (hq's Secret with the customer's member credential,
+/// the attestation annotation), waited for until Ready.
+pub async fn create_cross_tenant(
+    client: &Client,
+    api: &Api<ClusterLink>,
+    lab: &BTreeMap<String, String>,
+    name: &str,
+    router_id: &str,
+    cidr: &str,
+) -> ClusterLink {
+    create_cross_tenant_as(client, api, lab, "CUSTOMER", name, router_id, cidr).await
+}
+
+/// [`create_cross_tenant`] for the lab's customer `who` (`CUSTOMER`, `CUSTOMER2`).
+pub async fn create_cross_tenant_as(
+    client: &Client,
+    api: &Api<ClusterLink>,
+    lab: &BTreeMap<String, String>,
+    who: &str,
+    name: &str,
+    router_id: &str,
+    cidr: &str,
+) -> ClusterLink {
+    let g = |k: &str| lab.get(k).cloned().unwrap_or_default();
+    put_credentials_secret(
+        client,
+        name,
+        &g(&format!("LAB_{who}_AC_ID")),
+        &g(&format!("LAB_{who}_AC_SECRET")),
+    )
+    .await;
+    let mut l = test_link(
+        name,
+        json!({
+            "serviceClusterRouter": router_id, "serviceClusterCIDR": cidr,
+            "credentialsSecretRef": {"name": format!("clusterlink-{name}"), "namespace": bnerd_api::names::DEFAULT_CREDENTIALS_NAMESPACE},
+            "customerProjectID": g(&format!("LAB_{who}_PROJECT_ID")),
+        }),
+    );
+    l.metadata.annotations = Some(
+        [(
+            bnerd_api::names::ANNOTATION_API_ACCESS.to_string(),
+            "none".to_string(),
+        )]
+        .into(),
+    );
+    api.create(&PostParams::default(), &l)
+        .await
+        .expect("create link");
+    wait_for("Ready=True", 90, async || {
+        api.get(name).await.ok().filter(is_ready)
+    })
+    .await
 }

@@ -1,0 +1,634 @@
+//! The packet tier: the real operator binary on the kube lab and the lab's ML2/OVN Neutron with
+//! a real data plane (`lab/openstack/ovn.sh`). Neutron ports become network namespaces
+//! (`bnerd_testkit::dataplane`): a gateway pod on the transit network that answers for a VPN
+//! client address (the reverse-exposure side), and a VM on each service network. Every check is
+//! a bounded ping that must, or must not, get its reply; a verdict that surprises prints the
+//! `ovn-trace` of its flow.
+//!
+//! Timings (apply → Ready, apply → first packet, break → first packet again) are printed as
+//! `NOTE` lines; `BNERD_PACKET_ROUNDS=5` repeats the self-heal rounds for the medians of
+//! docs/performance.md.
+//!
+//! One file although it passes 500 lines: the cases share one fixture (labs, fabric, data plane,
+//! the operator process) and its teardown.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use bnerd_api::ClusterLink;
+use bnerd_cloud::{Neutron, NeutronAdmin, Port, Route};
+use bnerd_testkit::dataplane::{DataPlane, Endpoint, ServiceNet};
+use bnerd_testkit::kube_lab::{install_crd, kube_client};
+use bnerd_testkit::operator_proc::{
+    OperatorCommand, OperatorProcess, TEST_LABEL, create_cross_tenant_as,
+    delete_credentials_secret, install_gateway_crds, is_ready, kube_lab_exclusive, sweep_leftovers,
+    test_link, wait_for, wait_gone,
+};
+use bnerd_testkit::{Env, lab_app_cred_client, ovn_env_for, ovn_lab_or_skip, report, unique};
+use kube::Client;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+/// The gateway pod's port on the transit network: the reverse routes' next hop.
+const POD_IP: &str = "10.254.0.10";
+/// A VPN client address the gateway pod answers for (on its loopback), inside the gateway's
+/// reverse-exposure CIDR.
+const CLIENT: &str = "100.64.0.11";
+const EXPOSURE_CIDR: &str = "100.64.0.0/24";
+const SVC_CIDR: &str = "10.251.0.0/16";
+const SVC_VM: &str = "10.251.0.5";
+
+struct Fixture {
+    client: Client,
+    kubeconfig: String,
+    lab: BTreeMap<String, String>,
+    env: Env,
+    plane: DataPlane,
+    _exclusive: std::fs::File,
+}
+
+async fn fixture(test: &str) -> Option<Fixture> {
+    let (client, kubeconfig) = kube_client(test).await?;
+    let lab = ovn_lab_or_skip(test)?;
+    install_crd(&client).await;
+    install_gateway_crds(&client).await;
+    let env = ovn_env_for(test).await?;
+    let plane = DataPlane::from_lab(&lab);
+    let exclusive = kube_lab_exclusive(&kubeconfig).await;
+    sweep_leftovers(&client).await;
+    Some(Fixture {
+        client,
+        kubeconfig,
+        lab,
+        env,
+        plane,
+        _exclusive: exclusive,
+    })
+}
+
+impl Fixture {
+    fn operator(&self, resync: &str) -> OperatorProcess {
+        OperatorCommand::new(env!("CARGO_BIN_EXE_bnerd-vpn-operator"))
+            .lab(
+                &self.kubeconfig,
+                &self.lab,
+                &self.env.fabric.gateway_router_id,
+                &self.env.fabric.transit_network_id,
+                resync,
+            )
+            .spawn()
+    }
+
+    fn net(&self) -> &dyn NeutronAdmin {
+        self.env.net.as_ref()
+    }
+
+    fn links(&self) -> Api<ClusterLink> {
+        Api::all(self.client.clone())
+    }
+
+    /// The gateway pod: a port at [`POD_IP`] on the transit network, answering for [`CLIENT`].
+    async fn gateway_pod(&self, name: &str) -> (Port, Endpoint) {
+        let port = self.env.port_at_ip(POD_IP, "gateway-pod").await;
+        let ep = self.plane.attach(self.net(), &port, name).await;
+        ep.add_loopback_address(&format!("{CLIENT}/32"));
+        (port, ep)
+    }
+
+    /// An IPsecGateway with one reverse exposure whose status names the pod's port: every
+    /// link's router gets `EXPOSURE_CIDR via POD_IP`.
+    async fn reverse_exposing_gateway(&self) -> String {
+        let ar = bnerd_vpn_operator::gateways::resource("IPsecGateway", "ipsecgateways");
+        let gws: Api<kube::api::DynamicObject> =
+            Api::namespaced_with(self.client.clone(), "default", &ar);
+        let name = unique("pk-gw");
+        let gw: kube::api::DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "ipsec.bnerd.net/v1alpha1", "kind": "IPsecGateway",
+            "metadata": {"name": name, "namespace": "default", "labels": {TEST_LABEL: "true"}},
+            "spec": {"reverseExposures": [{"name": "svc", "port": 8080}]},
+            "status": {"serviceCIDR": EXPOSURE_CIDR, "portFixedIP": POD_IP}
+        }))
+        .expect("gateway");
+        gws.patch(
+            &name,
+            &PatchParams::apply("packets").force(),
+            &Patch::Apply(&gw),
+        )
+        .await
+        .expect("apply gateway");
+        name
+    }
+
+    async fn delete_gateway(&self, name: &str) {
+        let ar = bnerd_vpn_operator::gateways::resource("IPsecGateway", "ipsecgateways");
+        let gws: Api<kube::api::DynamicObject> =
+            Api::namespaced_with(self.client.clone(), "default", &ar);
+        let _ = gws.delete(name, &DeleteParams::default()).await;
+    }
+
+    async fn gateway_routes(&self) -> Vec<Route> {
+        self.env.gateway_routes().await
+    }
+}
+
+async fn wait_route(net: &dyn NeutronAdmin, router_id: &str, route: &Route, present: bool) {
+    wait_for("route on the router", 60, async || {
+        let has = net.get_router(router_id).await.ok()?.routes.contains(route);
+        (has == present).then_some(())
+    })
+    .await;
+}
+
+fn rounds() -> usize {
+    std::env::var("BNERD_PACKET_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1)
+}
+
+fn ms(d: Duration) -> u128 {
+    d.as_millis()
+}
+
+/// Create a same-tenant link and measure apply → Ready and apply → the first reply from
+/// `dst` through it (probing all along).
+async fn apply_and_time(
+    f: &Fixture,
+    from: &Endpoint,
+    dst: &str,
+    name: &str,
+    spec: serde_json::Value,
+) -> (ClusterLink, Duration, Duration) {
+    let api = f.links();
+    let t0 = Instant::now();
+    api.create(&PostParams::default(), &test_link(name, spec))
+        .await
+        .expect("create link");
+    let ready = async {
+        let l = wait_for("Ready=True", 90, async || {
+            api.get(name).await.ok().filter(is_ready)
+        })
+        .await;
+        (l, t0.elapsed())
+    };
+    let first = from.first_reply_within(dst, Duration::from_secs(90));
+    let ((l, to_ready), first) = tokio::join!(ready, first);
+    let first = first.unwrap_or_else(|| panic!("no reply from {dst} within 90 s of the apply"));
+    (l, to_ready, first)
+}
+
+/// Same-tenant: before the link nothing routes; once Ready the gateway pod reaches the service
+/// VM and the reply comes back over the leg's connected route (the service router has no route
+/// of its own to the transit network); with a reverse-exposing gateway the service VM reaches
+/// the VPN client address; delete withdraws the gateway route before the leg and the path goes.
+#[tokio::test]
+async fn same_tenant_link_carries_packets_both_ways_and_delete_cuts_them() {
+    let test = "same_tenant_link_carries_packets_both_ways_and_delete_cuts_them";
+    let Some(f) = fixture(test).await else {
+        return;
+    };
+    let net = f.net();
+    let router = f.env.router("pk-st-svc").await;
+    let svc = ServiceNet::make(net, &router.id, SVC_CIDR, "10.251.0.1", SVC_VM).await;
+    let (_pod_port, pod) = f.gateway_pod("st-pod").await;
+    let vm = f.plane.attach(net, &svc.vm, "st-vm").await;
+    pod.assert_not_delivered(net, SVC_VM, "before any link")
+        .await;
+
+    let _op = f.operator("10s");
+    let name = unique("pk-st");
+    let (l, to_ready, to_packet) = apply_and_time(
+        &f,
+        &pod,
+        SVC_VM,
+        &name,
+        json!({"serviceClusterRouter": router.id, "serviceClusterCIDR": SVC_CIDR}),
+    )
+    .await;
+    report::note(&format!(
+        "packets same-tenant: apply->Ready {} ms, apply->first packet {} ms",
+        ms(to_ready),
+        ms(to_packet)
+    ));
+    pod.assert_delivered(net, SVC_VM, "gateway pod -> service VM and back")
+        .await;
+    let routes = f.env.get_router(&router.id).await.routes;
+    assert!(
+        routes.iter().all(|r| !r.destination.starts_with("10.254.")),
+        "the reply needs no route of its own (the leg's subnet is connected): {routes:?}"
+    );
+
+    // The service VM initiates toward a reverse exposure: nothing routes it until a gateway
+    // with reverse exposures exists.
+    vm.assert_not_delivered(
+        net,
+        CLIENT,
+        "service VM -> VPN client before any reverse route",
+    )
+    .await;
+    let gw = f.reverse_exposing_gateway().await;
+    wait_route(net, &router.id, &Route::new(EXPOSURE_CIDR, POD_IP), true).await;
+    vm.assert_delivered(
+        net,
+        CLIENT,
+        "service VM -> VPN client via the reverse route",
+    )
+    .await;
+
+    // Delete: the gateway route goes first, and the path with it, the leg after.
+    let ip = l
+        .status
+        .as_ref()
+        .and_then(|s| s.transit_ip.clone())
+        .expect("transit IP");
+    let leg = l
+        .status
+        .as_ref()
+        .and_then(|s| s.leg_port_id.clone())
+        .expect("leg");
+    let route = Route::new(SVC_CIDR, &ip);
+    f.links()
+        .delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    let start = Instant::now();
+    let (leg_then, replies) = loop {
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "the gateway route did not go within 60 s of the delete"
+        );
+        let has_route = f.gateway_routes().await.contains(&route);
+        let has_leg = net.get_port(&leg).await.is_ok();
+        if !has_route {
+            break (has_leg, pod.ping(SVC_VM, 1).await.received);
+        }
+        assert!(
+            has_leg,
+            "the leg went while the gateway route still pointed at it"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        replies, 0,
+        "no reply once the gateway route is gone (leg present: {leg_then})"
+    );
+    wait_gone(&f.links(), &name, 60).await;
+    pod.assert_not_delivered(net, SVC_VM, "after the delete")
+        .await;
+    vm.assert_not_delivered(
+        net,
+        CLIENT,
+        "after the delete (the reverse route went with the link)",
+    )
+    .await;
+    f.delete_gateway(&gw).await;
+
+    drop((pod, vm));
+    svc.teardown(net).await;
+    f.env.teardown(&[]).await;
+}
+
+/// Cross-tenant: two customers, each with a cross-tenant link (its own router and service VM,
+/// its own credential): the gateway pod reaches both VMs and both reach the VPN client through
+/// the reverse route. Then the spec's admitted gap, measured: a port of customer2's project on
+/// the shared transit network reaches customer's service VM, through the gateway router and
+/// straight through customer's leg.
+#[tokio::test]
+async fn cross_tenant_links_carry_packets_and_the_shared_transit_gap_is_real() {
+    let test = "cross_tenant_links_carry_packets_and_the_shared_transit_gap_is_real";
+    let Some(f) = fixture(test).await else {
+        return;
+    };
+    let net = f.net();
+    let a = lab_app_cred_client(&f.lab, "CUSTOMER");
+    let b = lab_app_cred_client(&f.lab, "CUSTOMER2");
+    let ra = NeutronAdmin::create_router(&a, &unique("pk-ct-a"))
+        .await
+        .expect("router A");
+    let rb = NeutronAdmin::create_router(&b, &unique("pk-ct-b"))
+        .await
+        .expect("router B");
+    let svc_a = ServiceNet::make(&a, &ra.id, "10.252.0.0/16", "10.252.0.1", "10.252.0.5").await;
+    let svc_b = ServiceNet::make(&b, &rb.id, "10.253.0.0/16", "10.253.0.1", "10.253.0.5").await;
+    let (_pod_port, pod) = f.gateway_pod("ct-pod").await;
+    let vm_a = f.plane.attach(&a, &svc_a.vm, "ct-vm-a").await;
+    let vm_b = f.plane.attach(&b, &svc_b.vm, "ct-vm-b").await;
+
+    let _op = f.operator("10s");
+    let api = f.links();
+    let (na, nb) = (unique("pk-ct-a"), unique("pk-ct-b"));
+    let t0 = Instant::now();
+    let la = create_cross_tenant_as(
+        &f.client,
+        &api,
+        &f.lab,
+        "CUSTOMER",
+        &na,
+        &ra.id,
+        "10.252.0.0/16",
+    )
+    .await;
+    let to_ready = t0.elapsed();
+    let to_packet = pod
+        .first_reply_within("10.252.0.5", Duration::from_secs(30))
+        .await
+        .expect("a reply from customer's VM")
+        + to_ready;
+    report::note(&format!(
+        "packets cross-tenant: apply->Ready {} ms, apply->first packet <= {} ms",
+        ms(to_ready),
+        ms(to_packet)
+    ));
+    let _lb = create_cross_tenant_as(
+        &f.client,
+        &api,
+        &f.lab,
+        "CUSTOMER2",
+        &nb,
+        &rb.id,
+        "10.253.0.0/16",
+    )
+    .await;
+    pod.assert_delivered(
+        net,
+        "10.252.0.5",
+        "gateway pod -> customer's VM (cross-tenant)",
+    )
+    .await;
+    pod.assert_delivered(
+        net,
+        "10.253.0.5",
+        "gateway pod -> customer2's VM (cross-tenant)",
+    )
+    .await;
+
+    let gw = f.reverse_exposing_gateway().await;
+    let reverse = Route::new(EXPOSURE_CIDR, POD_IP);
+    wait_route(&a, &ra.id, &reverse, true).await;
+    wait_route(&b, &rb.id, &reverse, true).await;
+    vm_a.assert_delivered(
+        &a,
+        CLIENT,
+        "customer's VM -> VPN client via the reverse route",
+    )
+    .await;
+    vm_b.assert_delivered(
+        &b,
+        CLIENT,
+        "customer2's VM -> VPN client via the reverse route",
+    )
+    .await;
+
+    // The gap. customer2's project may make ports on the transit network (the share its link
+    // needs is to the whole project); Neutron's IPAM gives the address, as a customer may not
+    // choose one on a shared network. Nothing but the attestation annotation
+    // (ipsec.bnerd.net/customer-api-access: none — the customer has no OpenStack API access)
+    // stands between such a port and every other linked cluster.
+    let rogue_port = b
+        .create_port(&bnerd_cloud::CreatePort {
+            network_id: f.env.fabric.transit_network_id.clone(),
+            name: "rogue".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("customer2 makes a port on the shared transit network");
+    let rogue = f.plane.attach(&b, &rogue_port, "ct-rogue").await;
+    rogue
+        .assert_delivered(
+            &b,
+            "10.252.0.5",
+            "the admitted gap: customer2's port on the shared transit -> customer's VM via the gateway router",
+        )
+        .await;
+    let leg_a = la
+        .status
+        .as_ref()
+        .and_then(|s| s.transit_ip.clone())
+        .expect("A's leg IP");
+    rogue.add_route("10.252.0.0/16", &leg_a);
+    rogue
+        .assert_delivered(
+            &b,
+            "10.252.0.5",
+            "the admitted gap: customer2's port -> customer's VM straight through customer's leg",
+        )
+        .await;
+    report::note(
+        "packets shared transit: customer2's port on the transit reaches customer's service VM via the gateway router and via customer's leg (the spec's admitted gap; only the attestation annotation stands there)",
+    );
+
+    // Unwind: the links first (their legs), then what the test made.
+    drop(rogue);
+    let _ = Neutron::delete_port(&b, &rogue_port.id).await;
+    for n in [&na, &nb] {
+        let _ = api.delete(n, &DeleteParams::default()).await;
+    }
+    for n in [&na, &nb] {
+        wait_gone(&api, n, 90).await;
+        delete_credentials_secret(&f.client, n).await;
+    }
+    f.delete_gateway(&gw).await;
+    drop((pod, vm_a, vm_b));
+    svc_a.teardown(&a).await;
+    svc_b.teardown(&b).await;
+    let _ = NeutronAdmin::delete_router(&a, &ra.id).await;
+    let _ = NeutronAdmin::delete_router(&b, &rb.id).await;
+    f.env.teardown(&[&a as &dyn bnerd_cloud::Neutron, &b]).await;
+}
+
+/// Break the path out of band and time the self-heal: from the break to the first reply again,
+/// at a 10 s resync. A probe right after the break must get no reply unless the operator has
+/// already put the route back (then the break is tried again: a reply with the route still
+/// gone would be a path this test does not know).
+async fn time_heal(
+    f: &Fixture,
+    pod: &Endpoint,
+    what: &str,
+    route: &Route,
+    mut brk: impl AsyncFnMut(),
+) -> Duration {
+    for _ in 0..5 {
+        brk().await;
+        let t0 = Instant::now();
+        let replies = pod.ping(SVC_VM, 1).await.received;
+        if replies > 0 {
+            assert!(
+                f.gateway_routes().await.contains(route),
+                "{what}: a reply came back with the gateway route still gone"
+            );
+            continue;
+        }
+        pod.first_reply_within(SVC_VM, Duration::from_secs(60))
+            .await
+            .unwrap_or_else(|| panic!("{what}: not healed within 60 s"));
+        return t0.elapsed();
+    }
+    panic!("{what}: the operator healed every break before a probe could see it");
+}
+
+/// Drift: the gateway route removed out of band, then the leg removed out of band: each time
+/// the path breaks and the operator's resync (10 s) restores it.
+#[tokio::test]
+async fn drift_breaks_the_path_and_the_operator_heals_it() {
+    let test = "drift_breaks_the_path_and_the_operator_heals_it";
+    let Some(f) = fixture(test).await else {
+        return;
+    };
+    let net = f.net();
+    let router = f.env.router("pk-dr-svc").await;
+    let svc = ServiceNet::make(net, &router.id, SVC_CIDR, "10.251.0.1", SVC_VM).await;
+    let (_pod_port, pod) = f.gateway_pod("dr-pod").await;
+    let _vm = f.plane.attach(net, &svc.vm, "dr-vm").await;
+    let _op = f.operator("10s");
+    let name = unique("pk-dr");
+    let (l, _, _) = apply_and_time(
+        &f,
+        &pod,
+        SVC_VM,
+        &name,
+        json!({"serviceClusterRouter": router.id, "serviceClusterCIDR": SVC_CIDR}),
+    )
+    .await;
+    let ip = l
+        .status
+        .as_ref()
+        .and_then(|s| s.transit_ip.clone())
+        .expect("transit IP");
+    let route = Route::new(SVC_CIDR, &ip);
+
+    let mut route_heals = vec![];
+    let mut leg_heals = vec![];
+    for _ in 0..rounds() {
+        let d = time_heal(&f, &pod, "gateway route removed", &route, async || {
+            f.env
+                .remove_routes(
+                    &f.env.fabric.gateway_router_id,
+                    std::slice::from_ref(&route),
+                )
+                .await
+                .expect("remove the gateway route out of band");
+        })
+        .await;
+        route_heals.push(ms(d));
+        let d = time_heal(&f, &pod, "leg removed", &route, async || {
+            let leg = f
+                .env
+                .ports()
+                .await
+                .into_iter()
+                .find(|p| p.device_id == router.id && p.has_ip(&ip))
+                .expect("the leg");
+            // Neutron deletes the port with the interface.
+            net.remove_router_interface(&router.id, &leg.id)
+                .await
+                .expect("remove the leg out of band");
+        })
+        .await;
+        leg_heals.push(ms(d));
+    }
+    report::note(&format!(
+        "packets self-heal at a 10 s resync: gateway route removed -> first packet again {route_heals:?} ms; leg removed -> first packet again {leg_heals:?} ms"
+    ));
+
+    let api = f.links();
+    api.delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_gone(&api, &name, 60).await;
+    drop(pod);
+    svc.teardown(net).await;
+    f.env.teardown(&[]).await;
+}
+
+/// The spec's worked example: a hand-made leg at 10.254.0.3 on the service router and the
+/// gateway route to it by hand, carrying a continuous ping; a ClusterLink pinned to that
+/// address adopts the port and keeps the route: not one packet is lost.
+#[tokio::test]
+async fn adoption_of_a_hand_made_leg_loses_no_packet() {
+    let test = "adoption_of_a_hand_made_leg_loses_no_packet";
+    let Some(f) = fixture(test).await else {
+        return;
+    };
+    let net = f.net();
+    let router = f.env.router("pk-ad-svc").await;
+    let svc = ServiceNet::make(net, &router.id, SVC_CIDR, "10.251.0.1", SVC_VM).await;
+    let (_pod_port, pod) = f.gateway_pod("ad-pod").await;
+    let _vm = f.plane.attach(net, &svc.vm, "ad-vm").await;
+    // The manual way (the spec's steps 1-3).
+    let leg = f
+        .env
+        .port_at_ip("10.254.0.3", "vpn-transit-svc01-leg")
+        .await;
+    net.add_router_interface(&router.id, &leg.id)
+        .await
+        .expect("router add port");
+    let route = Route::new(SVC_CIDR, "10.254.0.3");
+    f.env
+        .add_routes(
+            &f.env.fabric.gateway_router_id,
+            std::slice::from_ref(&route),
+        )
+        .await
+        .expect("router set --route");
+    pod.assert_delivered(net, SVC_VM, "the hand-made path")
+        .await;
+
+    // 20 s of pings, 50 ms apart, across the adoption.
+    let stream = pod.stream(SVC_VM, "0.05", 400);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let _op = f.operator("10s");
+    let name = unique("pk-ad");
+    let api = f.links();
+    api.create(
+        &PostParams::default(),
+        &test_link(
+            &name,
+            json!({"serviceClusterRouter": router.id, "serviceClusterCIDR": SVC_CIDR, "transitIP": "10.254.0.3"}),
+        ),
+    )
+    .await
+    .expect("create link");
+    let l = wait_for("Ready=True", 15, async || {
+        api.get(&name).await.ok().filter(is_ready)
+    })
+    .await;
+    assert_eq!(
+        l.status
+            .as_ref()
+            .and_then(|s| s.leg_port_id.clone())
+            .as_deref(),
+        Some(leg.id.as_str()),
+        "the hand-made port is adopted, not replaced"
+    );
+    let count = stream.finish().await;
+    assert_eq!(
+        count.received, count.sent,
+        "packets lost during the adoption: {count:?}"
+    );
+    report::note(&format!(
+        "packets adoption: {} of {} echo requests answered across the adoption",
+        count.received, count.sent
+    ));
+    assert_eq!(
+        f.gateway_routes()
+            .await
+            .iter()
+            .filter(|r| **r == route)
+            .count(),
+        1
+    );
+
+    api.delete(&name, &DeleteParams::default())
+        .await
+        .expect("delete");
+    wait_gone(&api, &name, 60).await;
+    assert!(
+        net.get_port(&leg.id).await.is_err(),
+        "the adopted leg is the link's to delete"
+    );
+    pod.assert_not_delivered(net, SVC_VM, "after the delete")
+        .await;
+    drop(pod);
+    svc.teardown(net).await;
+    f.env.teardown(&[]).await;
+}
