@@ -78,7 +78,7 @@ pub async fn plan(
     let input = input_of(&link, &status, &peers, targets).ok_or(PlanError::NoUid)?;
     let rec = Recording::new(net)
         .creating_in(&fabric.operator_project_id)
-        .worded_for(&fabric);
+        .worded_for(fabric);
     let outcome = Engine::same_tenant(&rec, fabric).reconcile(&input).await;
     let conditions: Vec<PlannedCondition> = ConditionType::ALL
         .iter()

@@ -467,7 +467,8 @@ async fn time_heal(
 }
 
 /// Drift: the gateway route removed out of band, then the leg removed out of band: each time
-/// the path breaks and the operator's resync (10 s) restores it.
+/// the path breaks and the operator's resync (10 s) restores it. Each round applies a link
+/// (timed to Ready and to its first packet), breaks it twice and deletes it.
 #[tokio::test]
 async fn drift_breaks_the_path_and_the_operator_heals_it() {
     let test = "drift_breaks_the_path_and_the_operator_heals_it";
@@ -480,25 +481,28 @@ async fn drift_breaks_the_path_and_the_operator_heals_it() {
     let (_pod_port, pod) = f.gateway_pod("dr-pod").await;
     let _vm = f.plane.attach(net, &svc.vm, "dr-vm").await;
     let _op = f.operator("10s");
-    let name = unique("pk-dr");
-    let (l, _, _) = apply_and_time(
-        &f,
-        &pod,
-        SVC_VM,
-        &name,
-        json!({"serviceClusterRouter": router.id, "serviceClusterCIDR": SVC_CIDR}),
-    )
-    .await;
-    let ip = l
-        .status
-        .as_ref()
-        .and_then(|s| s.transit_ip.clone())
-        .expect("transit IP");
-    let route = Route::new(SVC_CIDR, &ip);
+    let api = f.links();
 
-    let mut route_heals = vec![];
-    let mut leg_heals = vec![];
+    let (mut to_ready, mut to_packet, mut route_heals, mut leg_heals) =
+        (vec![], vec![], vec![], vec![]);
     for _ in 0..rounds() {
+        let name = unique("pk-dr");
+        let (l, ready, packet) = apply_and_time(
+            &f,
+            &pod,
+            SVC_VM,
+            &name,
+            json!({"serviceClusterRouter": router.id, "serviceClusterCIDR": SVC_CIDR}),
+        )
+        .await;
+        to_ready.push(ms(ready));
+        to_packet.push(ms(packet));
+        let ip = l
+            .status
+            .as_ref()
+            .and_then(|s| s.transit_ip.clone())
+            .expect("transit IP");
+        let route = Route::new(SVC_CIDR, &ip);
         let d = time_heal(&f, &pod, "gateway route removed", &route, async || {
             f.env
                 .remove_routes(
@@ -525,19 +529,31 @@ async fn drift_breaks_the_path_and_the_operator_heals_it() {
         })
         .await;
         leg_heals.push(ms(d));
+        api.delete(&name, &DeleteParams::default())
+            .await
+            .expect("delete");
+        wait_gone(&api, &name, 60).await;
+        pod.assert_not_delivered(net, SVC_VM, "after the delete")
+            .await;
     }
     report::note(&format!(
-        "packets self-heal at a 10 s resync: gateway route removed -> first packet again {route_heals:?} ms; leg removed -> first packet again {leg_heals:?} ms"
+        "packets at a 10 s resync, {} round(s): apply->Ready {to_ready:?} ms (median {}), apply->first packet {to_packet:?} ms (median {}), gateway route removed->first packet again {route_heals:?} ms (median {}), leg removed->first packet again {leg_heals:?} ms (median {})",
+        rounds(),
+        median(&to_ready),
+        median(&to_packet),
+        median(&route_heals),
+        median(&leg_heals)
     ));
 
-    let api = f.links();
-    api.delete(&name, &DeleteParams::default())
-        .await
-        .expect("delete");
-    wait_gone(&api, &name, 60).await;
     drop(pod);
     svc.teardown(net).await;
     f.env.teardown(&[]).await;
+}
+
+fn median(v: &[u128]) -> u128 {
+    let mut v = v.to_vec();
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or_default()
 }
 
 /// The spec's worked example: a hand-made leg at 10.254.0.3 on the service router and the

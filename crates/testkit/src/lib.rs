@@ -528,22 +528,24 @@ impl Env {
             .expect("port")
     }
 
+    /// Ports on the transit network, but Neutron's own ([`is_neutron_owned`]: ML2/OVN's
+    /// metadata port), which no operator or test makes or removes.
     pub async fn ports(&self) -> Vec<Port> {
         let q = PortQuery {
             network_id: Some(self.fabric.transit_network_id.clone()),
             ..Default::default()
         };
-        self.net.list_ports(&q).await.expect("ports")
+        let all = self.net.list_ports(&q).await.expect("ports");
+        all.into_iter().filter(|p| !is_neutron_owned(p)).collect()
     }
 
-    /// Ports on the transit network besides the gateway router's own leg and Neutron's own
-    /// (ML2/OVN's metadata port, `network:distributed`, a DHCP port): what a clean unwind
-    /// leaves none of.
+    /// Ports on the transit network besides the gateway router's own leg (and Neutron's own,
+    /// as [`Env::ports`]): what a clean unwind leaves none of.
     pub async fn leg_ports(&self) -> Vec<Port> {
         self.ports()
             .await
             .into_iter()
-            .filter(|p| p.device_id != self.fabric.gateway_router_id && !is_neutron_owned(p))
+            .filter(|p| p.device_id != self.fabric.gateway_router_id)
             .collect()
     }
 
@@ -704,6 +706,14 @@ macro_rules! both {
                     super::$name(env).await;
                     cleanup.teardown(&[]).await;
                 }
+            }
+
+            /// The same on a fake that answers as ML2/OVN does (metadata port at .2, plain
+            /// router interfaces, the CIDR wording of a refused second interface).
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn fake_ml2_ovn() {
+                let cloud = $crate::bnerd_cloud_fake::FakeCloud::new().ml2_ovn(true);
+                super::$name($crate::fake_env_with(cloud).await).await;
             }
 
             /// The same on a cloud that keeps tags sent at port creation.
