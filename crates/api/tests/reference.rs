@@ -300,13 +300,9 @@ const NOT_REASONS: &[&str] = &[
     "PartialEq",
     "GET",
     "PUT",
-    // Neutron's own error kinds, answered by the plan's recording Neutron as Neutron would.
-    "PortNotFound",
-    "BadRequest",
     "HOSTNAME",
     "PROBLEM",
     "WARNING",
-    "WRITE",
 ];
 
 #[test]

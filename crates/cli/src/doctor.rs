@@ -15,6 +15,7 @@ use bnerd_api::names::{ANNOTATION_ABANDON, leg_owner_uid, link_name_in_tags};
 use bnerd_cloud::fabric::{Fabric, FabricError};
 use bnerd_cloud::{CloudError, Neutron, Port, PortQuery, Route};
 use bnerd_engine::plan::leg::{LegMark, leg_mark, leg_project};
+use bnerd_engine::plan::remove_route_command;
 use bnerd_engine::plan::share::share_command;
 
 /// One line of the report: fine, a problem (exit 1), or a warning: nothing is wrong yet,
@@ -127,18 +128,6 @@ fn remove_port_hint(p: &Port) -> String {
     } else {
         format!("openstack port delete {}", shell_word(&p.id))
     }
-}
-
-/// The command that removes a route from the gateway router.
-fn remove_route_hint(r: &Route, router: &str) -> String {
-    format!(
-        "openstack router remove route --route {} {}",
-        shell_word(&format!(
-            "destination={},gateway={}",
-            r.destination, r.nexthop
-        )),
-        shell_word(router)
-    )
 }
 
 /// What `doctor` found, and whether the cloud could be asked at all.
@@ -300,14 +289,14 @@ async fn cloud_findings(
                 r.destination,
                 r.nexthop,
                 r.nexthop,
-                remove_route_hint(r, &gw.id)
+                remove_route_command(r, &gw.id)
             )),
             Some(p) if orphan(p) => Finding::problem(format!(
                 "gateway router route {} via {}: that address is the leg port {} of a ClusterLink that no longer exists; remove the route first: {}",
                 r.destination,
                 r.nexthop,
                 p.id,
-                remove_route_hint(r, &gw.id)
+                remove_route_command(r, &gw.id)
             )),
             Some(_) if recorded => Finding::ok(format!(
                 "gateway router route {} via {}",
@@ -543,7 +532,7 @@ mod tests {
         };
         assert_eq!(remove_port_hint(&loose), "openstack port delete p1");
         assert_eq!(
-            remove_route_hint(&Route::new("10.1.0.0/16", "10.254.0.3"), "gw $(id)"),
+            remove_route_command(&Route::new("10.1.0.0/16", "10.254.0.3"), "gw $(id)"),
             "openstack router remove route --route destination=10.1.0.0/16,gateway=10.254.0.3 'gw $(id)'"
         );
     }

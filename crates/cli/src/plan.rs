@@ -10,7 +10,7 @@ use bnerd_api::{ClusterLink, ConditionType, Reason};
 use bnerd_cloud::fabric::Fabric;
 use bnerd_cloud::{Neutron, Port, PortQuery, RouterQuery};
 use bnerd_engine::Engine;
-use bnerd_engine::recording::{PlannedWrite, Recording};
+use bnerd_engine::overlay::{Overlay, PlannedWrite};
 use bnerd_engine::view::{input_of, peers_of};
 use thiserror::Error;
 
@@ -76,7 +76,7 @@ pub async fn plan(
         all.iter().filter(|l| l.metadata.name != link.metadata.name),
     );
     let input = input_of(&link, &status, &peers, targets).ok_or(PlanError::NoUid)?;
-    let rec = Recording::new(net)
+    let rec = Overlay::on(net)
         .creating_in(&fabric.operator_project_id)
         .worded_for(fabric);
     let outcome = Engine::same_tenant(&rec, fabric).reconcile(&input).await;

@@ -38,13 +38,7 @@ pub(crate) fn is_cloud_admin(w: &World, roles: &[String]) -> bool {
 
 /// Neutron's answer for a port the caller cannot see: the same as for one that does not exist.
 pub(crate) fn port_not_found(method: &str, path: &str, id: &str) -> CloudError {
-    api(
-        method,
-        path,
-        404,
-        "PortNotFound",
-        format!("Port {id} could not be found."),
-    )
+    bnerd_cloud::refusals::port_not_found(method, path, id)
 }
 
 impl FakeNeutron {

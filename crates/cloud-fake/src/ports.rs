@@ -8,6 +8,8 @@ use bnerd_cloud::{
     is_router_interface_owner,
 };
 
+use bnerd_cloud::refusals;
+
 use crate::faults::Op;
 use crate::networks::subnet_net;
 use crate::policy::port_not_found;
@@ -71,24 +73,13 @@ fn invalid_tags(path: &str, reason: String) -> CloudError {
     )
 }
 
-/// Whether a port passes the tag filters, as Neutron applies them: `tags` needs all,
-/// `tags-any` one, and `not-tags` drops only a port carrying all of its tags.
-fn tags_match(q: &PortQuery, p: &Port) -> bool {
-    q.tags.iter().all(|t| p.has_tag(t))
-        && (q.tags_any.is_empty() || q.tags_any.iter().any(|t| p.has_tag(t)))
-        && (q.not_tags.is_empty() || !q.not_tags.iter().all(|t| p.has_tag(t)))
-}
-
 impl FakeNeutron {
     pub(crate) async fn port_list(&self, q: &PortQuery) -> Result<Vec<Port>> {
         self.run(Op::ListPorts, "GET", "/ports", |w| {
             Ok(w.ports
                 .values()
                 .filter(|p| self.port_visible(w, p))
-                .filter(|p| q.network_id.as_ref().is_none_or(|n| &p.network_id == n))
-                .filter(|p| q.device_id.as_ref().is_none_or(|d| &p.device_id == d))
-                .filter(|p| q.ip_address.as_ref().is_none_or(|ip| p.has_ip(ip)))
-                .filter(|p| tags_match(q, p))
+                .filter(|p| q.matches(p))
                 .cloned()
                 .collect())
         })
@@ -271,17 +262,15 @@ impl FakeNeutron {
     pub(crate) async fn port_delete(&self, id: &str) -> Result<()> {
         let path = format!("/ports/{id}");
         self.run(Op::DeletePort, "DELETE", &path, |w| {
-            let p = w.ports.get(id).filter(|p| self.port_visible(w, p)).ok_or_else(|| port_not_found("DELETE", &path, id))?;
+            let p = w
+                .ports
+                .get(id)
+                .filter(|p| self.port_visible(w, p))
+                .ok_or_else(|| port_not_found("DELETE", &path, id))?;
             // Neutron's L3 plugin guards every router interface owner (legacy, HA, DVR), as
             // long as the router still exists.
             if is_router_interface_owner(&p.device_owner) && w.routers.contains_key(&p.device_id) {
-                return Err(api(
-                    "DELETE",
-                    &path,
-                    409,
-                    "ServicePortInUse",
-                    format!("Port {id} cannot be deleted directly via the port API: has device owner {}.", p.device_owner),
-                ));
+                return Err(refusals::service_port_in_use(&path, id, &p.device_owner));
             }
             w.ports.remove(id);
             Ok(())

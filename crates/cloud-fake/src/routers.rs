@@ -8,8 +8,9 @@
 
 use std::net::Ipv4Addr;
 
+use bnerd_cloud::refusals;
 use bnerd_cloud::{
-    CreateRouter, FixedIp, OWNER_ROUTER_INTERFACE, OWNER_ROUTER_INTERFACE_DVR,
+    CloudError, CreateRouter, FixedIp, OWNER_ROUTER_INTERFACE, OWNER_ROUTER_INTERFACE_DVR,
     OWNER_ROUTER_INTERFACE_HA, Port, Result, Route, Router, RouterQuery, Subnet,
 };
 
@@ -40,8 +41,13 @@ fn interface_owner(w: &World, router_id: &str) -> &'static str {
 
 /// Neutron's refusal of an interface on `subnet_id` while the router has interfaces on
 /// `on_subnets`: the same subnet, or with ML2/OVN (which checks by CIDR) an overlapping one.
-fn second_interface(w: &World, subnet_id: &str, on_subnets: &[Subnet]) -> Option<String> {
-    use bnerd_cloud::refusals::{SubnetRef, second_router_interface};
+fn second_interface(
+    w: &World,
+    path: &str,
+    subnet_id: &str,
+    on_subnets: &[Subnet],
+) -> Option<CloudError> {
+    use bnerd_cloud::refusals::SubnetRef;
     let new = w.subnets.get(subnet_id)?;
     let by_cidr = w.ml2_ovn();
     let clash = on_subnets.iter().find(|s| {
@@ -58,7 +64,12 @@ fn second_interface(w: &World, subnet_id: &str, on_subnets: &[Subnet]) -> Option
             cidr: &s.cidr,
         }
     }
-    Some(second_router_interface(by_cidr, r(new), r(clash)))
+    Some(refusals::second_router_interface_refused(
+        path,
+        by_cidr,
+        r(new),
+        r(clash),
+    ))
 }
 
 /// Subnets a router has an interface on, with the interface IPs.
@@ -215,21 +226,12 @@ impl FakeNeutron {
                 ));
             }
             if !port.device_id.is_empty() {
-                return Err(api(
-                    m,
-                    &path,
-                    409,
-                    "PortInUse",
-                    format!(
-                        "Unable to complete operation on port {port_id} for network {}. Port already has an attached device {}.",
-                        port.network_id, port.device_id
-                    ),
-                ));
+                return Err(refusals::port_in_use(&path, port_id, &port.network_id, &port.device_id));
             }
             let on_subnets: Vec<Subnet> = router_interfaces(w, router_id).into_iter().map(|(s, _)| s).collect();
             for f in &port.fixed_ips {
-                if let Some(message) = second_interface(w, &f.subnet_id, &on_subnets) {
-                    return Err(api(m, &path, 400, "BadRequest", message));
+                if let Some(refused) = second_interface(w, &path, &f.subnet_id, &on_subnets) {
+                    return Err(refused);
                 }
             }
             let owner = interface_owner(w, router_id);
@@ -255,22 +257,26 @@ impl FakeNeutron {
         let m = "PUT";
         self.run(Op::RemoveRouterInterface, m, &path, |w| {
             let router = self.router_of(w, router_id, m, &path)?.clone();
-            let port = w.ports.get(port_id).filter(|p| p.is_interface_of(router_id)).cloned().ok_or_else(|| {
-                api(m, &path, 404, "RouterInterfaceNotFound", format!("Router {router_id} does not have an interface with id {port_id}"))
-            })?;
+            let port = w
+                .ports
+                .get(port_id)
+                .filter(|p| p.is_interface_of(router_id))
+                .cloned()
+                .ok_or_else(|| refusals::router_interface_not_found(&path, router_id, port_id))?;
             for f in &port.fixed_ips {
-                let Some(net) = w.subnets.get(&f.subnet_id).and_then(subnet_net) else { continue };
-                let needed = router.routes.iter().any(|r| r.nexthop.parse::<Ipv4Addr>().is_ok_and(|h| net.contains(&h)));
+                let Some(net) = w.subnets.get(&f.subnet_id).and_then(subnet_net) else {
+                    continue;
+                };
+                let needed = router.routes.iter().any(|r| {
+                    r.nexthop
+                        .parse::<Ipv4Addr>()
+                        .is_ok_and(|h| net.contains(&h))
+                });
                 if needed {
-                    return Err(api(
-                        m,
+                    return Err(refusals::router_interface_in_use_by_route(
                         &path,
-                        409,
-                        "RouterInterfaceInUseByRoute",
-                        format!(
-                            "Router interface for subnet {} on router {router_id} cannot be deleted, as it is required by one or more routes.",
-                            f.subnet_id
-                        ),
+                        router_id,
+                        &f.subnet_id,
                     ));
                 }
             }
@@ -413,8 +419,8 @@ impl FakeNeutron {
                 .into_iter()
                 .map(|(s, _)| s)
                 .collect();
-            if let Some(message) = second_interface(w, subnet_id, &on_subnets) {
-                return Err(api(m, &path, 400, "BadRequest", message));
+            if let Some(refused) = second_interface(w, &path, subnet_id, &on_subnets) {
+                return Err(refused);
             }
             let gw = subnet.gateway_ip.clone().unwrap_or_default();
             if w.ports

@@ -5,6 +5,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
+/// Every error the fake answers is a Neutron error answer, built as `refusals` builds them.
+pub(crate) use bnerd_cloud::refusals::refusal as api;
 use bnerd_cloud::{CloudError, Network, Port, RbacPolicy, Result, Router, Subnet};
 
 use crate::faults::{Fault, Op, PlannedFault};
@@ -138,22 +140,6 @@ pub struct FakeNeutron {
     /// Set when this handle authenticates with an application credential: every call checks
     /// it is still valid, as Keystone revokes a deleted credential's tokens.
     pub(crate) app_cred: Option<(String, String)>,
-}
-
-pub(crate) fn api(
-    method: &str,
-    path: &str,
-    status: u16,
-    kind: &str,
-    message: String,
-) -> CloudError {
-    CloudError::Api {
-        method: method.into(),
-        path: path.into(),
-        status,
-        kind: kind.into(),
-        message,
-    }
 }
 
 /// What Neutron answers for a URL no loaded extension serves, e.g. `PUT

@@ -140,6 +140,20 @@ pub struct PortQuery {
     pub not_tags: Vec<String>,
 }
 
+impl PortQuery {
+    /// Whether Neutron lists `p` for this query: every set field narrows; of the tag filters
+    /// `tags` needs all, `tags-any` one, and `not-tags` drops only a port carrying all of its
+    /// tags.
+    pub fn matches(&self, p: &Port) -> bool {
+        self.network_id.as_ref().is_none_or(|n| *n == p.network_id)
+            && self.device_id.as_ref().is_none_or(|d| *d == p.device_id)
+            && self.ip_address.as_ref().is_none_or(|ip| p.has_ip(ip))
+            && self.tags.iter().all(|t| p.has_tag(t))
+            && (self.tags_any.is_empty() || self.tags_any.iter().any(|t| p.has_tag(t)))
+            && (self.not_tags.is_empty() || !self.not_tags.iter().all(|t| p.has_tag(t)))
+    }
+}
+
 /// Neutron's per-resource tag limit.
 pub const MAX_TAGS: usize = 50;
 

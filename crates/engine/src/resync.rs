@@ -10,8 +10,13 @@
 //! what a WSGI front end accepts). 1000 links: 1 + 13 reads.
 //!
 //! Each link then runs its ordinary steps — same observe code, same pure plans, same
-//! conditions — against a dry-run view of the snapshot ([`DryRun`], a `Neutron` that answers
-//! reads from memory and only notes writes). `plan::resync` judges what the steps noted:
+//! conditions — over the snapshot ([`Overlay::of`]: the simulated Neutron that answers reads
+//! from what it was given and only records writes, with no cloud below it). A service
+//! router's interfaces are taken to be its legs on the transit network: the snapshot reads no
+//! others, and a gateway change would otherwise cost every link a read; a link's own CIDR and
+//! the transit subnet are still screened, the router's other subnets when the link reconciles
+//! on its own (docs/crd-reference.md, "Reverse-route screening"). `plan::resync` judges what
+//! the steps recorded:
 //! converged (no call), route writes only (replayed; see there why a snapshot decides them
 //! safely), or anything else, which falls back to the per-link path with fresh reads. A link
 //! whose generation changed, or that is not Ready, never takes this path: it converges on its
@@ -26,19 +31,15 @@
 //! every converged cross-tenant leg from one read of its ports, on a short interval of its
 //! own, so an address a leg lost stops being routed to long before the next resync.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use async_trait::async_trait;
 use bnerd_cloud::fabric::Fabric;
-use bnerd_cloud::{
-    CloudError, CreatePort, Network, Neutron, Port, PortQuery, RbacPolicy, Result, Route, Router,
-    RouterQuery, ShareNetwork, Subnet,
-};
+use bnerd_cloud::{Neutron, Port, PortQuery, Result, RouterQuery, Subnet};
 
 use super::model::{Input, Outcome};
 use super::ops::Engine;
+use super::overlay::{Known, Overlay, PlannedWrite, Recorded};
 use super::plan::resync::{Noted, ResyncPlan, RouteWrite, leg_check, plan};
 
 /// Router IDs per `GET /routers?id=…` call: 80 IDs make a request line of about 3.2 KB,
@@ -50,11 +51,10 @@ pub const ROUTER_IDS_PER_CALL: usize = 80;
 /// The shared reads of one resync window.
 pub struct Snapshot {
     taken: Instant,
-    transit_network_id: String,
-    ports: Vec<Port>,
-    /// Updated by replayed writes (Neutron answers them with the whole router), so links
-    /// later in the window see the table as it is.
-    routers: Mutex<BTreeMap<String, Router>>,
+    /// The transit network's ports and subnet, and the routers read. Replayed writes update
+    /// the routers (Neutron answers them with the whole router), so links later in the window
+    /// see each table as it is.
+    known: Known,
     reads: u64,
 }
 
@@ -76,28 +76,23 @@ impl Snapshot {
         router_ids: impl IntoIterator<Item = String>,
     ) -> Result<Self> {
         let taken = Instant::now();
-        let ports = transit_ports(net, fabric).await?;
+        let known = transit_known(fabric, transit_ports(net, fabric).await?);
         let mut ids: Vec<String> = router_ids.into_iter().collect();
         ids.push(fabric.gateway_router_id.clone());
         ids.sort();
         ids.dedup();
-        let mut routers = BTreeMap::new();
         let mut reads = 1;
         for chunk in ids.chunks(ROUTER_IDS_PER_CALL) {
             let q = RouterQuery {
                 ids: chunk.to_vec(),
                 ..Default::default()
             };
-            for r in net.list_routers(&q).await? {
-                routers.insert(r.id.clone(), r);
-            }
+            known.learn_routers(net.list_routers(&q).await?);
             reads += 1;
         }
         Ok(Self {
             taken,
-            transit_network_id: fabric.transit_network_id.clone(),
-            ports,
-            routers: Mutex::new(routers),
+            known,
             reads,
         })
     }
@@ -106,9 +101,7 @@ impl Snapshot {
     pub async fn take_ports(net: &dyn Neutron, fabric: &Fabric) -> Result<Self> {
         Ok(Self {
             taken: Instant::now(),
-            transit_network_id: fabric.transit_network_id.clone(),
-            ports: transit_ports(net, fabric).await?,
-            routers: Mutex::new(BTreeMap::new()),
+            known: transit_known(fabric, transit_ports(net, fabric).await?),
             reads: 1,
         })
     }
@@ -121,10 +114,19 @@ impl Snapshot {
     pub fn reads(&self) -> u64 {
         self.reads
     }
+}
 
-    fn routers(&self) -> MutexGuard<'_, BTreeMap<String, Router>> {
-        self.routers.lock().unwrap_or_else(|e| e.into_inner())
-    }
+/// What a snapshot knows of the transit network: every port on it, and its one subnet as the
+/// fabric describes it (no read).
+fn transit_known(fabric: &Fabric, ports: Vec<Port>) -> Known {
+    Known::network(&fabric.transit_network_id, ports)
+        .with_subnet(Subnet {
+            id: fabric.transit_subnet_id.clone(),
+            network_id: fabric.transit_network_id.clone(),
+            cidr: fabric.transit_subnet.to_string(),
+            ..Default::default()
+        })
+        .interfaces_on_complete_networks()
 }
 
 /// A converged cross-tenant link's leg as its status records it.
@@ -157,7 +159,7 @@ pub async fn check_legs(
     Ok(legs
         .iter()
         .filter_map(|l| {
-            leg_check(&l.port_id, &l.transit_ip, &snap.ports).map(|why| MovedLeg {
+            leg_check(&l.port_id, &l.transit_ip, snap.known.ports()).map(|why| MovedLeg {
                 link: l.link.clone(),
                 why,
             })
@@ -250,13 +252,9 @@ pub async fn resync_from(
         // Its routers live in the customer's project, read with its own credential.
         return Resynced::PerLink("cross-tenant".into());
     }
-    let dry = DryRun {
-        snap,
-        overlay: Mutex::new(BTreeMap::new()),
-        noted: Mutex::new(vec![]),
-    };
+    let dry = Overlay::of(&snap.known).worded_for(fabric);
     let outcome = Engine::same_tenant(&dry, fabric).reconcile(input).await;
-    let noted = dry.noted.into_inner().unwrap_or_else(|e| e.into_inner());
+    let noted: Vec<Noted> = dry.recorded().into_iter().map(noted).collect();
     match plan(&noted) {
         ResyncPlan::Converged => Resynced::Done {
             outcome: Box::new(outcome),
@@ -273,9 +271,7 @@ pub async fn resync_from(
                     }
                 };
                 match done {
-                    Ok(r) => {
-                        snap.routers().insert(r.id.clone(), r);
-                    }
+                    Ok(r) => snap.known.learn_router(r),
                     // The per-link path meets the same answer and reports it properly.
                     Err(e) => return Resynced::PerLink(format!("replaying a route write: {e}")),
                 }
@@ -288,182 +284,20 @@ pub async fn resync_from(
     }
 }
 
-/// A `Neutron` over a snapshot: reads come from memory, writes are only noted (route writes
-/// answered as Neutron would, so the steps carry on to the end). The cloud is never called.
-struct DryRun<'s> {
-    snap: &'s Snapshot,
-    /// Routers as this link's noted route writes would leave them.
-    overlay: Mutex<BTreeMap<String, Router>>,
-    noted: Mutex<Vec<Noted>>,
-}
-
-impl DryRun<'_> {
-    fn note(&self, n: Noted) {
-        self.noted.lock().unwrap_or_else(|e| e.into_inner()).push(n);
-    }
-
-    /// Stop the steps: the answer is not in the snapshot. Whatever they conclude is thrown
-    /// away (`plan::resync` sends the link down the per-link path).
-    fn miss<T>(&self, what: String) -> Result<T> {
-        let e = CloudError::Decode {
-            method: "GET".into(),
-            path: what.clone(),
-            message: "not in the resync snapshot".into(),
-        };
-        self.note(Noted::Miss(what));
-        Err(e)
-    }
-
-    fn refuse<T>(&self, what: String) -> Result<T> {
-        let e = CloudError::Decode {
-            method: "WRITE".into(),
-            path: what.clone(),
-            message: "a resync snapshot makes no writes".into(),
-        };
-        self.note(Noted::OtherWrite(what));
-        Err(e)
-    }
-
-    fn router(&self, id: &str) -> Option<Router> {
-        let overlay = self.overlay.lock().unwrap_or_else(|e| e.into_inner());
-        overlay
-            .get(id)
-            .cloned()
-            .or_else(|| self.snap.routers().get(id).cloned())
-    }
-
-    fn edit(&self, id: &str, f: impl FnOnce(&mut Vec<Route>)) -> Option<Router> {
-        let mut r = self.router(id)?;
-        f(&mut r.routes);
-        r.revision_number += 1;
-        self.overlay
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id.to_string(), r.clone());
-        Some(r)
-    }
-}
-
-#[async_trait]
-impl Neutron for DryRun<'_> {
-    async fn extensions(&self) -> Result<Vec<String>> {
-        self.miss("GET /extensions".into())
-    }
-    async fn get_network(&self, id: &str) -> Result<Network> {
-        self.miss(format!("GET /networks/{id}"))
-    }
-    async fn get_subnet(&self, id: &str) -> Result<Subnet> {
-        self.miss(format!("GET /subnets/{id}"))
-    }
-    async fn list_ports(&self, q: &PortQuery) -> Result<Vec<Port>> {
-        let transit = PortQuery {
-            network_id: Some(self.snap.transit_network_id.clone()),
-            ..Default::default()
-        };
-        if *q == transit {
-            return Ok(self.snap.ports.clone());
-        }
-        // The reverse step's look at a service router's interfaces before it adds a route
-        // (a gateway CIDR overlapping a connected subnet): the snapshot does not hold them,
-        // and sending every link of a gateway change down the per-link path would cost a read
-        // per link. A link's own CIDR and the transit subnet are still screened; the
-        // router's other subnets are checked when the link reconciles on its own
-        // (docs/crd-reference.md, "Reverse-route screening").
-        let interfaces = PortQuery {
-            device_id: q.device_id.clone(),
-            ..Default::default()
-        };
-        if q.device_id.is_some() && *q == interfaces {
-            return Ok(vec![]);
-        }
-        self.miss(format!("GET /ports {q:?}"))
-    }
-    async fn get_port(&self, id: &str) -> Result<Port> {
-        self.miss(format!("GET /ports/{id}"))
-    }
-    async fn create_port(&self, _req: &CreatePort) -> Result<Port> {
-        self.refuse("POST /ports".into())
-    }
-    async fn add_port_tag(&self, port_id: &str, _tag: &str) -> Result<()> {
-        self.refuse(format!("PUT /ports/{port_id}/tags/…"))
-    }
-    async fn set_port_tags(&self, port_id: &str, _tags: &[String]) -> Result<()> {
-        self.refuse(format!("PUT /ports/{port_id}/tags"))
-    }
-    async fn delete_port(&self, id: &str) -> Result<()> {
-        self.refuse(format!("DELETE /ports/{id}"))
-    }
-    async fn get_router(&self, id: &str) -> Result<Router> {
-        match self.router(id) {
-            Some(r) => Ok(r),
-            None => self.miss(format!("GET /routers/{id}")),
-        }
-    }
-    async fn list_routers(&self, q: &RouterQuery) -> Result<Vec<Router>> {
-        // By ID only: a lookup by name may find a router the snapshot never read.
-        if q.name.is_some() || q.ids.is_empty() {
-            return self.miss(format!("GET /routers {q:?}"));
-        }
-        let mut out = vec![];
-        for id in &q.ids {
-            match self.router(id) {
-                Some(r) => out.push(r),
-                None => return self.miss(format!("GET /routers?id={id}")),
-            }
-        }
-        Ok(out)
-    }
-    async fn add_router_interface(&self, router_id: &str, _port_id: &str) -> Result<()> {
-        self.refuse(format!("PUT /routers/{router_id}/add_router_interface"))
-    }
-    async fn remove_router_interface(&self, router_id: &str, _port_id: &str) -> Result<()> {
-        self.refuse(format!("PUT /routers/{router_id}/remove_router_interface"))
-    }
-    async fn add_extraroutes(&self, router_id: &str, routes: &[Route]) -> Result<Router> {
-        let edited = self.edit(router_id, |table| {
-            for r in routes {
-                if !table.contains(r) {
-                    table.push(r.clone());
-                }
-            }
-        });
-        match edited {
-            Some(r) => {
-                self.note(Noted::AddRoutes {
-                    router: router_id.into(),
-                    routes: routes.to_vec(),
-                });
-                Ok(r)
-            }
-            None => self.miss(format!("router {router_id}")),
-        }
-    }
-    async fn remove_extraroutes(&self, router_id: &str, routes: &[Route]) -> Result<Router> {
-        match self.edit(router_id, |table| table.retain(|r| !routes.contains(r))) {
-            Some(r) => {
-                self.note(Noted::RemoveRoutes {
-                    router: router_id.into(),
-                    routes: routes.to_vec(),
-                });
-                Ok(r)
-            }
-            None => self.miss(format!("router {router_id}")),
-        }
-    }
-    async fn set_routes(&self, router_id: &str, _r: &[Route], _rev: Option<u64>) -> Result<Router> {
-        self.refuse(format!("PUT /routers/{router_id} routes"))
-    }
-    async fn create_rbac_policy(&self, _req: &ShareNetwork) -> Result<RbacPolicy> {
-        self.refuse("POST /rbac-policies".into())
-    }
-    async fn list_rbac_policies(&self, object_id: &str) -> Result<Vec<RbacPolicy>> {
-        self.miss(format!("GET /rbac-policies?object_id={object_id}"))
-    }
-    async fn delete_rbac_policy(&self, id: &str) -> Result<()> {
-        self.refuse(format!("DELETE /rbac-policies/{id}"))
-    }
-    async fn probe_admin_read(&self) -> Result<()> {
-        self.miss(bnerd_cloud::ADMIN_READ_PROBE.into())
+/// What the overlay recorded, as `plan::resync` judges it: route writes may be replayed,
+/// anything else sends the link down the per-link path.
+fn noted(r: Recorded) -> Noted {
+    match r {
+        Recorded::Miss(what) => Noted::Miss(what),
+        Recorded::Write(PlannedWrite::AddRoutes { router_id, routes }) => Noted::AddRoutes {
+            router: router_id,
+            routes,
+        },
+        Recorded::Write(PlannedWrite::RemoveRoutes { router_id, routes }) => Noted::RemoveRoutes {
+            router: router_id,
+            routes,
+        },
+        Recorded::Write(other) => Noted::OtherWrite(other.to_string()),
     }
 }
 

@@ -79,32 +79,7 @@ async fn unwind_round(
     input: &Input<'_>,
     targets: &[ReverseTarget],
 ) -> Result<UnwindPlan, Stopped> {
-    let ports = ops::transit_ports(e)
-        .await
-        .map_err(cloud("listing transit ports"))
-        .map_err(stopped)?;
-    let gw_id = &e.fabric.gateway_router_id;
-    let gateway = match e.net.get_router(gw_id).await {
-        Ok(r) => Some(r),
-        Err(err) if err.is_not_found() => None,
-        Err(err) => return Err(stopped(cloud("reading the gateway router")(err))),
-    };
-    let p = plan(&UnwindView {
-        uid: input.uid,
-        project: e.leg_project(input),
-        ports: &ports,
-        gateway_routes: gateway.as_ref().map(|g| g.routes.as_slice()).unwrap_or(&[]),
-        recorded: input.status.gateway_route.as_ref(),
-        recorded_ip: input.status.transit_ip.as_deref(),
-        spec_cidr: &input.spec.service_cluster_cidr,
-    });
-    // The gateway route goes first: it cuts the data path.
-    if let Some(g) = &gateway {
-        ops::remove_routes(e, e.net, g, &p.gateway_remove)
-            .await
-            .map_err(cloud("removing this link's routes from the gateway router"))
-            .map_err(stopped)?;
-    }
+    let p = look_and_cut(e, input).await.map_err(stopped)?;
     for leg in &p.legs {
         // Every call here is on the leg's side: the customer's credential on a cross-tenant
         // link, and the gateway routes above are gone by now.
@@ -129,6 +104,13 @@ pub async fn unwind_gateway(
     e: &Engine<'_>,
     input: &Input<'_>,
 ) -> Result<Vec<bnerd_cloud::Port>, StepFail> {
+    Ok(look_and_cut(e, input).await?.legs)
+}
+
+/// The look both start with, and the cut: list the transit network and read the gateway
+/// router, let `plan::unwind` say what is the link's, and remove its gateway routes first (they
+/// cut the data path). The plan names the legs still to go.
+async fn look_and_cut(e: &Engine<'_>, input: &Input<'_>) -> Result<UnwindPlan, StepFail> {
     let ports = ops::transit_ports(e)
         .await
         .map_err(cloud("listing transit ports"))?;
@@ -152,5 +134,5 @@ pub async fn unwind_gateway(
             .await
             .map_err(cloud("removing this link's routes from the gateway router"))?;
     }
-    Ok(p.legs)
+    Ok(p)
 }

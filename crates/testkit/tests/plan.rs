@@ -6,7 +6,7 @@
 use bnerd_cloud::{Route, RouterQuery};
 use bnerd_clusterlink_cli::plan::{Plan, plan};
 use bnerd_engine::Engine;
-use bnerd_engine::recording::{PlannedWrite, Recording};
+use bnerd_engine::overlay::{Overlay, PlannedWrite};
 use bnerd_engine::view::{input_of, peers_of};
 use bnerd_testkit::{Env, both, spec};
 
@@ -25,7 +25,7 @@ async fn plan_then_apply(env: &mut Env, name: &str) -> (Plan, Vec<PlannedWrite>)
     let status = link.status.clone().unwrap_or_default();
     let peers = peers_of(&link, env.links.iter());
     let input = input_of(&link, &status, &peers, &env.reverse).expect("uid");
-    let tap = Recording::tap(env.net.as_ref());
+    let tap = Overlay::tap(env.net.as_ref());
     let out = Engine::same_tenant(&tap, &env.fabric)
         .reconcile(&input)
         .await;

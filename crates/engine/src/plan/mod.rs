@@ -17,6 +17,7 @@ pub mod validated;
 
 use std::net::Ipv4Addr;
 
+use bnerd_api::echo::shell_word;
 use bnerd_api::{Reason, ReverseRoute, RouteRecord};
 use bnerd_cloud::{CloudError, Route};
 use ipnet::Ipv4Net;
@@ -43,6 +44,20 @@ pub(crate) fn record_of(r: &Route) -> RouteRecord {
         destination: r.destination.clone(),
         nexthop: r.nexthop.clone(),
     }
+}
+
+/// The command that removes one route from a router, for a person to paste (the openstack
+/// CLI's current form; each value one shell word). Every message and report that advises
+/// removing a route spells it with this.
+pub fn remove_route_command(r: &Route, router: &str) -> String {
+    format!(
+        "openstack router remove route --route {} {}",
+        shell_word(&format!(
+            "destination={},gateway={}",
+            r.destination, r.nexthop
+        )),
+        shell_word(router)
+    )
 }
 
 /// The service-router route a reverse route stands for.

@@ -7,7 +7,6 @@
 //! customer side, refusals only a human can call final, the abandon hatch) is decided here
 //! and table-tested next to it, so the unwind's order and its exceptions read in one place.
 
-use bnerd_api::echo::shell_word;
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::{Reason, ReverseRoute, RouteRecord};
 use bnerd_cloud::{CloudError, Port, Route};
@@ -258,14 +257,10 @@ pub(crate) fn detach_blocked(
         })
         .map(|r| {
             format!(
-                "{} via {} (openstack router unset --route {} {})",
+                "{} via {} ({})",
                 r.destination,
                 r.nexthop,
-                shell_word(&format!(
-                    "destination={},gateway={}",
-                    r.destination, r.nexthop
-                )),
-                shell_word(router_id)
+                super::remove_route_command(r, router_id)
             )
         })
         .collect();
@@ -513,7 +508,7 @@ mod tests {
             f.message
         );
         assert!(f.message.contains(
-            "openstack router unset --route destination=100.64.9.0/24,gateway=10.254.0.12 r1"
+            "openstack router remove route --route destination=100.64.9.0/24,gateway=10.254.0.12 r1"
         ));
         assert!(!f.message.contains("192.168.0.1"));
         assert_eq!(leg_unwind_failed(&e).reason, Reason::EnsureLegPortFailed);

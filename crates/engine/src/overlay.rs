@@ -1,0 +1,837 @@
+//! The simulated Neutron: an overlay that answers reads from what it was given ([`Known`]) or
+//! else from the cloud below it, and records writes, answering each as Neutron would
+//! (refusals included, in the words of `bnerd_cloud::refusals`) so the steps go on to the end
+//! as they would for real. Later reads see the recorded writes.
+//!
+//! Two callers run the reconcile over it:
+//! - `kubectl clusterlink plan`: nothing known, the cloud below. The plan is the reconcile's
+//!   own decision, so a plan and the reconcile after it cannot disagree.
+//! - The batched resync (`resync`): a snapshot known, nothing below. A read the snapshot
+//!   cannot answer is a miss ([`Recorded::Miss`]) and sends the link down the per-link path.
+//!
+//! A [`Overlay::tap`] instead passes writes to the cloud and records them as a plan names
+//! them: what a test compares a plan with.
+//!
+//! One module although it passes 500 lines: every answer is the known objects, the recorded
+//! writes and the cloud below read together in the order Neutron would see them; split, each
+//! piece would reach into the others' state.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Mutex, MutexGuard};
+
+use async_trait::async_trait;
+use bnerd_cloud::refusals::{self, SubnetRef};
+use bnerd_cloud::{
+    CloudError, CreatePort, FixedIp, Network, Neutron, Port, PortQuery, RbacPolicy, Result, Route,
+    Router, RouterQuery, ShareNetwork, Subnet,
+};
+
+/// One write the reconcile would make, in its order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlannedWrite {
+    CreatePort {
+        network_id: String,
+        ip_address: Option<String>,
+        name: String,
+    },
+    TagPort {
+        port_id: String,
+        tags: Vec<String>,
+    },
+    DeletePort {
+        port_id: String,
+    },
+    Attach {
+        router_id: String,
+        port_id: String,
+    },
+    Detach {
+        router_id: String,
+        port_id: String,
+    },
+    AddRoutes {
+        router_id: String,
+        routes: Vec<Route>,
+    },
+    RemoveRoutes {
+        router_id: String,
+        routes: Vec<Route>,
+    },
+    SetRoutes {
+        router_id: String,
+        routes: Vec<Route>,
+    },
+    Share {
+        network_id: String,
+        project: String,
+    },
+    Unshare {
+        policy_id: String,
+    },
+}
+
+impl std::fmt::Display for PlannedWrite {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let routes = |rs: &[Route]| {
+            rs.iter()
+                .map(|r| format!("{} via {}", r.destination, r.nexthop))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        match self {
+            PlannedWrite::CreatePort {
+                network_id,
+                ip_address,
+                name,
+            } => write!(
+                f,
+                "create port {name} on network {network_id} at {}",
+                ip_address.as_deref().unwrap_or("an address Neutron picks")
+            ),
+            PlannedWrite::TagPort { port_id, tags } => {
+                write!(f, "tag port {port_id}: {}", tags.join(", "))
+            }
+            PlannedWrite::DeletePort { port_id } => write!(f, "delete port {port_id}"),
+            PlannedWrite::Attach { router_id, port_id } => {
+                write!(f, "attach port {port_id} to router {router_id}")
+            }
+            PlannedWrite::Detach { router_id, port_id } => {
+                write!(
+                    f,
+                    "detach port {port_id} from router {router_id} (deletes it)"
+                )
+            }
+            PlannedWrite::AddRoutes {
+                router_id,
+                routes: r,
+            } => {
+                write!(f, "add route {} on router {router_id}", routes(r))
+            }
+            PlannedWrite::RemoveRoutes {
+                router_id,
+                routes: r,
+            } => {
+                write!(f, "remove route {} from router {router_id}", routes(r))
+            }
+            PlannedWrite::SetRoutes {
+                router_id,
+                routes: r,
+            } => {
+                write!(f, "set the routes of router {router_id} to [{}]", routes(r))
+            }
+            PlannedWrite::Share {
+                network_id,
+                project,
+            } => write!(f, "share network {network_id} with project {project}"),
+            PlannedWrite::Unshare { policy_id } => write!(f, "delete RBAC policy {policy_id}"),
+        }
+    }
+}
+
+/// What the overlay was given: every port of some networks, some routers, some subnets.
+/// Shared by every link of a resync window; the routers follow the writes replayed on the
+/// cloud ([`Known::learn_router`]) so links later in the window see each table as it is.
+#[derive(Default)]
+pub struct Known {
+    /// Networks whose every port is in `ports`: a port query naming one is answered here.
+    complete_networks: BTreeSet<String>,
+    ports: Vec<Port>,
+    subnets: BTreeMap<String, Subnet>,
+    routers: Mutex<BTreeMap<String, Router>>,
+    /// A router's interfaces, asked for by router alone, are taken to be those on the complete
+    /// networks (the batched resync reads no interfaces: see `resync`).
+    interfaces_on_complete_networks: bool,
+}
+
+impl Known {
+    /// Every port of `network_id`.
+    pub fn network(network_id: &str, ports: Vec<Port>) -> Self {
+        Self {
+            complete_networks: BTreeSet::from([network_id.to_string()]),
+            ports,
+            ..Self::default()
+        }
+    }
+
+    pub fn with_subnet(mut self, s: Subnet) -> Self {
+        self.subnets.insert(s.id.clone(), s);
+        self
+    }
+
+    /// Answer a query for a router's interfaces from the complete networks' ports alone.
+    pub fn interfaces_on_complete_networks(self) -> Self {
+        Self {
+            interfaces_on_complete_networks: true,
+            ..self
+        }
+    }
+
+    /// The ports of the complete networks.
+    pub fn ports(&self) -> &[Port] {
+        &self.ports
+    }
+
+    /// A router as the cloud now has it (read, or Neutron answered a write with it).
+    pub fn learn_router(&self, r: Router) {
+        self.routers().insert(r.id.clone(), r);
+    }
+
+    pub fn learn_routers(&self, routers: impl IntoIterator<Item = Router>) {
+        let mut held = self.routers();
+        for r in routers {
+            held.insert(r.id.clone(), r);
+        }
+    }
+
+    fn routers(&self) -> MutexGuard<'_, BTreeMap<String, Router>> {
+        self.routers.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn router(&self, id: &str) -> Option<Router> {
+        self.routers().get(id).cloned()
+    }
+
+    fn port(&self, id: &str) -> Option<Port> {
+        self.ports.iter().find(|p| p.id == id).cloned()
+    }
+
+    /// The ports `q` lists, when every port it could match is known.
+    fn answers(&self, q: &PortQuery) -> Option<Vec<Port>> {
+        let complete = match &q.network_id {
+            Some(n) => self.complete_networks.contains(n),
+            None => q.device_id.is_some() && self.interfaces_on_complete_networks,
+        };
+        complete.then(|| {
+            self.ports
+                .iter()
+                .filter(|p| q.matches(p))
+                .cloned()
+                .collect()
+        })
+    }
+}
+
+/// One thing the overlay recorded, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recorded {
+    Write(PlannedWrite),
+    /// A read neither the known objects nor a cloud below could answer (what was asked).
+    Miss(String),
+}
+
+#[derive(Default)]
+struct State {
+    /// Ports as the recorded writes leave them; `None`: deleted.
+    ports: BTreeMap<String, Option<Port>>,
+    routers: BTreeMap<String, Router>,
+    log: Vec<Recorded>,
+    created: usize,
+    /// Tap: the ports this run created, by their cloud ID, as a plan names them.
+    names: BTreeMap<String, String>,
+}
+
+/// The simulated Neutron (see the module).
+pub struct Overlay<'a> {
+    known: Option<&'a Known>,
+    /// Answers what `known` cannot; `None`: such a read is a miss.
+    below: Option<&'a dyn Neutron>,
+    /// Writes go to `below` too, and are recorded as a plan would name them.
+    tap: bool,
+    /// The project a planned port lands in: the credential's, as Neutron would set it (the
+    /// reconcile checks a port's project before attaching it).
+    project: String,
+    /// Neutron words its refusals as a cloud with this L3 plugin does (`Fabric`'s flag).
+    router_subnets_by_cidr: bool,
+    state: Mutex<State>,
+}
+
+/// The id a planned port goes by until Neutron gives it one.
+pub const PLANNED_PORT: &str = "<new port>";
+
+impl<'a> Overlay<'a> {
+    fn new(known: Option<&'a Known>, below: Option<&'a dyn Neutron>, tap: bool) -> Self {
+        Self {
+            known,
+            below,
+            tap,
+            project: String::new(),
+            router_subnets_by_cidr: false,
+            state: Mutex::new(State::default()),
+        }
+    }
+
+    /// Reads from `cloud`, writes only recorded: a plan.
+    pub fn on(cloud: &'a dyn Neutron) -> Self {
+        Self::new(None, Some(cloud), false)
+    }
+
+    /// Reads from `known` alone, writes only recorded: the batched resync. Never calls a cloud.
+    pub fn of(known: &'a Known) -> Self {
+        Self::new(Some(known), None, false)
+    }
+
+    /// Writes reach the cloud, and are recorded with the ports this run created named as a
+    /// plan names them, so the two lists compare equal when the plan was right.
+    pub fn tap(cloud: &'a dyn Neutron) -> Self {
+        Self::new(None, Some(cloud), true)
+    }
+
+    /// Refusals worded as the cloud of `fabric` words them.
+    pub fn worded_for(self, fabric: &bnerd_cloud::fabric::Fabric) -> Self {
+        Self {
+            router_subnets_by_cidr: fabric.router_subnets_by_cidr,
+            ..self
+        }
+    }
+
+    /// Planned ports are created in this project (the credential's own).
+    pub fn creating_in(self, project: &str) -> Self {
+        Self {
+            project: project.to_string(),
+            ..self
+        }
+    }
+
+    /// The writes recorded so far, in order.
+    pub fn writes(&self) -> Vec<PlannedWrite> {
+        self.with(|s| {
+            s.log
+                .iter()
+                .filter_map(|r| match r {
+                    Recorded::Write(w) => Some(w.clone()),
+                    Recorded::Miss(_) => None,
+                })
+                .collect()
+        })
+    }
+
+    /// Everything recorded, writes and misses, in order.
+    pub fn recorded(&self) -> Vec<Recorded> {
+        self.with(|s| s.log.clone())
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        let mut g = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        f(&mut g)
+    }
+
+    fn note(&self, w: PlannedWrite) {
+        self.with(|s| s.log.push(Recorded::Write(w)));
+    }
+
+    /// The cloud below, or a miss: stop the steps, the answer is not known. Whatever they
+    /// conclude is thrown away (`plan::resync` sends the link down the per-link path).
+    fn below(&self, what: impl FnOnce() -> String) -> Result<&'a dyn Neutron> {
+        match self.below {
+            Some(net) => Ok(net),
+            None => {
+                let what = what();
+                self.with(|s| s.log.push(Recorded::Miss(what.clone())));
+                Err(CloudError::Decode {
+                    method: "GET".into(),
+                    path: what,
+                    message: "not in the resync snapshot".into(),
+                })
+            }
+        }
+    }
+
+    /// The cloud a tap writes to; `None`: writes are only recorded.
+    fn tapping(&self) -> Option<&'a dyn Neutron> {
+        self.below.filter(|_| self.tap)
+    }
+
+    /// A write the cloud makes (a tap): recorded as a plan names it once Neutron took it.
+    fn tapped<T>(&self, done: Result<T>, w: impl FnOnce() -> PlannedWrite) -> Result<T> {
+        if done.is_ok() {
+            self.note(w());
+        }
+        done
+    }
+
+    /// The name a port goes by in the recorded writes.
+    fn called(&self, id: &str) -> String {
+        self.with(|s| s.names.get(id).cloned().unwrap_or_else(|| id.to_string()))
+    }
+
+    /// The next planned port's name.
+    fn next_planned(s: &mut State) -> String {
+        s.created += 1;
+        if s.created == 1 {
+            PLANNED_PORT.to_string()
+        } else {
+            format!("{PLANNED_PORT} {}", s.created)
+        }
+    }
+
+    async fn port_now(&self, id: &str) -> Result<Port> {
+        match self.with(|s| s.ports.get(id).cloned()) {
+            Some(Some(p)) => return Ok(p),
+            Some(None) => {
+                return Err(refusals::port_not_found("GET", &format!("/ports/{id}"), id));
+            }
+            None => {}
+        }
+        if let Some(p) = self.known.and_then(|k| k.port(id)) {
+            return Ok(p);
+        }
+        self.below(|| format!("GET /ports/{id}"))?
+            .get_port(id)
+            .await
+    }
+
+    async fn router_now(&self, id: &str) -> Result<Router> {
+        if let Some(r) = self.with(|s| s.routers.get(id).cloned()) {
+            return Ok(r);
+        }
+        if let Some(r) = self.known.and_then(|k| k.router(id)) {
+            return Ok(r);
+        }
+        self.below(|| format!("GET /routers/{id}"))?
+            .get_router(id)
+            .await
+    }
+
+    async fn subnet_now(&self, id: &str) -> Result<Subnet> {
+        if let Some(s) = self.known.and_then(|k| k.subnets.get(id).cloned()) {
+            return Ok(s);
+        }
+        self.below(|| format!("GET /subnets/{id}"))?
+            .get_subnet(id)
+            .await
+    }
+
+    fn keep_port(&self, p: Port) {
+        self.with(|s| s.ports.insert(p.id.clone(), Some(p)));
+    }
+
+    fn keep_router(&self, r: Router) -> Router {
+        self.with(|s| s.routers.insert(r.id.clone(), r.clone()));
+        r
+    }
+
+    /// A route write answered as Neutron answers it: the whole router, one revision on.
+    async fn edit_routes(
+        &self,
+        router_id: &str,
+        w: PlannedWrite,
+        edit: impl FnOnce(&mut Vec<Route>),
+    ) -> Result<Router> {
+        let mut r = self.router_now(router_id).await?;
+        self.note(w);
+        edit(&mut r.routes);
+        r.revision_number += 1;
+        Ok(self.keep_router(r))
+    }
+
+    /// Neutron's refusal of a second interface on one subnet (or, checked by CIDR, an
+    /// overlapping one), as the cloud words it; `None`: the attach goes through.
+    async fn second_interface(&self, router_id: &str, port: &Port) -> Result<Option<CloudError>> {
+        let on_network = self
+            .list_ports(&PortQuery {
+                network_id: Some(port.network_id.clone()),
+                device_id: Some(router_id.into()),
+                ..Default::default()
+            })
+            .await?;
+        let Some(other) = on_network
+            .iter()
+            .find(|p| p.id != port.id && p.is_router_interface())
+        else {
+            return Ok(None);
+        };
+        let subnet_of = |p: &Port| {
+            p.fixed_ips
+                .first()
+                .map(|f| f.subnet_id.clone())
+                .unwrap_or_default()
+        };
+        let (new_id, old_id) = (subnet_of(port), subnet_of(other));
+        // The CIDR wording needs both subnets' CIDRs: two reads, on this refusal only.
+        let (new_cidr, old_cidr) = if self.router_subnets_by_cidr {
+            (
+                self.subnet_now(&new_id).await?.cidr,
+                self.subnet_now(&old_id).await?.cidr,
+            )
+        } else {
+            Default::default()
+        };
+        Ok(Some(refusals::second_router_interface_refused(
+            &format!("/routers/{router_id}/add_router_interface"),
+            self.router_subnets_by_cidr,
+            SubnetRef {
+                id: &new_id,
+                cidr: &new_cidr,
+            },
+            SubnetRef {
+                id: &old_id,
+                cidr: &old_cidr,
+            },
+        )))
+    }
+
+    /// Neutron's refusal of a detach while a route's nexthop lies in a subnet of the port.
+    async fn needed_by_route(&self, router_id: &str, port: &Port) -> Result<Option<CloudError>> {
+        let router = self.router_now(router_id).await?;
+        if router.routes.is_empty() {
+            return Ok(None);
+        }
+        for f in &port.fixed_ips {
+            let Ok(net) = self
+                .subnet_now(&f.subnet_id)
+                .await?
+                .cidr
+                .parse::<ipnet::Ipv4Net>()
+            else {
+                continue;
+            };
+            let needed = router.routes.iter().any(|r| {
+                r.nexthop
+                    .parse::<std::net::Ipv4Addr>()
+                    .is_ok_and(|h| net.contains(&h))
+            });
+            if needed {
+                return Ok(Some(refusals::router_interface_in_use_by_route(
+                    &format!("/routers/{router_id}/remove_router_interface"),
+                    router_id,
+                    &f.subnet_id,
+                )));
+            }
+        }
+        Ok(None)
+    }
+}
+
+#[async_trait]
+impl Neutron for Overlay<'_> {
+    async fn extensions(&self) -> Result<Vec<String>> {
+        self.below(|| "GET /extensions".into())?.extensions().await
+    }
+
+    async fn get_network(&self, id: &str) -> Result<Network> {
+        self.below(|| format!("GET /networks/{id}"))?
+            .get_network(id)
+            .await
+    }
+
+    async fn get_subnet(&self, id: &str) -> Result<Subnet> {
+        self.subnet_now(id).await
+    }
+
+    async fn list_ports(&self, query: &PortQuery) -> Result<Vec<Port>> {
+        let listed = match self.known.and_then(|k| k.answers(query)) {
+            Some(ports) => ports,
+            None => {
+                self.below(|| format!("GET /ports {query:?}"))?
+                    .list_ports(query)
+                    .await?
+            }
+        };
+        Ok(self.with(|s| {
+            // What was listed, as the recorded writes left it, then the ports those writes
+            // brought into the query (created, attached, tagged).
+            let mut out: Vec<Port> = listed
+                .iter()
+                .filter_map(|p| match s.ports.get(&p.id) {
+                    Some(Some(now)) => query.matches(now).then(|| now.clone()),
+                    Some(None) => None,
+                    None => Some(p.clone()),
+                })
+                .collect();
+            for p in s.ports.values().flatten() {
+                if query.matches(p) && !listed.iter().any(|l| l.id == p.id) {
+                    out.push(p.clone());
+                }
+            }
+            out
+        }))
+    }
+
+    async fn get_port(&self, id: &str) -> Result<Port> {
+        self.port_now(id).await
+    }
+
+    async fn create_port(&self, req: &CreatePort) -> Result<Port> {
+        let planned = PlannedWrite::CreatePort {
+            network_id: req.network_id.clone(),
+            ip_address: req.ip_address.clone(),
+            name: req.name.clone(),
+        };
+        if let Some(cloud) = self.tapping() {
+            let port = self.tapped(cloud.create_port(req).await, || planned)?;
+            self.with(|s| {
+                let called = Self::next_planned(s);
+                s.names.insert(port.id.clone(), called);
+            });
+            return Ok(port);
+        }
+        self.note(planned);
+        let id = self.with(Self::next_planned);
+        let port = Port {
+            id,
+            name: req.name.clone(),
+            network_id: req.network_id.clone(),
+            description: req.description.clone(),
+            fixed_ips: req
+                .ip_address
+                .iter()
+                .map(|ip| FixedIp {
+                    subnet_id: req.subnet_id.clone().unwrap_or_default(),
+                    ip_address: ip.clone(),
+                })
+                .collect(),
+            tags: req.tags.clone(),
+            project_id: self.project.clone(),
+            ..Default::default()
+        };
+        self.keep_port(port.clone());
+        Ok(port)
+    }
+
+    async fn add_port_tag(&self, port_id: &str, tag: &str) -> Result<()> {
+        let planned = || PlannedWrite::TagPort {
+            port_id: self.called(port_id),
+            tags: vec![tag.to_string()],
+        };
+        if let Some(cloud) = self.tapping() {
+            return self.tapped(cloud.add_port_tag(port_id, tag).await, planned);
+        }
+        let mut p = self.port_now(port_id).await?;
+        if !p.has_tag(tag) {
+            p.tags.push(tag.to_string());
+        }
+        self.note(planned());
+        self.keep_port(p);
+        Ok(())
+    }
+
+    async fn set_port_tags(&self, port_id: &str, tags: &[String]) -> Result<()> {
+        let planned = || PlannedWrite::TagPort {
+            port_id: self.called(port_id),
+            tags: tags.to_vec(),
+        };
+        if let Some(cloud) = self.tapping() {
+            return self.tapped(cloud.set_port_tags(port_id, tags).await, planned);
+        }
+        let mut p = self.port_now(port_id).await?;
+        p.tags = tags.to_vec();
+        self.note(planned());
+        self.keep_port(p);
+        Ok(())
+    }
+
+    async fn delete_port(&self, id: &str) -> Result<()> {
+        let planned = || PlannedWrite::DeletePort {
+            port_id: self.called(id),
+        };
+        if let Some(cloud) = self.tapping() {
+            return self.tapped(cloud.delete_port(id).await, planned);
+        }
+        let p = self.port_now(id).await?;
+        // The L3 plugin guards a router's interface port while the router exists.
+        if p.is_router_interface() && self.router_now(&p.device_id).await.is_ok() {
+            return Err(refusals::service_port_in_use(
+                &format!("/ports/{id}"),
+                id,
+                &p.device_owner,
+            ));
+        }
+        self.note(planned());
+        self.with(|s| s.ports.insert(id.into(), None));
+        Ok(())
+    }
+
+    async fn get_router(&self, id: &str) -> Result<Router> {
+        self.router_now(id).await
+    }
+
+    async fn list_routers(&self, query: &RouterQuery) -> Result<Vec<Router>> {
+        // By ID alone, when each is known or written; a lookup by name may find a router
+        // nothing here holds.
+        if query.name.is_none() && !query.ids.is_empty() {
+            let held: Option<Vec<Router>> = query
+                .ids
+                .iter()
+                .map(|id| {
+                    self.with(|s| s.routers.get(id).cloned())
+                        .or_else(|| self.known.and_then(|k| k.router(id)))
+                })
+                .collect();
+            if let Some(routers) = held {
+                return Ok(routers);
+            }
+        }
+        let listed = self
+            .below(|| format!("GET /routers {query:?}"))?
+            .list_routers(query)
+            .await?;
+        Ok(self.with(|s| {
+            listed
+                .into_iter()
+                .map(|r| s.routers.get(&r.id).cloned().unwrap_or(r))
+                .collect()
+        }))
+    }
+
+    async fn add_router_interface(&self, router_id: &str, port_id: &str) -> Result<()> {
+        let planned = || PlannedWrite::Attach {
+            router_id: router_id.into(),
+            port_id: self.called(port_id),
+        };
+        if let Some(cloud) = self.tapping() {
+            return self.tapped(
+                cloud.add_router_interface(router_id, port_id).await,
+                planned,
+            );
+        }
+        let path = format!("/routers/{router_id}/add_router_interface");
+        let mut port = self.port_now(port_id).await?;
+        if !port.device_id.is_empty() {
+            return Err(refusals::port_in_use(
+                &path,
+                port_id,
+                &port.network_id,
+                &port.device_id,
+            ));
+        }
+        if let Some(refused) = self.second_interface(router_id, &port).await? {
+            return Err(refused);
+        }
+        self.note(planned());
+        port.device_id = router_id.into();
+        port.device_owner = bnerd_cloud::OWNER_ROUTER_INTERFACE.into();
+        self.keep_port(port);
+        Ok(())
+    }
+
+    async fn remove_router_interface(&self, router_id: &str, port_id: &str) -> Result<()> {
+        let planned = || PlannedWrite::Detach {
+            router_id: router_id.into(),
+            port_id: self.called(port_id),
+        };
+        if let Some(cloud) = self.tapping() {
+            return self.tapped(
+                cloud.remove_router_interface(router_id, port_id).await,
+                planned,
+            );
+        }
+        let path = format!("/routers/{router_id}/remove_router_interface");
+        let port = match self.port_now(port_id).await {
+            Ok(p) if p.is_interface_of(router_id) => p,
+            Ok(_) => {
+                return Err(refusals::router_interface_not_found(
+                    &path, router_id, port_id,
+                ));
+            }
+            Err(e) if e.is_not_found() => {
+                return Err(refusals::router_interface_not_found(
+                    &path, router_id, port_id,
+                ));
+            }
+            Err(e) => return Err(e),
+        };
+        if let Some(refused) = self.needed_by_route(router_id, &port).await? {
+            return Err(refused);
+        }
+        self.note(planned());
+        // Neutron deletes an interface port when it is detached.
+        self.with(|s| s.ports.insert(port_id.into(), None));
+        Ok(())
+    }
+
+    async fn add_extraroutes(&self, router_id: &str, routes: &[Route]) -> Result<Router> {
+        let planned = PlannedWrite::AddRoutes {
+            router_id: router_id.into(),
+            routes: routes.to_vec(),
+        };
+        if let Some(cloud) = self.tapping() {
+            return self.tapped(cloud.add_extraroutes(router_id, routes).await, || planned);
+        }
+        self.edit_routes(router_id, planned, |table| {
+            for r in routes {
+                if !table.contains(r) {
+                    table.push(r.clone());
+                }
+            }
+        })
+        .await
+    }
+
+    async fn remove_extraroutes(&self, router_id: &str, routes: &[Route]) -> Result<Router> {
+        let planned = PlannedWrite::RemoveRoutes {
+            router_id: router_id.into(),
+            routes: routes.to_vec(),
+        };
+        if let Some(cloud) = self.tapping() {
+            return self.tapped(cloud.remove_extraroutes(router_id, routes).await, || {
+                planned
+            });
+        }
+        self.edit_routes(router_id, planned, |table| {
+            table.retain(|x| !routes.contains(x))
+        })
+        .await
+    }
+
+    async fn set_routes(
+        &self,
+        router_id: &str,
+        routes: &[Route],
+        if_revision: Option<u64>,
+    ) -> Result<Router> {
+        let planned = PlannedWrite::SetRoutes {
+            router_id: router_id.into(),
+            routes: routes.to_vec(),
+        };
+        if let Some(cloud) = self.tapping() {
+            return self.tapped(
+                cloud.set_routes(router_id, routes, if_revision).await,
+                || planned,
+            );
+        }
+        self.edit_routes(router_id, planned, |table| *table = routes.to_vec())
+            .await
+    }
+
+    async fn create_rbac_policy(&self, req: &ShareNetwork) -> Result<RbacPolicy> {
+        let planned = PlannedWrite::Share {
+            network_id: req.network_id.clone(),
+            project: req.target_tenant.clone(),
+        };
+        if let Some(cloud) = self.tapping() {
+            return self.tapped(cloud.create_rbac_policy(req).await, || planned);
+        }
+        self.note(planned);
+        Ok(RbacPolicy {
+            id: "<new RBAC policy>".into(),
+            object_type: "network".into(),
+            object_id: req.network_id.clone(),
+            action: req.action.clone(),
+            target_tenant: req.target_tenant.clone(),
+            project_id: String::new(),
+        })
+    }
+
+    async fn list_rbac_policies(&self, object_id: &str) -> Result<Vec<RbacPolicy>> {
+        self.below(|| format!("GET /rbac-policies?object_id={object_id}"))?
+            .list_rbac_policies(object_id)
+            .await
+    }
+
+    async fn delete_rbac_policy(&self, id: &str) -> Result<()> {
+        let planned = PlannedWrite::Unshare {
+            policy_id: id.into(),
+        };
+        if let Some(cloud) = self.tapping() {
+            return self.tapped(cloud.delete_rbac_policy(id).await, || planned);
+        }
+        self.note(planned);
+        Ok(())
+    }
+
+    async fn probe_admin_read(&self) -> Result<()> {
+        self.below(|| bnerd_cloud::ADMIN_READ_PROBE.into())?
+            .probe_admin_read()
+            .await
+    }
+}
