@@ -12,12 +12,16 @@
 //! A [`Overlay::tap`] instead passes writes to the cloud and records them as a plan names
 //! them: what a test compares a plan with.
 //!
-//! One module although it passes 500 lines: every answer is the known objects, the recorded
-//! writes and the cloud below read together in the order Neutron would see them; split, each
-//! piece would reach into the others' state.
+//! What it was given is in `known`, what it records in `planned`. This file passes 500 lines
+//! and stays one piece: every answer reads the known objects, the recorded writes and the
+//! cloud below together, in the order Neutron would; split by call, each half would reach
+//! into the other's state.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Mutex, MutexGuard};
+mod known;
+mod planned;
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
 
 use async_trait::async_trait;
 use bnerd_cloud::refusals::{self, SubnetRef};
@@ -26,190 +30,8 @@ use bnerd_cloud::{
     Router, RouterQuery, ShareNetwork, Subnet,
 };
 
-/// One write the reconcile would make, in its order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PlannedWrite {
-    CreatePort {
-        network_id: String,
-        ip_address: Option<String>,
-        name: String,
-    },
-    TagPort {
-        port_id: String,
-        tags: Vec<String>,
-    },
-    DeletePort {
-        port_id: String,
-    },
-    Attach {
-        router_id: String,
-        port_id: String,
-    },
-    Detach {
-        router_id: String,
-        port_id: String,
-    },
-    AddRoutes {
-        router_id: String,
-        routes: Vec<Route>,
-    },
-    RemoveRoutes {
-        router_id: String,
-        routes: Vec<Route>,
-    },
-    SetRoutes {
-        router_id: String,
-        routes: Vec<Route>,
-    },
-    Share {
-        network_id: String,
-        project: String,
-    },
-    Unshare {
-        policy_id: String,
-    },
-}
-
-impl std::fmt::Display for PlannedWrite {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let routes = |rs: &[Route]| {
-            rs.iter()
-                .map(|r| format!("{} via {}", r.destination, r.nexthop))
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        match self {
-            PlannedWrite::CreatePort {
-                network_id,
-                ip_address,
-                name,
-            } => write!(
-                f,
-                "create port {name} on network {network_id} at {}",
-                ip_address.as_deref().unwrap_or("an address Neutron picks")
-            ),
-            PlannedWrite::TagPort { port_id, tags } => {
-                write!(f, "tag port {port_id}: {}", tags.join(", "))
-            }
-            PlannedWrite::DeletePort { port_id } => write!(f, "delete port {port_id}"),
-            PlannedWrite::Attach { router_id, port_id } => {
-                write!(f, "attach port {port_id} to router {router_id}")
-            }
-            PlannedWrite::Detach { router_id, port_id } => {
-                write!(
-                    f,
-                    "detach port {port_id} from router {router_id} (deletes it)"
-                )
-            }
-            PlannedWrite::AddRoutes {
-                router_id,
-                routes: r,
-            } => {
-                write!(f, "add route {} on router {router_id}", routes(r))
-            }
-            PlannedWrite::RemoveRoutes {
-                router_id,
-                routes: r,
-            } => {
-                write!(f, "remove route {} from router {router_id}", routes(r))
-            }
-            PlannedWrite::SetRoutes {
-                router_id,
-                routes: r,
-            } => {
-                write!(f, "set the routes of router {router_id} to [{}]", routes(r))
-            }
-            PlannedWrite::Share {
-                network_id,
-                project,
-            } => write!(f, "share network {network_id} with project {project}"),
-            PlannedWrite::Unshare { policy_id } => write!(f, "delete RBAC policy {policy_id}"),
-        }
-    }
-}
-
-/// What the overlay was given: every port of some networks, some routers, some subnets.
-/// Shared by every link of a resync window; the routers follow the writes replayed on the
-/// cloud ([`Known::learn_router`]) so links later in the window see each table as it is.
-#[derive(Default)]
-pub struct Known {
-    /// Networks whose every port is in `ports`: a port query naming one is answered here.
-    complete_networks: BTreeSet<String>,
-    ports: Vec<Port>,
-    subnets: BTreeMap<String, Subnet>,
-    routers: Mutex<BTreeMap<String, Router>>,
-    /// A router's interfaces, asked for by router alone, are taken to be those on the complete
-    /// networks (the batched resync reads no interfaces: see `resync`).
-    interfaces_on_complete_networks: bool,
-}
-
-impl Known {
-    /// Every port of `network_id`.
-    pub fn network(network_id: &str, ports: Vec<Port>) -> Self {
-        Self {
-            complete_networks: BTreeSet::from([network_id.to_string()]),
-            ports,
-            ..Self::default()
-        }
-    }
-
-    pub fn with_subnet(mut self, s: Subnet) -> Self {
-        self.subnets.insert(s.id.clone(), s);
-        self
-    }
-
-    /// Answer a query for a router's interfaces from the complete networks' ports alone.
-    pub fn interfaces_on_complete_networks(self) -> Self {
-        Self {
-            interfaces_on_complete_networks: true,
-            ..self
-        }
-    }
-
-    /// The ports of the complete networks.
-    pub fn ports(&self) -> &[Port] {
-        &self.ports
-    }
-
-    /// A router as the cloud now has it (read, or Neutron answered a write with it).
-    pub fn learn_router(&self, r: Router) {
-        self.routers().insert(r.id.clone(), r);
-    }
-
-    pub fn learn_routers(&self, routers: impl IntoIterator<Item = Router>) {
-        let mut held = self.routers();
-        for r in routers {
-            held.insert(r.id.clone(), r);
-        }
-    }
-
-    fn routers(&self) -> MutexGuard<'_, BTreeMap<String, Router>> {
-        self.routers.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn router(&self, id: &str) -> Option<Router> {
-        self.routers().get(id).cloned()
-    }
-
-    fn port(&self, id: &str) -> Option<Port> {
-        self.ports.iter().find(|p| p.id == id).cloned()
-    }
-
-    /// The ports `q` lists, when every port it could match is known.
-    fn answers(&self, q: &PortQuery) -> Option<Vec<Port>> {
-        let complete = match &q.network_id {
-            Some(n) => self.complete_networks.contains(n),
-            None => q.device_id.is_some() && self.interfaces_on_complete_networks,
-        };
-        complete.then(|| {
-            self.ports
-                .iter()
-                .filter(|p| q.matches(p))
-                .cloned()
-                .collect()
-        })
-    }
-}
+pub use known::Known;
+pub use planned::PlannedWrite;
 
 /// One thing the overlay recorded, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -393,7 +215,7 @@ impl<'a> Overlay<'a> {
     }
 
     async fn subnet_now(&self, id: &str) -> Result<Subnet> {
-        if let Some(s) = self.known.and_then(|k| k.subnets.get(id).cloned()) {
+        if let Some(s) = self.known.and_then(|k| k.subnet(id)) {
             return Ok(s);
         }
         self.below(|| format!("GET /subnets/{id}"))?
@@ -835,3 +657,6 @@ impl Neutron for Overlay<'_> {
             .await
     }
 }
+
+#[cfg(test)]
+mod tests;
