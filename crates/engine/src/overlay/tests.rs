@@ -1,4 +1,5 @@
-use bnerd_cloud::{FixedIp, NeutronErrorKind, Port, PortQuery, Route, Router};
+use bnerd_cloud::refusals::{self, SubnetRef};
+use bnerd_cloud::{FixedIp, Port, PortQuery, Route, Router};
 
 use super::{Known, Neutron, Overlay, PlannedWrite, Recorded};
 
@@ -110,35 +111,40 @@ async fn writes_are_answered_as_neutron_would() {
         ..Default::default()
     });
     let o = Overlay::of(&known);
-    let refused = |e: bnerd_cloud::CloudError| (e.status(), e.kind().map(str::to_string));
+    let attach = |r: &str| format!("/routers/{r}/add_router_interface");
+    let detach = |r: &str| format!("/routers/{r}/remove_router_interface");
     // p1 is attached already.
-    let e = o.add_router_interface("r2", "p1").await.unwrap_err();
     assert_eq!(
-        refused(e),
-        (Some(409), Some(NeutronErrorKind::PortInUse.as_str().into()))
+        o.add_router_interface("r2", "p1").await,
+        Err(refusals::port_in_use(&attach("r2"), "p1", "transit", "r1"))
     );
     // p2 is no interface of r1.
-    let e = o.remove_router_interface("r1", "p2").await.unwrap_err();
     assert_eq!(
-        refused(e),
-        (Some(404), Some("RouterInterfaceNotFound".into()))
+        o.remove_router_interface("r1", "p2").await,
+        Err(refusals::router_interface_not_found(
+            &detach("r1"),
+            "r1",
+            "p2"
+        ))
     );
     // r1 routes via p1's subnet.
-    let e = o.remove_router_interface("r1", "p1").await.unwrap_err();
     assert_eq!(
-        refused(e),
-        (
-            Some(409),
-            Some(
-                NeutronErrorKind::RouterInterfaceInUseByRoute
-                    .as_str()
-                    .into()
-            )
-        )
+        o.remove_router_interface("r1", "p1").await,
+        Err(refusals::router_interface_in_use_by_route(
+            &detach("r1"),
+            "r1",
+            "transit-subnet"
+        ))
     );
     // An interface port cannot be deleted directly.
-    let e = o.delete_port("p1").await.unwrap_err();
-    assert_eq!(refused(e), (Some(409), Some("ServicePortInUse".into())));
+    assert_eq!(
+        o.delete_port("p1").await,
+        Err(refusals::service_port_in_use(
+            "/ports/p1",
+            "p1",
+            bnerd_cloud::OWNER_ROUTER_INTERFACE
+        ))
+    );
     // A second interface on the transit subnet.
     o.add_router_interface("r2", "p2").await.unwrap();
     let created = o
@@ -151,8 +157,19 @@ async fn writes_are_answered_as_neutron_would() {
         })
         .await
         .unwrap();
-    let e = o.add_router_interface("r2", &created.id).await.unwrap_err();
-    assert_eq!(refused(e), (Some(400), Some("BadRequest".into())));
+    let transit = SubnetRef {
+        id: "transit-subnet",
+        cidr: "",
+    };
+    assert_eq!(
+        o.add_router_interface("r2", &created.id).await,
+        Err(refusals::second_router_interface_refused(
+            &attach("r2"),
+            false,
+            transit,
+            transit
+        ))
+    );
     // Later reads see the writes: p2 on r2, the new port on the network; deleted, it is gone.
     let on_r2 = PortQuery {
         device_id: Some("r2".into()),
@@ -160,8 +177,11 @@ async fn writes_are_answered_as_neutron_would() {
     };
     assert_eq!(ids(&o.list_ports(&on_r2).await.unwrap()), vec!["p2"]);
     o.delete_port(&created.id).await.unwrap();
-    let e = o.get_port(&created.id).await.unwrap_err();
-    assert_eq!(refused(e), (Some(404), Some("PortNotFound".into())));
+    let gone = format!("/ports/{}", created.id);
+    assert_eq!(
+        o.get_port(&created.id).await,
+        Err(refusals::port_not_found("GET", &gone, &created.id))
+    );
     assert_eq!(
         o.writes(),
         vec![
