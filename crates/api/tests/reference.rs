@@ -351,3 +351,227 @@ fn drift_event_actions_are_documented() {
         );
     }
 }
+
+/// The repository's sources whose comments a reader meets: Rust, shell and Python under
+/// crates/, lab/ and image/, and the scripts at the top.
+fn commented_sources() -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = ["test.sh", "demo.sh", ".ci/run"]
+        .iter()
+        .map(|f| root().join(f))
+        .filter(|p| p.is_file())
+        .collect();
+    let mut dirs: Vec<PathBuf> = ["crates", "lab", "image"]
+        .iter()
+        .map(|d| root().join(d))
+        .collect();
+    while let Some(dir) = dirs.pop() {
+        let entries =
+            std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if path.is_dir() {
+                if !name.starts_with('.') && name != "target" {
+                    dirs.push(path);
+                }
+                continue;
+            }
+            if path
+                .extension()
+                .is_some_and(|x| x == "rs" || x == "sh" || x == "py")
+            {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The comment on one line, without its marker: a whole-line comment, or one after code
+/// outside a string (an even number of `"` before it). `#!` lines are no comment.
+fn comment_of(line: &str, rust: bool) -> Option<&str> {
+    let marker = if rust { "//" } else { "#" };
+    let trimmed = line.trim_start();
+    if let Some(rest) = trimmed.strip_prefix(marker) {
+        if !rust && rest.starts_with('!') {
+            return None;
+        }
+        return Some(rest.trim_start_matches(['/', '!', '#']));
+    }
+    let spaced = format!(" {marker} ");
+    let at = line.find(&spaced)?;
+    (line[..at].matches('"').count() % 2 == 0).then(|| &line[at + spaced.len()..])
+}
+
+/// Every comment of a file as blocks of consecutive comment lines joined by spaces (a
+/// citation may break across lines), each with the line it starts on.
+fn comment_blocks(path: &Path) -> Vec<(usize, String)> {
+    let rust = path.extension().is_some_and(|x| x == "rs");
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut out: Vec<(usize, String)> = vec![];
+    let mut open = false;
+    for (n, line) in text.lines().enumerate() {
+        match comment_of(line, rust) {
+            Some(c) => {
+                let c = c.trim();
+                match out.last_mut() {
+                    Some((_, block)) if open => {
+                        block.push(' ');
+                        block.push_str(c);
+                    }
+                    _ => out.push((n + 1, c.to_string())),
+                }
+                // A comment after code ends its block: the next line starts another.
+                open = line.trim_start().starts_with(if rust { "//" } else { "#" });
+            }
+            None => open = false,
+        }
+    }
+    out
+}
+
+/// The headings of a document in docs/, as a citation names them: without the `#`s, a
+/// leading "N. " and backticks.
+fn headings(doc: &str) -> BTreeSet<String> {
+    doc.lines()
+        .filter(|l| l.starts_with("## ") || l.starts_with("### "))
+        .map(|l| {
+            let h = l.trim_start_matches('#').trim();
+            let h = match h.split_once(". ") {
+                Some((n, rest)) if n.chars().all(|c| c.is_ascii_digit()) => rest,
+                _ => h,
+            };
+            h.replace('`', "")
+        })
+        .collect()
+}
+
+/// Each `docs/<file>.md, "<section>"` a comment cites, as (file, section).
+fn citations(comment: &str) -> Vec<(String, String)> {
+    let mut out = vec![];
+    let mut rest = comment;
+    while let Some(at) = rest.find("docs/") {
+        rest = &rest[at + "docs/".len()..];
+        let Some((file, after)) = rest.split_once(".md, \"") else {
+            continue;
+        };
+        if file.is_empty() || !file.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+            continue;
+        }
+        if let Some((section, _)) = after.split_once('"') {
+            out.push((format!("docs/{file}.md"), section.to_string()));
+        }
+    }
+    out
+}
+
+/// What a comment may not cite: documents a reader of this repository does not have.
+fn foreign_citation(comment: &str) -> Option<&'static str> {
+    let lower = comment.to_lowercase();
+    if comment.contains("DESIGN.md")
+        || comment.contains("DESIGN §")
+        || comment
+            .match_indices("DESIGN ")
+            .any(|(i, m)| comment[i + m.len()..].starts_with(|c: char| c.is_ascii_digit()))
+    {
+        return Some("the design notes outside the repository (cite docs/design.md by section)");
+    }
+    if lower.contains("(seed:")
+        || lower.contains("seed: \"")
+        || lower.contains("seed's")
+        || lower.contains("seeds/")
+        || lower.contains("000_a3a03054628afcfc")
+    {
+        return Some("the spec's source file (cite docs/ by section)");
+    }
+    let issue = lower.match_indices("issue").any(|(i, m)| {
+        let after = lower[i + m.len()..].trim_start_matches('s');
+        let after = after.trim_start().trim_start_matches('#');
+        after.starts_with(|c: char| c.is_ascii_digit())
+    });
+    let hash = lower.match_indices('#').any(|(i, _)| {
+        let before_ok = lower[..i]
+            .chars()
+            .next_back()
+            .is_none_or(|c| c.is_whitespace() || c == '(');
+        before_ok && lower[i + 1..].starts_with(|c: char| c.is_ascii_digit())
+    });
+    if issue || hash {
+        return Some("an issue number");
+    }
+    if lower.contains("/work/") {
+        return Some("a path outside the repository");
+    }
+    None
+}
+
+/// Comments cite what a reader of this repository has: a section of docs/ that exists, never
+/// an issue number, the design notes kept outside, or the spec's source file.
+#[test]
+fn comments_cite_sections_the_docs_have() {
+    let mut docs: std::collections::BTreeMap<String, BTreeSet<String>> = Default::default();
+    let mut bad = vec![];
+    for path in commented_sources() {
+        let shown = path.strip_prefix(root()).unwrap_or(&path).display().to_string();
+        for (line, comment) in comment_blocks(&path) {
+            for (file, section) in citations(&comment) {
+                let known = docs.entry(file.clone()).or_insert_with(|| {
+                    std::fs::read_to_string(root().join(&file))
+                        .map(|d| headings(&d))
+                        .unwrap_or_default()
+                });
+                if !known.contains(&section) {
+                    bad.push(format!(
+                        "{shown}:{line}: cites {file}, \"{section}\", which has no heading ## {section} or ### {section}"
+                    ));
+                }
+            }
+            if let Some(what) = foreign_citation(&comment) {
+                bad.push(format!("{shown}:{line}: cites {what}: {comment}"));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn the_citation_scanner_reads_what_it_should() {
+    let heads = headings("# T\n## 7. Delete a link\n### `Ready`\n## The lab's Neutrons\n");
+    for h in ["Delete a link", "Ready", "The lab's Neutrons"] {
+        assert!(heads.contains(h), "{h}: {heads:?}");
+    }
+    assert_eq!(
+        citations("see docs/design.md, \"The resync\"; docs/operations.md, \"Upgrade\" too"),
+        vec![
+            ("docs/design.md".to_string(), "The resync".to_string()),
+            ("docs/operations.md".to_string(), "Upgrade".to_string()),
+        ]
+    );
+    assert_eq!(comment_of("    /// a doc", true), Some(" a doc"));
+    assert_eq!(comment_of("let x = 1; // why", true), Some("why"));
+    assert_eq!(comment_of("let u = \"http://x // y\";", true), None);
+    assert_eq!(comment_of("#!/usr/bin/env bash", false), None);
+    assert_eq!(comment_of("  # why", false), Some(" why"));
+    for bad in [
+        "as DESIGN.md section 4 says",
+        "(DESIGN 6.5)",
+        "(seed: \"Rotation\")",
+        "the seed's table",
+        "(issue 10, item 3)",
+        "Issue 8 item 6",
+        "see #12",
+    ] {
+        assert!(foreign_citation(bad).is_some(), "{bad}");
+    }
+    for fine in [
+        "a fresh seed each run, printed",
+        "The lab sample's seed: `BNERD_CRASH_SEED`",
+        "docs/design.md, \"The resync\"",
+        "#[cfg(test)] and ${#arr[@]}",
+        "an issue with the cloud",
+    ] {
+        assert_eq!(foreign_citation(fine), None, "{fine}");
+    }
+}

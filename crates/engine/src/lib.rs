@@ -44,7 +44,7 @@ impl Engine<'_> {
         if input.spec.credentials_secret_ref.is_some() && self.customer.is_none() {
             r.fail(
                 ConditionType::Validated,
-                plan::validated::cross_tenant_unsupported(),
+                plan::validated::customer_credential_missing(),
             );
             return r.finish();
         }
