@@ -405,23 +405,50 @@ fn comment_of(line: &str, rust: bool) -> Option<&str> {
     (line[..at].matches('"').count() % 2 == 0).then(|| &line[at + spaced.len()..])
 }
 
-/// Every comment of a file as blocks of consecutive comment lines joined by spaces (a
-/// citation may break across lines), each with the line it starts on.
-fn comment_blocks(path: &Path) -> Vec<(usize, String)> {
+/// One run of consecutive comment lines, joined by spaces (a citation may break across
+/// lines), with the source line each piece starts at.
+struct Block {
+    text: String,
+    /// (offset in `text`, line number), in order.
+    lines: Vec<(usize, usize)>,
+}
+
+impl Block {
+    /// The source line of the text at `offset`.
+    fn line_at(&self, offset: usize) -> usize {
+        self.lines
+            .iter()
+            .take_while(|(at, _)| *at <= offset)
+            .last()
+            .map_or(0, |(_, n)| *n)
+    }
+
+    /// Up to 160 characters of the text from `offset`, for a message.
+    fn excerpt(&self, offset: usize) -> String {
+        self.text[offset..].chars().take(160).collect()
+    }
+}
+
+/// Every comment of a file, as blocks.
+fn comment_blocks(path: &Path) -> Vec<Block> {
     let rust = path.extension().is_some_and(|x| x == "rs");
     let text = std::fs::read_to_string(path).unwrap_or_default();
-    let mut out: Vec<(usize, String)> = vec![];
+    let mut out: Vec<Block> = vec![];
     let mut open = false;
     for (n, line) in text.lines().enumerate() {
         match comment_of(line, rust) {
             Some(c) => {
                 let c = c.trim();
                 match out.last_mut() {
-                    Some((_, block)) if open => {
-                        block.push(' ');
-                        block.push_str(c);
+                    Some(b) if open => {
+                        b.text.push(' ');
+                        b.lines.push((b.text.len(), n + 1));
+                        b.text.push_str(c);
                     }
-                    _ => out.push((n + 1, c.to_string())),
+                    _ => out.push(Block {
+                        text: c.to_string(),
+                        lines: vec![(0, n + 1)],
+                    }),
                 }
                 // A comment after code ends its block: the next line starts another.
                 open = line.trim_start().starts_with(if rust { "//" } else { "#" });
@@ -448,12 +475,11 @@ fn headings(doc: &str) -> BTreeSet<String> {
         .collect()
 }
 
-/// Each `docs/<file>.md, "<section>"` a comment cites, as (file, section).
-fn citations(comment: &str) -> Vec<(String, String)> {
+/// Each `docs/<file>.md, "<section>"` a comment cites, as (offset, file, section).
+fn citations(comment: &str) -> Vec<(usize, String, String)> {
     let mut out = vec![];
-    let mut rest = comment;
-    while let Some(at) = rest.find("docs/") {
-        rest = &rest[at + "docs/".len()..];
+    for (at, _) in comment.match_indices("docs/") {
+        let rest = &comment[at + "docs/".len()..];
         let Some((file, after)) = rest.split_once(".md, \"") else {
             continue;
         };
@@ -461,50 +487,59 @@ fn citations(comment: &str) -> Vec<(String, String)> {
             continue;
         }
         if let Some((section, _)) = after.split_once('"') {
-            out.push((format!("docs/{file}.md"), section.to_string()));
+            out.push((at, format!("docs/{file}.md"), section.to_string()));
         }
     }
     out
 }
 
-/// What a comment may not cite: documents a reader of this repository does not have.
-fn foreign_citation(comment: &str) -> Option<&'static str> {
+/// What a comment may not cite, and where: documents a reader of this repository does not
+/// have.
+fn foreign_citation(comment: &str) -> Option<(&'static str, usize)> {
     let lower = comment.to_lowercase();
-    if comment.contains("DESIGN.md")
-        || comment.contains("DESIGN §")
-        || comment
-            .match_indices("DESIGN ")
-            .any(|(i, m)| comment[i + m.len()..].starts_with(|c: char| c.is_ascii_digit()))
-    {
-        return Some("the design notes outside the repository (cite docs/design.md by section)");
+    let first = |hits: &mut dyn Iterator<Item = usize>| hits.min();
+    let design = first(
+        &mut ["DESIGN.md", "DESIGN §"]
+            .iter()
+            .filter_map(|p| comment.find(p))
+            .chain(comment.match_indices("DESIGN ").filter_map(|(i, m)| {
+                comment[i + m.len()..]
+                    .starts_with(|c: char| c.is_ascii_digit())
+                    .then_some(i)
+            })),
+    );
+    if let Some(at) = design {
+        return Some((
+            "the design notes outside the repository (cite docs/design.md by section)",
+            at,
+        ));
     }
-    if lower.contains("(seed:")
-        || lower.contains("seed: \"")
-        || lower.contains("seed's")
-        || lower.contains("seeds/")
-        || lower.contains("000_a3a03054628afcfc")
-    {
-        return Some("the spec's source file (cite docs/ by section)");
+    let seed = first(
+        &mut ["(seed:", "seed: \"", "seed's", "seeds/", "000_a3a03054628afcfc"]
+            .iter()
+            .filter_map(|p| lower.find(p)),
+    );
+    if let Some(at) = seed {
+        return Some(("the spec's source file (cite docs/ by section)", at));
     }
-    let issue = lower.match_indices("issue").any(|(i, m)| {
+    let issue = lower.match_indices("issue").find_map(|(i, m)| {
         let after = lower[i + m.len()..].trim_start_matches('s');
         let after = after.trim_start().trim_start_matches('#');
-        after.starts_with(|c: char| c.is_ascii_digit())
+        after.starts_with(|c: char| c.is_ascii_digit()).then_some(i)
     });
-    let hash = lower.match_indices('#').any(|(i, _)| {
+    let hash = lower.match_indices('#').find_map(|(i, _)| {
         let before_ok = lower[..i]
             .chars()
             .next_back()
             .is_none_or(|c| c.is_whitespace() || c == '(');
-        before_ok && lower[i + 1..].starts_with(|c: char| c.is_ascii_digit())
+        (before_ok && lower[i + 1..].starts_with(|c: char| c.is_ascii_digit())).then_some(i)
     });
-    if issue || hash {
-        return Some("an issue number");
+    if let Some(at) = issue.or(hash) {
+        return Some(("an issue number", at));
     }
-    if lower.contains("/work/") {
-        return Some("a path outside the repository");
-    }
-    None
+    lower
+        .find("/work/")
+        .map(|at| ("a path outside the repository", at))
 }
 
 /// Comments cite what a reader of this repository has: a section of docs/ that exists, never
@@ -515,8 +550,8 @@ fn comments_cite_sections_the_docs_have() {
     let mut bad = vec![];
     for path in commented_sources() {
         let shown = path.strip_prefix(root()).unwrap_or(&path).display().to_string();
-        for (line, comment) in comment_blocks(&path) {
-            for (file, section) in citations(&comment) {
+        for block in comment_blocks(&path) {
+            for (at, file, section) in citations(&block.text) {
                 let known = docs.entry(file.clone()).or_insert_with(|| {
                     std::fs::read_to_string(root().join(&file))
                         .map(|d| headings(&d))
@@ -524,12 +559,17 @@ fn comments_cite_sections_the_docs_have() {
                 });
                 if !known.contains(&section) {
                     bad.push(format!(
-                        "{shown}:{line}: cites {file}, \"{section}\", which has no heading ## {section} or ### {section}"
+                        "{shown}:{}: cites {file}, \"{section}\", which has no heading ## {section} or ### {section}",
+                        block.line_at(at)
                     ));
                 }
             }
-            if let Some(what) = foreign_citation(&comment) {
-                bad.push(format!("{shown}:{line}: cites {what}: {comment}"));
+            if let Some((what, at)) = foreign_citation(&block.text) {
+                bad.push(format!(
+                    "{shown}:{}: cites {what}: {}",
+                    block.line_at(at),
+                    block.excerpt(at)
+                ));
             }
         }
     }
@@ -545,8 +585,8 @@ fn the_citation_scanner_reads_what_it_should() {
     assert_eq!(
         citations("see docs/design.md, \"The resync\"; docs/operations.md, \"Upgrade\" too"),
         vec![
-            ("docs/design.md".to_string(), "The resync".to_string()),
-            ("docs/operations.md".to_string(), "Upgrade".to_string()),
+            (4, "docs/design.md".to_string(), "The resync".to_string()),
+            (34, "docs/operations.md".to_string(), "Upgrade".to_string()),
         ]
     );
     assert_eq!(comment_of("    /// a doc", true), Some(" a doc"));

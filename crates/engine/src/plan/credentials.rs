@@ -19,9 +19,9 @@ use bnerd_cloud::{ADMIN_READ_PROBE, CloudError};
 
 use super::StepFail;
 
-/// Seed: "admin, service or advsvc, in any letter case". Exact names: under legacy policy
-/// admin reaches every project, and Neutron treats service/advsvc as a service context that
-/// skips the per-project filter.
+/// A role named admin, service or advsvc, in any letter case (docs/crd-reference.md,
+/// "CredentialsResolved"). Exact names: under legacy policy admin reaches every project, and
+/// Neutron treats service/advsvc as a service context that skips the per-project filter.
 pub const PRIVILEGED_ROLE_NAMES: [&str; 3] = ["admin", "service", "advsvc"];
 
 /// The first of `roles` docs/crd-reference.md (CredentialsPrivileged) refuses by name (admin, service, advsvc in any letter case).
