@@ -402,7 +402,11 @@ fn comment_of(line: &str, rust: bool) -> Option<&str> {
     }
     let spaced = format!(" {marker} ");
     let at = line.find(&spaced)?;
-    (line[..at].matches('"').count() % 2 == 0).then(|| &line[at + spaced.len()..])
+    line[..at]
+        .matches('"')
+        .count()
+        .is_multiple_of(2)
+        .then(|| &line[at + spaced.len()..])
 }
 
 /// One run of consecutive comment lines, joined by spaces (a citation may break across
@@ -515,9 +519,15 @@ fn foreign_citation(comment: &str) -> Option<(&'static str, usize)> {
         ));
     }
     let seed = first(
-        &mut ["(seed:", "seed: \"", "seed's", "seeds/", "000_a3a03054628afcfc"]
-            .iter()
-            .filter_map(|p| lower.find(p)),
+        &mut [
+            "(seed:",
+            "seed: \"",
+            "seed's",
+            "seeds/",
+            "000_a3a03054628afcfc",
+        ]
+        .iter()
+        .filter_map(|p| lower.find(p)),
     );
     if let Some(at) = seed {
         return Some(("the spec's source file (cite docs/ by section)", at));
@@ -549,7 +559,11 @@ fn comments_cite_sections_the_docs_have() {
     let mut docs: std::collections::BTreeMap<String, BTreeSet<String>> = Default::default();
     let mut bad = vec![];
     for path in commented_sources() {
-        let shown = path.strip_prefix(root()).unwrap_or(&path).display().to_string();
+        let shown = path
+            .strip_prefix(root())
+            .unwrap_or(&path)
+            .display()
+            .to_string();
         for block in comment_blocks(&path) {
             for (at, file, section) in citations(&block.text) {
                 let known = docs.entry(file.clone()).or_insert_with(|| {

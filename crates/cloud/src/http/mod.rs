@@ -20,9 +20,9 @@ use crate::auth::AuthConfig;
 use crate::error::Result;
 use crate::observe::{Call, CallObserver, Service};
 
-use session::Session;
 pub use answer::MAX_BODY_BYTES;
 pub use client::POOL_IDLE;
+use session::Session;
 pub use transport::{MAX_INLINE_RETRY_AFTER, MAX_PAGES};
 
 /// One OpenStack credential: a Keystone session and the Neutron endpoint from its catalog.
