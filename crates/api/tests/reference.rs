@@ -225,49 +225,34 @@ fn every_cel_rule_and_schema_bound_is_quoted() {
 /// with where they are.
 fn literals() -> Vec<(String, String)> {
     let mut out = vec![];
-    let mut dirs: Vec<PathBuf> = [
+    let dirs = [
         "crates/api/src",
         "crates/engine/src",
         "crates/operator/src",
         "crates/cli/src",
-    ]
-    .iter()
-    .map(|d| root().join(d))
-    .collect();
-    while let Some(dir) = dirs.pop() {
-        let entries =
-            std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                dirs.push(path);
+    ];
+    for path in files_under(&dirs, &["rs"]) {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        for (n, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("#[cfg(test)]") {
+                break;
+            }
+            let code = line.trim_start();
+            // Comments, and raw strings (the CRD's printer columns are JSON).
+            if code.starts_with("//") || code.contains("r#\"") {
                 continue;
             }
-            if path.extension().is_none_or(|x| x != "rs") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            for (n, line) in text.lines().enumerate() {
-                if line.trim_start().starts_with("#[cfg(test)]") {
-                    break;
-                }
-                let code = line.trim_start();
-                // Comments, and raw strings (the CRD's printer columns are JSON).
-                if code.starts_with("//") || code.contains("r#\"") {
-                    continue;
-                }
-                for (i, piece) in code.split('"').enumerate() {
-                    let word = !piece.is_empty()
-                        && piece.starts_with(|c: char| c.is_ascii_uppercase())
-                        && piece.chars().all(|c| c.is_ascii_alphanumeric());
-                    if i % 2 == 1 && word {
-                        let at = format!(
-                            "{}:{}",
-                            path.strip_prefix(root()).unwrap_or(&path).display(),
-                            n + 1
-                        );
-                        out.push((piece.to_string(), at));
-                    }
+            for (i, piece) in code.split('"').enumerate() {
+                let word = !piece.is_empty()
+                    && piece.starts_with(|c: char| c.is_ascii_uppercase())
+                    && piece.chars().all(|c| c.is_ascii_alphanumeric());
+                if i % 2 == 1 && word {
+                    let at = format!(
+                        "{}:{}",
+                        path.strip_prefix(root()).unwrap_or(&path).display(),
+                        n + 1
+                    );
+                    out.push((piece.to_string(), at));
                 }
             }
         }
@@ -360,10 +345,18 @@ fn commented_sources() -> Vec<PathBuf> {
         .map(|f| root().join(f))
         .filter(|p| p.is_file())
         .collect();
-    let mut dirs: Vec<PathBuf> = ["crates", "lab", "image"]
-        .iter()
-        .map(|d| root().join(d))
-        .collect();
+    out.extend(files_under(
+        &["crates", "lab", "image"],
+        &["rs", "sh", "py"],
+    ));
+    out
+}
+
+/// Every file under these directories of the repository whose name ends in one of `exts`,
+/// hidden directories and build output left out.
+fn files_under(dirs: &[&str], exts: &[&str]) -> Vec<PathBuf> {
+    let mut out = vec![];
+    let mut dirs: Vec<PathBuf> = dirs.iter().map(|d| root().join(d)).collect();
     while let Some(dir) = dirs.pop() {
         let entries =
             std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
@@ -379,7 +372,7 @@ fn commented_sources() -> Vec<PathBuf> {
             }
             if path
                 .extension()
-                .is_some_and(|x| x == "rs" || x == "sh" || x == "py")
+                .is_some_and(|x| exts.iter().any(|e| x == *e))
             {
                 out.push(path);
             }

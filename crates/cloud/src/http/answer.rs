@@ -150,23 +150,18 @@ pub(super) fn decode_page<T: DeserializeOwned>(
 /// Neutron: `{"NeutronError": {"type", "message"}}`; Keystone: `{"error": {"message", "title"}}`.
 pub(super) fn error_body(bytes: &[u8]) -> (String, String) {
     let v: Value = serde_json::from_slice(bytes).unwrap_or(Value::Null);
+    // A text field of the error object, shortened; absent or not a string: empty.
+    let field = |e: &Value, k: &str| {
+        shortened(
+            e.get(k).and_then(Value::as_str).unwrap_or_default(),
+            MAX_SERVER_TEXT_CHARS,
+        )
+    };
     if let Some(e) = v.get("NeutronError") {
-        let s = |k: &str| {
-            shortened(
-                e.get(k).and_then(Value::as_str).unwrap_or_default(),
-                MAX_SERVER_TEXT_CHARS,
-            )
-        };
-        return (s("type"), s("message"));
+        return (field(e, "type"), field(e, "message"));
     }
     if let Some(e) = v.get("error") {
-        let s = |k: &str| {
-            shortened(
-                e.get(k).and_then(Value::as_str).unwrap_or_default(),
-                MAX_SERVER_TEXT_CHARS,
-            )
-        };
-        return (s("title"), s("message"));
+        return (field(e, "title"), field(e, "message"));
     }
     (
         String::new(),
