@@ -1,6 +1,6 @@
-//! Hostile and broken input, property-based (docs/performance.md, "Hostile input"): ClusterLink
-//! specs and annotations, gateway objects from any namespace, and the Secrets of cross-tenant
-//! links, driven through the engine against the in-memory fake cloud.
+//! Hostile and broken input, property-based: ClusterLink specs and
+//! annotations, gateway objects from any namespace, and the Secrets of cross-tenant links,
+//! driven through the engine against the in-memory fake cloud.
 //!
 //! Every input is either reconciled or rejected by a condition whose message names the field
 //! (or the Secret key) at fault; nothing panics; a rejected spec makes no cloud call at all;
