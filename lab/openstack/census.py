@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""What the lab holds, as the cloud admin sees it across every project: networks, subnets,
-ports, routers (with their route count) and RBAC policies.
+"""What the lab holds, as the cloud admin sees it across every project, in both of its
+databases (the API-only Neutron's and the ML2/OVN Neutron's): networks, subnets, ports,
+routers (with their route count) and RBAC policies; and the packet tests' network namespaces
+(`bnl-*`) on this machine.
 
   census.py snapshot FILE   write the census to FILE
   census.py compare FILE    compare the lab now with FILE: every object made since is a
@@ -14,12 +16,14 @@ not grow run after run. Reads LAB_* from the lab.env named by $BNERD_LAB_ENV.
 """
 import json
 import os
+import subprocess
 import sys
 
 import requests
 
 T = 60
 KINDS = ("networks", "subnets", "ports", "routers", "rbac-policies")
+ALL = KINDS + ("netns",)
 
 
 def lab_env():
@@ -49,17 +53,20 @@ def admin_token(env):
 def census():
     env = lab_env()
     tok = admin_token(env)
-    out = {}
-    for kind in KINDS:
-        r = requests.get(f"{env['LAB_NEUTRON_URL']}/v2.0/{kind}",
-                         headers={"X-Auth-Token": tok}, timeout=T)
-        r.raise_for_status()
-        items = r.json()[kind.replace("-", "_")]
-        out[kind] = {i["id"]: {
-            "name": i.get("name") or i.get("object_id") or "",
-            "project": i.get("project_id") or "",
-            "routes": len(i.get("routes") or []),
-        } for i in items}
+    out = {kind: {} for kind in KINDS}
+    # Object IDs are UUIDs: the two databases' objects share one map per kind.
+    for url in (env["LAB_NEUTRON_URL"], env["LAB_NEUTRON_OVN_URL"]):
+        for kind in KINDS:
+            r = requests.get(f"{url}/v2.0/{kind}", headers={"X-Auth-Token": tok}, timeout=T)
+            r.raise_for_status()
+            items = r.json()[kind.replace("-", "_")]
+            out[kind].update({i["id"]: {
+                "name": i.get("name") or i.get("object_id") or "",
+                "project": i.get("project_id") or "",
+                "routes": len(i.get("routes") or []),
+            } for i in items})
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    out["netns"] = {n: {"name": n, "project": "", "routes": 0} for n in names if n.startswith("bnl-")}
     return out
 
 
@@ -71,22 +78,23 @@ def main():
     if mode == "snapshot":
         with open(path, "w") as f:
             json.dump(now, f)
-        print("lab census: " + ", ".join(f"{len(now[k])} {k}" for k in KINDS))
+        print("lab census: " + ", ".join(f"{len(now[k])} {k}" for k in ALL))
         return
     with open(path) as f:
         before = json.load(f)
     bad = []
-    for kind in KINDS:
+    for kind in ALL:
         b, a = before.get(kind, {}), now[kind]
+        one = "netns" if kind == "netns" else kind[:-1]
         for i in sorted(set(a) - set(b)):
-            bad.append(f"left behind: {kind[:-1]} {i} {a[i]['name']!r} (project {a[i]['project']})")
+            bad.append(f"left behind: {one} {i} {a[i]['name']!r} (project {a[i]['project']})")
         for i in sorted(set(b) - set(a)):
-            bad.append(f"removed by a test that did not make it: {kind[:-1]} {i} {b[i]['name']!r}")
+            bad.append(f"removed by a test that did not make it: {one} {i} {b[i]['name']!r}")
         for i in sorted(set(a) & set(b)):
             if a[i]["routes"] != b[i]["routes"]:
-                bad.append(f"routes changed: {kind[:-1]} {i} {a[i]['name']!r}: "
+                bad.append(f"routes changed: {one} {i} {a[i]['name']!r}: "
                            f"{b[i]['routes']} before, {a[i]['routes']} after")
-    print("lab census: " + ", ".join(f"{len(now[k])} {k}" for k in KINDS))
+    print("lab census: " + ", ".join(f"{len(now[k])} {k}" for k in ALL))
     for line in bad:
         print(line)
     if bad:

@@ -41,7 +41,8 @@ string_enum!(
 );
 
 impl ConditionType {
-    /// Conditions every same-tenant link carries (DESIGN 6.4), Ready last.
+    /// Conditions every same-tenant link carries (docs/design.md, "The conditions a link
+    /// carries"), Ready last.
     pub const SAME_TENANT: &'static [ConditionType] = &[
         ConditionType::Validated,
         ConditionType::LegAttached,

@@ -37,9 +37,9 @@ pub fn description_uid_marker(uid: &str) -> String {
     format!("{UID_PREFIX}{uid}")
 }
 
-/// The ClusterLink (by UID) whose leg this port is (DESIGN 6.2): its UID tag, or for a port
-/// with no tags at all, the marker ending its description. The one statement of the rule the
-/// reconciler, the unwind and `kubectl clusterlink doctor` all apply.
+/// The ClusterLink (by UID) whose leg this port is (docs/design.md, "The leg's identity"): its UID
+/// tag, or for a port with no tags at all, the marker ending its description. The one statement of
+/// the rule the reconciler, the unwind and `kubectl clusterlink doctor` all apply.
 pub fn leg_owner_uid<'a>(tags: &'a [String], description: &'a str) -> Option<&'a str> {
     match tags.iter().find_map(|t| t.strip_prefix(UID_PREFIX)) {
         Some(uid) => Some(uid),

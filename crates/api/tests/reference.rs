@@ -225,49 +225,34 @@ fn every_cel_rule_and_schema_bound_is_quoted() {
 /// with where they are.
 fn literals() -> Vec<(String, String)> {
     let mut out = vec![];
-    let mut dirs: Vec<PathBuf> = [
+    let dirs = [
         "crates/api/src",
         "crates/engine/src",
         "crates/operator/src",
         "crates/cli/src",
-    ]
-    .iter()
-    .map(|d| root().join(d))
-    .collect();
-    while let Some(dir) = dirs.pop() {
-        let entries =
-            std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                dirs.push(path);
+    ];
+    for path in files_under(&dirs, &["rs"]) {
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        for (n, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("#[cfg(test)]") {
+                break;
+            }
+            let code = line.trim_start();
+            // Comments, and raw strings (the CRD's printer columns are JSON).
+            if code.starts_with("//") || code.contains("r#\"") {
                 continue;
             }
-            if path.extension().is_none_or(|x| x != "rs") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).unwrap_or_default();
-            for (n, line) in text.lines().enumerate() {
-                if line.trim_start().starts_with("#[cfg(test)]") {
-                    break;
-                }
-                let code = line.trim_start();
-                // Comments, and raw strings (the CRD's printer columns are JSON).
-                if code.starts_with("//") || code.contains("r#\"") {
-                    continue;
-                }
-                for (i, piece) in code.split('"').enumerate() {
-                    let word = !piece.is_empty()
-                        && piece.starts_with(|c: char| c.is_ascii_uppercase())
-                        && piece.chars().all(|c| c.is_ascii_alphanumeric());
-                    if i % 2 == 1 && word {
-                        let at = format!(
-                            "{}:{}",
-                            path.strip_prefix(root()).unwrap_or(&path).display(),
-                            n + 1
-                        );
-                        out.push((piece.to_string(), at));
-                    }
+            for (i, piece) in code.split('"').enumerate() {
+                let word = !piece.is_empty()
+                    && piece.starts_with(|c: char| c.is_ascii_uppercase())
+                    && piece.chars().all(|c| c.is_ascii_alphanumeric());
+                if i % 2 == 1 && word {
+                    let at = format!(
+                        "{}:{}",
+                        path.strip_prefix(root()).unwrap_or(&path).display(),
+                        n + 1
+                    );
+                    out.push((piece.to_string(), at));
                 }
             }
         }
@@ -345,5 +330,291 @@ fn drift_event_actions_are_documented() {
             doc.contains(&format!("`{action}`")),
             "{action} is not in docs/crd-reference.md"
         );
+    }
+}
+
+/// The repository's sources whose comments a reader meets: Rust, shell and Python under
+/// crates/, lab/ and image/, and the scripts at the top.
+fn commented_sources() -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = ["test.sh", "demo.sh", ".ci/run"]
+        .iter()
+        .map(|f| root().join(f))
+        .filter(|p| p.is_file())
+        .collect();
+    out.extend(files_under(
+        &["crates", "lab", "image"],
+        &["rs", "sh", "py"],
+    ));
+    out
+}
+
+/// Every file under these directories of the repository whose name ends in one of `exts`,
+/// hidden directories and build output left out.
+fn files_under(dirs: &[&str], exts: &[&str]) -> Vec<PathBuf> {
+    let mut out = vec![];
+    let mut dirs: Vec<PathBuf> = dirs.iter().map(|d| root().join(d)).collect();
+    while let Some(dir) = dirs.pop() {
+        let entries =
+            std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if path.is_dir() {
+                if !name.starts_with('.') && name != "target" {
+                    dirs.push(path);
+                }
+                continue;
+            }
+            if path
+                .extension()
+                .is_some_and(|x| exts.iter().any(|e| x == *e))
+            {
+                out.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The comment on one line, without its marker: a whole-line comment, or one after code
+/// outside a string (an even number of `"` before it). `#!` lines are no comment.
+fn comment_of(line: &str, rust: bool) -> Option<&str> {
+    let marker = if rust { "//" } else { "#" };
+    let trimmed = line.trim_start();
+    if let Some(rest) = trimmed.strip_prefix(marker) {
+        if !rust && rest.starts_with('!') {
+            return None;
+        }
+        return Some(rest.trim_start_matches(['/', '!', '#']));
+    }
+    let spaced = format!(" {marker} ");
+    let at = line.find(&spaced)?;
+    line[..at]
+        .matches('"')
+        .count()
+        .is_multiple_of(2)
+        .then(|| &line[at + spaced.len()..])
+}
+
+/// One run of consecutive comment lines, joined by spaces (a citation may break across
+/// lines), with the source line each piece starts at.
+struct Block {
+    text: String,
+    /// (offset in `text`, line number), in order.
+    lines: Vec<(usize, usize)>,
+}
+
+impl Block {
+    /// The source line of the text at `offset`.
+    fn line_at(&self, offset: usize) -> usize {
+        self.lines
+            .iter()
+            .take_while(|(at, _)| *at <= offset)
+            .last()
+            .map_or(0, |(_, n)| *n)
+    }
+
+    /// Up to 160 characters of the text from `offset`, for a message.
+    fn excerpt(&self, offset: usize) -> String {
+        self.text[offset..].chars().take(160).collect()
+    }
+}
+
+/// Every comment of a file, as blocks.
+fn comment_blocks(path: &Path) -> Vec<Block> {
+    let rust = path.extension().is_some_and(|x| x == "rs");
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut out: Vec<Block> = vec![];
+    let mut open = false;
+    for (n, line) in text.lines().enumerate() {
+        match comment_of(line, rust) {
+            Some(c) => {
+                let c = c.trim();
+                match out.last_mut() {
+                    Some(b) if open => {
+                        b.text.push(' ');
+                        b.lines.push((b.text.len(), n + 1));
+                        b.text.push_str(c);
+                    }
+                    _ => out.push(Block {
+                        text: c.to_string(),
+                        lines: vec![(0, n + 1)],
+                    }),
+                }
+                // A comment after code ends its block: the next line starts another.
+                open = line.trim_start().starts_with(if rust { "//" } else { "#" });
+            }
+            None => open = false,
+        }
+    }
+    out
+}
+
+/// The headings of a document in docs/, as a citation names them: without the `#`s, a
+/// leading "N. " and backticks.
+fn headings(doc: &str) -> BTreeSet<String> {
+    doc.lines()
+        .filter(|l| l.starts_with("## ") || l.starts_with("### "))
+        .map(|l| {
+            let h = l.trim_start_matches('#').trim();
+            let h = match h.split_once(". ") {
+                Some((n, rest)) if n.chars().all(|c| c.is_ascii_digit()) => rest,
+                _ => h,
+            };
+            h.replace('`', "")
+        })
+        .collect()
+}
+
+/// Each `docs/<file>.md, "<section>"` a comment cites, as (offset, file, section).
+fn citations(comment: &str) -> Vec<(usize, String, String)> {
+    let mut out = vec![];
+    for (at, _) in comment.match_indices("docs/") {
+        let rest = &comment[at + "docs/".len()..];
+        let Some((file, after)) = rest.split_once(".md, \"") else {
+            continue;
+        };
+        if file.is_empty() || !file.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+            continue;
+        }
+        if let Some((section, _)) = after.split_once('"') {
+            out.push((at, format!("docs/{file}.md"), section.to_string()));
+        }
+    }
+    out
+}
+
+/// What a comment may not cite, and where: documents a reader of this repository does not
+/// have.
+fn foreign_citation(comment: &str) -> Option<(&'static str, usize)> {
+    let lower = comment.to_lowercase();
+    let first = |hits: &mut dyn Iterator<Item = usize>| hits.min();
+    let design = first(
+        &mut ["DESIGN.md", "DESIGN §"]
+            .iter()
+            .filter_map(|p| comment.find(p))
+            .chain(comment.match_indices("DESIGN ").filter_map(|(i, m)| {
+                comment[i + m.len()..]
+                    .starts_with(|c: char| c.is_ascii_digit())
+                    .then_some(i)
+            })),
+    );
+    if let Some(at) = design {
+        return Some((
+            "the design notes outside the repository (cite docs/design.md by section)",
+            at,
+        ));
+    }
+    let seed = first(
+        &mut [
+            "(seed:",
+            "seed: \"",
+            "seed's",
+            "seeds/",
+            "000_a3a03054628afcfc",
+        ]
+        .iter()
+        .filter_map(|p| lower.find(p)),
+    );
+    if let Some(at) = seed {
+        return Some(("the spec's source file (cite docs/ by section)", at));
+    }
+    let issue = lower.match_indices("issue").find_map(|(i, m)| {
+        let after = lower[i + m.len()..].trim_start_matches('s');
+        let after = after.trim_start().trim_start_matches('#');
+        after.starts_with(|c: char| c.is_ascii_digit()).then_some(i)
+    });
+    let hash = lower.match_indices('#').find_map(|(i, _)| {
+        let before_ok = lower[..i]
+            .chars()
+            .next_back()
+            .is_none_or(|c| c.is_whitespace() || c == '(');
+        (before_ok && lower[i + 1..].starts_with(|c: char| c.is_ascii_digit())).then_some(i)
+    });
+    if let Some(at) = issue.or(hash) {
+        return Some(("an issue number", at));
+    }
+    lower
+        .find("/work/")
+        .map(|at| ("a path outside the repository", at))
+}
+
+/// Comments cite what a reader of this repository has: a section of docs/ that exists, never
+/// an issue number, the design notes kept outside, or the spec's source file.
+#[test]
+fn comments_cite_sections_the_docs_have() {
+    let mut docs: std::collections::BTreeMap<String, BTreeSet<String>> = Default::default();
+    let mut bad = vec![];
+    for path in commented_sources() {
+        let shown = path
+            .strip_prefix(root())
+            .unwrap_or(&path)
+            .display()
+            .to_string();
+        for block in comment_blocks(&path) {
+            for (at, file, section) in citations(&block.text) {
+                let known = docs.entry(file.clone()).or_insert_with(|| {
+                    std::fs::read_to_string(root().join(&file))
+                        .map(|d| headings(&d))
+                        .unwrap_or_default()
+                });
+                if !known.contains(&section) {
+                    bad.push(format!(
+                        "{shown}:{}: cites {file}, \"{section}\", which has no heading ## {section} or ### {section}",
+                        block.line_at(at)
+                    ));
+                }
+            }
+            if let Some((what, at)) = foreign_citation(&block.text) {
+                bad.push(format!(
+                    "{shown}:{}: cites {what}: {}",
+                    block.line_at(at),
+                    block.excerpt(at)
+                ));
+            }
+        }
+    }
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+#[test]
+fn the_citation_scanner_reads_what_it_should() {
+    let heads = headings("# T\n## 7. Delete a link\n### `Ready`\n## The lab's Neutrons\n");
+    for h in ["Delete a link", "Ready", "The lab's Neutrons"] {
+        assert!(heads.contains(h), "{h}: {heads:?}");
+    }
+    assert_eq!(
+        citations("see docs/design.md, \"The resync\"; docs/operations.md, \"Upgrade\" too"),
+        vec![
+            (4, "docs/design.md".to_string(), "The resync".to_string()),
+            (34, "docs/operations.md".to_string(), "Upgrade".to_string()),
+        ]
+    );
+    assert_eq!(comment_of("    /// a doc", true), Some(" a doc"));
+    assert_eq!(comment_of("let x = 1; // why", true), Some("why"));
+    assert_eq!(comment_of("let u = \"http://x // y\";", true), None);
+    assert_eq!(comment_of("#!/usr/bin/env bash", false), None);
+    assert_eq!(comment_of("  # why", false), Some(" why"));
+    for bad in [
+        "as DESIGN.md section 4 says",
+        "(DESIGN 6.5)",
+        "(seed: \"Rotation\")",
+        "the seed's table",
+        "(issue 10, item 3)",
+        "Issue 8 item 6",
+        "see #12",
+    ] {
+        assert!(foreign_citation(bad).is_some(), "{bad}");
+    }
+    for fine in [
+        "a fresh seed each run, printed",
+        "The lab sample's seed: `BNERD_CRASH_SEED`",
+        "docs/design.md, \"The resync\"",
+        "#[cfg(test)] and ${#arr[@]}",
+        "an issue with the cloud",
+    ] {
+        assert_eq!(foreign_citation(fine), None, "{fine}");
     }
 }

@@ -1,7 +1,7 @@
-//! An in-memory Neutron (and the Keystone token facts the operator reads) that answers the
-//! way Neutron 29 / Keystone 30 do for every behaviour in DESIGN.md section 4, with call
-//! counters and per-call fault injection. The integration suite runs the same parametrised
-//! cases against this and the real lab to keep the two in step.
+//! An in-memory Neutron (and the Keystone token facts the operator reads) that answers the way
+//! Neutron 29 / Keystone 30 do for every behaviour in docs/design.md, "What Neutron and Keystone
+//! do", with call counters and per-call fault injection. The integration suite runs the same
+//! parametrised cases against this and the real lab to keep the two in step.
 //!
 //! Modules build upward without cycles: `world` (objects, handles, call entry) ← `policy`
 //! (who sees and may use what) ← one module per resource (`networks`, `ports`, `routers`,

@@ -176,7 +176,8 @@ fn keystone_or(source: CloudError, about: impl FnOnce(CloudError) -> FabricError
 }
 
 impl Fabric {
-    /// Read and check the fabric (DESIGN 6.7): fail fast, naming the setting.
+    /// Read and check the fabric (docs/design.md, "The startup check"): fail fast, naming the
+    /// setting.
     pub async fn discover(
         net: &dyn Neutron,
         transit_network_id: &str,

@@ -1,4 +1,4 @@
-//! Hostile and broken answers from Neutron and Keystone, property-based (issue 10 item 4),
+//! Hostile and broken answers from Neutron and Keystone, property-based,
 //! served by a server on loopback: malformed JSON, missing fields, wrong types, nesting deep
 //! enough to overflow a naive parser, error bodies with megabyte messages, 10 MiB bodies with
 //! and without a Content-Length. The client answers each with its value or a typed error that

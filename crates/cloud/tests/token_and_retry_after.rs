@@ -1,4 +1,4 @@
-//! The client at the moments a reconcile meets weather (issue 10, item 3): a token that
+//! The client at the moments a reconcile meets weather: a token that
 //! expires mid-reconcile (Neutron's 401, one re-auth, never a loop), a 429/503 with
 //! `Retry-After` (honoured as the least wait, writes included), and a Neutron endpoint that
 //! leaves the catalog (a clear error naming it, retryable, and mended when it comes back).

@@ -104,8 +104,8 @@ pub fn attestation(input: &Input<'_>, r: &SecretRef) -> Result<String, StepFail>
     )
 }
 
-/// CredentialsResolved, in the seed's order: the ref (before any read), the Secret, the
-/// token, the roles, the projects, then the privilege probe.
+/// CredentialsResolved, in the order of docs/crd-reference.md, "CredentialsResolved": the ref
+/// (before any read), the Secret, the token, the roles, the projects, then the privilege probe.
 pub async fn resolve(
     source: &dyn CredentialSource,
     operator: &OperatorIdentity,

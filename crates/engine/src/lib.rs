@@ -44,7 +44,7 @@ impl Engine<'_> {
         if input.spec.credentials_secret_ref.is_some() && self.customer.is_none() {
             r.fail(
                 ConditionType::Validated,
-                plan::validated::cross_tenant_unsupported(),
+                plan::validated::customer_credential_missing(),
             );
             return r.finish();
         }
@@ -158,10 +158,11 @@ fn validate(
     }
 }
 
-/// The seed's "fixed 15s requeue" for most credential failures.
+/// The "fixed 15s requeue" for most credential failures (docs/crd-reference.md, "When a link
+/// is looked at again").
 const CREDENTIALS_RETRY: std::time::Duration = std::time::Duration::from_secs(15);
 
-/// Converge a cross-tenant link (seed: "Cross-tenant ClusterLinks"): Validated →
+/// Converge a cross-tenant link (docs/design.md, "A cross-tenant link"): Validated →
 /// TenantIsolationAttested → CredentialsResolved → (router, TransitNetworkShared, leg) →
 /// RouteInstalled → ReverseRoutesInstalled. Nothing touches OpenStack before the
 /// attestation, and nothing changes before the credential is resolved.
@@ -228,7 +229,7 @@ pub struct Held {
     pub gateway: Result<(), StepFail>,
 }
 
-/// Delete a cross-tenant link (seed: "Unbind order, and the abandon escape hatch"): the
+/// Delete a cross-tenant link (docs/design.md, "The unwind order"): the
 /// gateway route on the operator's credential first, always; then, when the link never built
 /// anything on the customer side, nothing more (no customer call); otherwise the customer
 /// side only with a credential that resolves to the project the leg was built in and the one

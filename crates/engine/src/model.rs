@@ -33,7 +33,8 @@ pub enum Retry {
     Resync,
     /// A transient failure: back off and try again.
     Backoff,
-    /// Look again after this long (the seed's "fixed 15s requeue").
+    /// Look again after this long (the fixed 15 s of docs/crd-reference.md, "When a link is
+    /// looked at again").
     After(Duration),
 }
 

@@ -22,7 +22,8 @@ fn true_reason(t: ConditionType) -> Reason {
     }
 }
 
-/// The conditions a cross-tenant link carries (DESIGN 6.4), Ready last.
+/// The conditions a cross-tenant link carries (docs/design.md, "The conditions a link
+/// carries"), Ready last.
 const CROSS_TENANT: &[ConditionType] = &[
     ConditionType::Validated,
     ConditionType::TenantIsolationAttested,
@@ -43,7 +44,7 @@ pub(crate) struct Report {
     done: Vec<ConditionType>,
     first_failure: Option<ConditionType>,
     retryable: bool,
-    /// A fixed look-again the failing step asked for (the seed's 15 s for credentials).
+    /// A fixed look-again the failing step asked for (15 s for credentials).
     retry_after: Option<std::time::Duration>,
     pub actions: Vec<Action>,
     pub gateway_problems: Vec<GatewayProblem>,

@@ -1,13 +1,13 @@
-//! Estate scale (issue 10, item 6): 1000 ClusterLinks and 1000 gateway objects, 25 of them
-//! with reverse exposures, on the fake cloud. Prints a table: time, OpenStack reads and writes
-//! for the first convergence, a full resync per link (the old way) and batched from a resync
+//! Estate scale (docs/performance.md, "Estate scale"): 1000 ClusterLinks and 1000 gateway objects,
+//! 25 of them with reverse exposures, on the fake cloud. Prints a table: time, OpenStack reads and
+//! writes for the first convergence, a full resync per link (the old way) and batched from a resync
 //! snapshot, one gateway change, one changed link, out-of-band drift, and the bench process's
-//! memory. The ClusterLink side is driven as the controller drives it (peers from the link
-//! cache, status kept as the status patch would, converged links through the snapshot); the
-//! apiserver's gateway watch is stood in for by feeding the same watch events to the same
-//! tracker and index the controller uses. There is no apiserver and no controller loop here,
-//! so apiserver LISTs and idle CPU are not measured here: `tests/estate_binary.rs` counts both
-//! on the real binary (the LISTs by the apiserver's own metrics, the CPU from /proc).
+//! memory. The ClusterLink side is driven as the controller drives it (peers from the link cache,
+//! status kept as the status patch would, converged links through the snapshot); the apiserver's
+//! gateway watch is stood in for by feeding the same watch events to the same tracker and index the
+//! controller uses. There is no apiserver and no controller loop here, so apiserver LISTs and idle
+//! CPU are not measured here: `tests/estate_binary.rs` counts both on the real binary (the LISTs by
+//! the apiserver's own metrics, the CPU from /proc).
 //!
 //! `cargo bench -p bnerd-vpn-operator --bench estate` (ESTATE_LINKS=n for another size).
 

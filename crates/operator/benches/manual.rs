@@ -1,7 +1,7 @@
-//! Against the manual method (issue 10, item 7), side by side in one run on the labs: from
-//! "go" to every cloud object of the link present (the leg port at its address on the transit
-//! network, attached to the service cluster's router, and the route on the gateway router),
-//! for 1 link and for 20 links, three ways:
+//! Against the manual method (docs/performance.md, "Against the manual method"), side by side in
+//! one run on the labs: from "go" to every cloud object of the link present (the leg port at its
+//! address on the transit network, attached to the service cluster's router, and the route on the
+//! gateway router), for 1 link and for 20 links, three ways:
 //!
 //! - **raw floor**: the three Neutron writes (port create, add_router_interface,
 //!   add_extraroutes) over a client that already holds a token, one link after another;

@@ -1,7 +1,7 @@
 //! The Kubernetes side of cross-tenant credentials: reading `clusterlink-<name>` in the
 //! credentials namespace, and one cached customer client per link, rebuilt only when the
-//! Secret's UID or resourceVersion changes (seed: "Rotation"). Clients share the operator's
-//! HTTP connection pool.
+//! Secret's UID or resourceVersion changes (docs/operations.md, "Rotate a customer credential").
+//! Clients share the operator's HTTP connection pool.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};

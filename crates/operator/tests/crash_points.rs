@@ -1,9 +1,9 @@
-//! The crash-point suite (issue 10, item 1): a reconcile (or the delete's unwind) is stopped
-//! after every k-th cloud call, the way a pod killed at that moment stops, and a fresh engine
-//! with empty memory converges from what is left: the cloud as the dead one left it and the
-//! status as last written before it (the status write comes after the reconcile, so a
-//! dropped reconcile writes none). After each point: converged, no orphan port, no duplicate
-//! leg, no route whose nexthop no port of the link holds, and a status true to the cloud.
+//! The crash-point suite (docs/performance.md, "Crash points"): a reconcile (or the delete's
+//! unwind) is stopped after every k-th cloud call, the way a pod killed at that moment stops, and a
+//! fresh engine with empty memory converges from what is left: the cloud as the dead one left it
+//! and the status as last written before it (the status write comes after the reconcile, so a
+//! dropped reconcile writes none). After each point: converged, no orphan port, no duplicate leg,
+//! no route whose nexthop no port of the link holds, and a status true to the cloud.
 //!
 //! Each stop comes in two kinds: before call k reaches the cloud, and after call k committed
 //! with its answer lost ("timeout after commit", then the pod dies). Scenarios: create,

@@ -1,10 +1,10 @@
-//! The cross-tenant data path of the engine (issue 8, first part): with the customer's
-//! credential already resolved, the leg lives in the customer's project with an address
-//! Neutron picks, the gateway route stays on the operator's credential, reverse routes go on
-//! the customer's router, failures name the credential, and a leg that comes back elsewhere
-//! is TransitIPMismatch, and the transit network is shared with the customer's project
-//! (TransitNetworkShared) after the router is found and before the leg. The credential
-//! resolution from the Secret is not wired yet: these tests hand the engine a resolved one.
+//! The cross-tenant data path of the engine (docs/design.md, "A cross-tenant link"): the leg lives
+//! in the customer's project with an address Neutron picks, the gateway route stays on the
+//! operator's credential, reverse routes go on the customer's router, failures name the credential,
+//! and a leg that comes back elsewhere is TransitIPMismatch, and the transit network is shared with
+//! the customer's project (TransitNetworkShared) after the router is found and before the leg. A
+//! reconcile resolves the credential from the link's Secret (`reconcile_cross_tenant`), as the
+//! controller does; the delete helper hands the engine a resolved one.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -625,7 +625,7 @@ struct Gate {
     reason: &'static str,
     /// A text the message must contain.
     says: String,
-    /// The seed's look-again for it.
+    /// Its look-again (docs/crd-reference.md, "CredentialsResolved").
     retry: Retry,
     /// The Secret may not even be read (its ref is refused first).
     secret_read: bool,
@@ -667,7 +667,7 @@ async fn refused(env: &mut Env, side: &Side, name: &str, want: Gate) {
     assert_eq!(env.ports().await.len(), ports, "{name}: nothing created");
 }
 
-/// Every CredentialsResolved / TenantIsolationAttested refusal of the seed's table, each by
+/// Every CredentialsResolved / TenantIsolationAttested refusal of docs/crd-reference.md, each by
 /// its real cause: "nothing is shared, created or attached".
 async fn every_credential_gate_refuses(mut env: Env) {
     let side = customer_side(&env).await;

@@ -1,5 +1,5 @@
-//! Estate scale (issue 10, items 5 and 6): the call budgets of the batched resync and of a
-//! gateway change, asserted (the `estate` bench prints the same at 1000 links), and 50 links
+//! Estate scale (docs/performance.md, "Estate scale"): the call budgets of the batched resync and
+//! of a gateway change, asserted (the `estate` bench prints the same at 1000 links), and 50 links
 //! applied at once on one transit subnet of the real lab, then deleted at once.
 
 use std::collections::BTreeSet;
@@ -76,10 +76,10 @@ async fn resync_all(env: &mut Env, snaps: &Snapshots, targets: &[ReverseTarget])
     fell
 }
 
-/// The budgets of issue 10 on the fake (whose call counts the parity table holds to the
-/// lab's): a converged estate's resync reads at most once per 50 links and writes nothing;
-/// a gateway change writes once per router whose route set changed and reads at most once
-/// per link; a changed link still converges on its own at once.
+/// The estate's call budgets (docs/performance.md, "Call budgets (asserted by tests)") on the fake
+/// (whose call counts the parity table holds to the lab's): a converged estate's resync reads at
+/// most once per 50 links and writes nothing; a gateway change writes once per router whose route
+/// set changed and reads at most once per link; a changed link still converges on its own at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn batched_resync_and_gateway_change_budgets() {
     const N: usize = 200;
@@ -169,7 +169,7 @@ fn scale_client(env: &std::collections::BTreeMap<String, String>) -> OpenStack {
 
 const LINKS: usize = 50;
 
-/// Issue 10, item 5: 50 links applied at once on one transit subnet get 50 distinct
+/// 50 links applied at once on one transit subnet get 50 distinct
 /// addresses and 50 routes on the gateway router, nothing lost or leaked; a batched resync
 /// of them costs 2 reads; all 50 deleted at once leave the router's route table and the
 /// transit network as they were. Runs in the lab's `scale` project, whose router_route quota

@@ -128,7 +128,7 @@ async fn terminal_errors_wait_for_resync_and_cleanup_survives_faults() {
     );
 }
 
-/// Faults at every call (issue 10, item 3): each fault at each call position of a
+/// Faults at every call: each fault at each call position of a
 /// scenario's reconcile (or unwind), then a fresh engine converges; afterwards no leak and
 /// the same invariants as the crash points (`support::check`). The faults: 500, 503, 429
 /// (what is left after the client honoured Retry-After), a timeout after the write
@@ -195,7 +195,7 @@ mod every_call {
                     let what = format!("{name} at call {k}");
                     let crash = Crash::fail_at(k, error.clone(), commit);
                     let (_, _, ended) = point_with(&stage, scenario, crash, &what).await;
-                    // Weather is retried soon (backoff, or the seed's fixed 15 s for a
+                    // Weather is retried soon (backoff, or the fixed 15 s for a
                     // credential step), never left to the resync interval.
                     if let Some(e) = ended.filter(|e| !e.done && error.is_retryable()) {
                         assert_ne!(

@@ -1,8 +1,8 @@
-//! The correctness holes found when the engine was read and tried on the lab (issue 7), one
+//! The correctness holes found when the engine was read and tried on the lab, one
 //! scenario per finding, each on the fake and on the real lab. Every one of these failed on
 //! the engine before the plan refactor.
 //!
-//! One file although it passes 500 lines: one scenario per finding of the same issue, each
+//! One file although it passes 500 lines: one scenario per finding of the same review, each
 //! short, sharing the fixtures at the top (tagged duplicate ports, gateways, admin routers).
 
 use bnerd_testkit::both;
@@ -540,9 +540,9 @@ async fn two_writers_leak_nothing(mut env: Env) {
 }
 both!(two_writers_leak_nothing);
 
-/// The call budgets of issue 7: converging a link costs 3 writes where Neutron keeps
-/// create-body tags (4 where it drops them), a resync of a converged link 0 writes and at
-/// most 2 reads.
+/// The call budgets (docs/performance.md, "Call budgets (asserted by tests)"): converging a link
+/// costs 3 writes where Neutron keeps create-body tags (4 where it drops them), a resync of a
+/// converged link 0 writes and at most 2 reads.
 #[tokio::test]
 async fn call_budgets_on_the_fake() {
     for keep_tags in [true, false] {

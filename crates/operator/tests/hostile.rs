@@ -1,4 +1,4 @@
-//! Hostile and broken input, property-based (issue 10 item 4): ClusterLink specs and
+//! Hostile and broken input, property-based: ClusterLink specs and
 //! annotations, gateway objects from any namespace, and the Secrets of cross-tenant links,
 //! driven through the engine against the in-memory fake cloud.
 //!

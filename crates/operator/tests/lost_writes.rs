@@ -1,4 +1,4 @@
-//! Lost and stale writes (issue 10, item 2), at the engine level: the status patch that
+//! Lost and stale writes, at the engine level: the status patch that
 //! fails after the cloud writes (then the CIDR changes, then the link is deleted), the status
 //! patch answered 409, an informer cache stale by one generation, and two engines
 //! reconciling the same link at once without leader election. On the fake and on the lab;

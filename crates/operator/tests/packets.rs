@@ -318,24 +318,24 @@ async fn cross_tenant_links_carry_packets_and_the_shared_transit_gap_is_real() {
     let api = f.links();
     let (na, nb) = (unique("pk-ct-a"), unique("pk-ct-b"));
     let t0 = Instant::now();
-    let la = create_cross_tenant_as(
-        &f.client,
-        &api,
-        &f.lab,
-        "CUSTOMER",
-        &na,
-        &ra.id,
-        "10.252.0.0/16",
-    )
-    .await;
-    let to_ready = t0.elapsed();
-    let to_packet = pod
-        .first_reply_within("10.252.0.5", Duration::from_secs(30))
-        .await
-        .expect("a reply from customer's VM")
-        + to_ready;
+    let ready = async {
+        let l = create_cross_tenant_as(
+            &f.client,
+            &api,
+            &f.lab,
+            "CUSTOMER",
+            &na,
+            &ra.id,
+            "10.252.0.0/16",
+        )
+        .await;
+        (l, t0.elapsed())
+    };
+    let first = pod.first_reply_within("10.252.0.5", Duration::from_secs(90));
+    let ((la, to_ready), first) = tokio::join!(ready, first);
+    let to_packet = first.expect("a reply from customer's VM within 90 s of the apply");
     report::note(&format!(
-        "packets cross-tenant: apply->Ready {} ms, apply->first packet <= {} ms",
+        "packets cross-tenant: apply->Ready {} ms, apply->first packet {} ms",
         ms(to_ready),
         ms(to_packet)
     ));

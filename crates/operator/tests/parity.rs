@@ -1,5 +1,5 @@
-//! DESIGN.md section 4, row by row: the fake and the real lab must answer every call with
-//! the same status code and NeutronError type. One table, run against both.
+//! docs/design.md, "What Neutron and Keystone do", row by row: the fake and the real lab must
+//! answer every call with the same status code and NeutronError type. One table, run against both.
 //!
 //! One file although it is long: the table is one sequence in which every row runs on what
 //! the rows before it left (ports attached, routes added, networks shared), and EXPECTED is
@@ -587,8 +587,9 @@ async fn table(c: &Clouds) -> Vec<(&'static str, String)> {
         "revoked application credential",
         obs(c.revoked.token_info().await),
     ));
-    // The privilege probe (issue 8 item 6): Neutron answers quota details of a project not
-    // the caller's only when the context is cloud admin (context_is_admin).
+    // The privilege probe (docs/crd-reference.md, "CredentialsResolved"): Neutron answers quota
+    // details of a project not the caller's only when the context is cloud admin
+    // (context_is_admin).
     out.push((
         "privilege probe, member application credential",
         obs(cust.probe_admin_read().await),

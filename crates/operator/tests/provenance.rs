@@ -1,8 +1,8 @@
 //! Who may move a route: the provenance of every route input, on the fake and on the real
 //! lab. A gateway in any namespace steers a route on every service router, so its status is
-//! screened against the transit network itself (docs/crd-reference.md, "Reverse routes");
-//! a link's CIDR is bounded by the operator's settings (docs/operations.md, "What the
-//! operator routes").
+//! screened against the transit network itself (docs/crd-reference.md, "Reverse-route
+//! screening"); a link's CIDR is bounded by the operator's settings (docs/crd-reference.md,
+//! "What the operator routes").
 
 use bnerd_api::GatewayRef;
 use bnerd_api::gateway::ReverseTarget;

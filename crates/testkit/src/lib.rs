@@ -5,6 +5,12 @@
 //! operator's bench share it without including each other's files. Feature `engine` (on by
 //! default) is what drives the operator's engine; the CLI's tests go without it, so the CLI
 //! does not depend on the operator, not even for its tests.
+//!
+//! One file past 500 lines: the lab lookups (which lab, which region, which client), the `Env`
+//! built on them and the `both!` macro that runs a scenario on each cloud are one fixture, read
+//! together whenever a test is written, and at the crate root every suite names them by a short
+//! path. What stands on its own is a module: crash points, hostile input, the data plane, the
+//! operator process, the Kubernetes lab, the test report.
 
 pub mod crash;
 pub mod dataplane;

@@ -1,8 +1,12 @@
 //! The real cloud: Keystone v3 token auth and Neutron v2.0 over HTTP.
 //!
-//! `session` gets and renews the token, `transport` sends one Neutron call (re-auth, retry,
-//! error bodies, body cap, pages), `neutron` maps the port's methods onto Neutron's endpoints.
+//! `client` builds the shared HTTP client, `session` gets and renews the token, `transport`
+//! sends one Neutron call (re-auth, retry, `Retry-After`, pages), `answer` reads what came back
+//! (body cap, decoding, error bodies, next links), `neutron` maps the port's methods onto
+//! Neutron's endpoints.
 
+mod answer;
+mod client;
 mod neutron;
 mod session;
 mod transport;
@@ -16,8 +20,10 @@ use crate::auth::AuthConfig;
 use crate::error::Result;
 use crate::observe::{Call, CallObserver, Service};
 
+pub use answer::MAX_BODY_BYTES;
+pub use client::POOL_IDLE;
 use session::Session;
-pub use transport::{MAX_BODY_BYTES, MAX_INLINE_RETRY_AFTER, MAX_PAGES, POOL_IDLE};
+pub use transport::{MAX_INLINE_RETRY_AFTER, MAX_PAGES};
 
 /// One OpenStack credential: a Keystone session and the Neutron endpoint from its catalog.
 pub struct OpenStack {
@@ -40,7 +46,7 @@ impl OpenStack {
     /// Build a client; nothing is sent until the first call.
     pub fn new(auth: AuthConfig) -> Result<Self> {
         Ok(Self {
-            http: transport::client(&auth.tls)?,
+            http: client::client(&auth.tls)?,
             auth,
             neutron_override: None,
             session: Mutex::new(None),

@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::OpenStack;
-use super::transport::decode;
+use super::answer::decode;
 use crate::error::Result;
 use crate::types::*;
 use crate::{Neutron, NeutronAdmin};

@@ -7,7 +7,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::OpenStack;
-use super::transport::{BodyError, MAX_BODY_BYTES, json_body, read_capped, transport, typed};
+use super::answer::{BodyError, MAX_BODY_BYTES, json_body, read_capped, typed};
+use super::client::transport;
 use crate::Identity;
 use crate::auth::{AuthConfig, AuthMethod};
 use crate::error::{CloudError, Result};

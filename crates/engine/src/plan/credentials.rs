@@ -1,11 +1,11 @@
 //! CredentialsResolved: is the customer's application credential member-scoped?
 //!
-//! The seed's rule is a name check: a token role named admin, service or advsvc, in any letter
-//! case, refuses the credential. It admits its own gap: "A cloud whose policy makes other
-//! roles privileged (a customised context_is_admin or context_with_global_access) is not
-//! detected by this name check." Issue 8 item 6 closes the context_is_admin half with one
-//! read that only a cloud admin is allowed ([`ADMIN_READ_PROBE`], see
-//! `Neutron::probe_admin_read`): Neutron decides it by `context.is_admin` itself, which is
+//! The spec's rule is a name check: a token role named admin, service or advsvc, in any letter
+//! case, refuses the credential. It admits its own gap: "A cloud whose policy makes other roles
+//! privileged (a customised context_is_admin or context_with_global_access) is not detected by this
+//! name check." The privilege probe (docs/crd-reference.md, "CredentialsResolved") closes the
+//! context_is_admin half with one read that only a cloud admin is allowed ([`ADMIN_READ_PROBE`],
+//! see `Neutron::probe_admin_read`): Neutron decides it by `context.is_admin` itself, which is
 //! what a customised `context_is_admin` changes. `context_with_global_access` grants no
 //! permission on its own (it only widens the database scope of reads that per-resource rules
 //! must also allow), so no refusal can reveal it; that half of the gap stays open.
@@ -19,9 +19,9 @@ use bnerd_cloud::{ADMIN_READ_PROBE, CloudError};
 
 use super::StepFail;
 
-/// Seed: "admin, service or advsvc, in any letter case". Exact names: under legacy policy
-/// admin reaches every project, and Neutron treats service/advsvc as a service context that
-/// skips the per-project filter.
+/// A role named admin, service or advsvc, in any letter case (docs/crd-reference.md,
+/// "CredentialsResolved"). Exact names: under legacy policy admin reaches every project, and
+/// Neutron treats service/advsvc as a service context that skips the per-project filter.
 pub const PRIVILEGED_ROLE_NAMES: [&str; 3] = ["admin", "service", "advsvc"];
 
 /// The first of `roles` docs/crd-reference.md (CredentialsPrivileged) refuses by name (admin, service, advsvc in any letter case).
@@ -109,7 +109,7 @@ pub fn admitted_note(a: Admitted) -> String {
 /// The whole verdict, from the token's roles and the answer to [`ADMIN_READ_PROBE`]. A 403
 /// from Neutron is the answer a member gets; an allowed probe means the cloud's policy makes
 /// one of the roles cloud admin; a cloud without the probe's URL leaves the role-name check
-/// alone to decide; anything else decided nothing and is looked at again after the seed's
+/// alone to decide; anything else decided nothing and is looked at again after the
 /// fixed 15 s (AuthFailed, not retryable: no backoff).
 pub fn verdict(
     secret: &str,
@@ -246,13 +246,13 @@ mod tests {
         use Reason::{AuthFailed, CredentialsPrivileged};
         let rows: Vec<Row> = vec![
             (
-                "seed: a typical member credential (_member_, load-balancer_member) passes",
+                "spec: a typical member credential (_member_, load-balancer_member) passes",
                 &["_member_", "load-balancer_member", "reader"],
                 refused(),
                 Ok(Member),
             ),
             (
-                "seed: roles that merely contain the word, such as load-balancer_admin, are not affected",
+                "spec: roles that merely contain the word, such as load-balancer_admin, are not affected",
                 &[
                     "member",
                     "load-balancer_admin",
@@ -264,39 +264,39 @@ mod tests {
                 Ok(Member),
             ),
             (
-                "seed: a role named admin is refused (CredentialsPrivileged)",
+                "spec: a role named admin is refused (CredentialsPrivileged)",
                 &["member", "admin"],
                 Ok(()),
                 Err((CredentialsPrivileged, false, "role \"admin\"")),
             ),
             (
-                "seed: ... in any letter case",
+                "spec: ... in any letter case",
                 &["member", "Admin"],
                 Ok(()),
                 Err((CredentialsPrivileged, false, "role \"Admin\"")),
             ),
             (
-                "seed: a role named service is refused, in any letter case; the name check \
+                "spec: a role named service is refused, in any letter case; the name check \
                  needs no probe (Neutron refuses the probe to service, which is no admin)",
                 &["SERVICE", "member"],
                 refused(),
                 Err((CredentialsPrivileged, false, "role \"SERVICE\"")),
             ),
             (
-                "seed: a role named advsvc is refused",
+                "spec: a role named advsvc is refused",
                 &["advsvc"],
                 refused(),
                 Err((CredentialsPrivileged, false, "role \"advsvc\"")),
             ),
             (
-                "seed: a token that carries no roles at all is refused as well (AuthFailed), \
+                "spec: a token that carries no roles at all is refused as well (AuthFailed), \
                  whatever the probe says",
                 &[],
                 refused(),
                 Err((AuthFailed, false, "carries no roles")),
             ),
             (
-                "issue 8.6: the names pass but the probe is allowed (a customised \
+                "privilege probe: the names pass but the probe is allowed (a customised \
                  context_is_admin) -> CredentialsPrivileged naming the probe",
                 &["member", "net_operator", "reader"],
                 Ok(()),
@@ -307,7 +307,7 @@ mod tests {
                 )),
             ),
             (
-                "issue 8.6: a 403 passes, whatever Neutron's error type",
+                "privilege probe: a 403 passes, whatever Neutron's error type",
                 &["member", "reader"],
                 Err(api(403, "PolicyNotAuthorized")),
                 Ok(Member),
@@ -348,7 +348,7 @@ mod tests {
                 Err((AuthFailed, false, "timed out")),
             ),
             (
-                "issue 8.6: only Neutron's refusal passes; Keystone's 403 on re-authentication \
+                "privilege probe: only Neutron's refusal passes; Keystone's 403 on re-authentication \
                  decided nothing",
                 &["member"],
                 Err(CloudError::Auth {

@@ -36,14 +36,14 @@ pub(crate) struct RoutePlan {
 }
 
 /// Whether a route on the gateway router is provably this link's: its nexthop is the address
-/// of the port carrying our UID tag, or status recorded it (DESIGN 2: "status records it too,
-/// but status can be lost").
+/// of the port carrying our UID tag, or status recorded it (docs/design.md, "The ownership
+/// rule": status records it too, but status can be lost).
 fn is_ours(r: &Route, v: &RouteView<'_>) -> bool {
     r.nexthop == v.leg_ip.to_string() || v.recorded.is_some_and(|rec| route_of(rec) == *r)
 }
 
 /// The overlapping link that outranks this one for the same addresses: an installed route
-/// wins, then the older link, then the name (DESIGN 6.5).
+/// wins, then the older link, then the name (docs/design.md, "A route the link does not own").
 fn overlap_winner<'p>(v: &RouteView<'p>, we_installed: bool) -> Option<&'p Peer> {
     let me = (!we_installed, v.created, v.name);
     v.peers.iter().find(|p| {

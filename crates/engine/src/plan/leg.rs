@@ -303,7 +303,8 @@ fn keeper<'p>(own: &[&'p Port], v: &LegView<'_>) -> Option<&'p Port> {
         .copied()
 }
 
-/// The leg decision (DESIGN 6.1, 6.2, 6.6).
+/// The leg decision (docs/design.md, "The transit-IP walk"; docs/design.md, "The leg's
+/// identity"; docs/design.md, "Spec changes converge").
 pub(crate) fn plan(v: &LegView<'_>) -> LegPlan {
     let own: Vec<&Port> = v
         .ports
@@ -634,13 +635,13 @@ mod tests {
         type Row<'a> = (&'a str, Option<&'a str>, Option<&'a str>, Option<Ipv4Addr>);
         let rows: [Row; 5] = [
             (
-                "seed: the leg vanished and came back on the same router: the address binds",
+                "spec: the leg vanished and came back on the same router: the address binds",
                 Some("10.254.0.7"),
                 Some(R),
                 Some(ip),
             ),
             (
-                "DESIGN 6.6: the spec moved the leg to another router: it may come back anywhere \
+                "spec changes converge: the spec moved the leg to another router: it may come back anywhere \
                  (also after a crash between the old leg's removal and the new one's creation)",
                 Some("10.254.0.7"),
                 Some("router-old"),

@@ -2,7 +2,8 @@
 //! project by an RBAC `access_as_shared` rule on the operator's credential, or found visible
 //! to the customer when that is refused or collides with a rule someone else made.
 //!
-//! Not wired into the reconcile yet (issue 8): these are the rules the share step will call.
+//! The engine's share step (`share::ensure`) calls these rules, after the customer's router was
+//! found and before the leg (docs/design.md, "A cross-tenant link").
 
 use bnerd_api::Reason;
 use bnerd_api::echo::shell_word;
@@ -10,8 +11,8 @@ use bnerd_cloud::{ACCESS_AS_SHARED, CloudError, NeutronErrorKind, RbacPolicy};
 
 use super::StepFail;
 
-/// Which credential a failure message names (seed: "failure messages are prefixed customer
-/// credential (secret <ns>/<name>): or operator credential:").
+/// Which credential a failure message names (docs/crd-reference.md, "Conditions": failure
+/// messages start with `customer credential (secret <ns>/<name>): ` or `operator credential: `).
 #[derive(Debug, Clone, Copy)]
 pub enum Credential<'a> {
     Operator,

@@ -1,10 +1,11 @@
-//! The cross-tenant gates before any OpenStack change (seed: "Cross-tenant ClusterLinks"):
+//! The cross-tenant gates before any OpenStack change (docs/design.md, "A cross-tenant link"):
 //! TenantIsolationAttested, then CredentialsResolved up to the point where the customer's
 //! credential is known to be the right one. Pure: the Secret arrives as its key names and
 //! bytes, the token as project and roles; nothing here reads or sends anything.
 //!
-//! Not wired into the reconcile yet (issue 8): the engine still refuses cross-tenant links at
-//! Validated. These are the rules the wiring will call, table-tested against the seed.
+//! The engine's credential step (`credentials::resolve`) and the cross-tenant unwind call these
+//! rules; they are table-tested against docs/crd-reference.md, "TenantIsolationAttested" and
+//! "CredentialsResolved".
 
 use std::collections::BTreeMap;
 
@@ -21,7 +22,8 @@ pub const KEY_REGION: &str = "OS_REGION_NAME";
 /// Keys of a username/password credential: refused, application credentials only.
 const PASSWORD_KEYS: [&str; 4] = ["OS_USERNAME", "OS_PASSWORD", "OS_USER_ID", "OS_TOKEN"];
 
-/// How a failure of these gates wants to be looked at again (seed's table).
+/// How a failure of these gates wants to be looked at again (docs/crd-reference.md,
+/// "CredentialsResolved").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Requeue {
     /// "fixed 15s requeue"
@@ -30,7 +32,7 @@ pub enum Requeue {
     Resync,
 }
 
-/// When a CredentialsResolved failure is looked at again (seed's table): refusals and what
+/// When a CredentialsResolved failure is looked at again (docs/crd-reference.md): refusals and what
 /// needs a human at the resync interval, everything else at a fixed 15 s.
 pub fn requeue_of(f: &StepFail) -> Requeue {
     match f.reason {

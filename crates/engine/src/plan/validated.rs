@@ -48,13 +48,15 @@ pub(crate) fn valid_message() -> &'static str {
     "spec is valid"
 }
 
-/// Cross-tenant links are refused before any cloud call until their credential handling
-/// exists: building them with the operator's credential would put the leg in the wrong
-/// project.
-pub(crate) fn cross_tenant_unsupported() -> StepFail {
+/// A cross-tenant link handed to [`crate::Engine::reconcile`] without its customer credential,
+/// refused before any cloud call: building it on the operator's credential would put the leg in
+/// the operator's project. No path of the operator, `plan` or the resync gets here (they send a
+/// cross-tenant link through `reconcile_cross_tenant`, or refuse it first); the guard stays
+/// while `Engine::reconcile` is public.
+pub(crate) fn customer_credential_missing() -> StepFail {
     StepFail::terminal(
         Reason::InvalidSpec,
-        "cross-tenant ClusterLinks (spec.credentialsSecretRef) are not supported by this operator build yet; nothing was changed",
+        "a cross-tenant ClusterLink (spec.credentialsSecretRef) reached the reconcile without its customer credential; nothing was changed",
     )
 }
 
