@@ -131,7 +131,9 @@ impl<'a> LinkEngine<'a> {
     /// Converge the link. Never fails: every problem becomes a condition.
     pub async fn reconcile(&self, input: &Input<'_>) -> Reconciled {
         let resync = match (&self.tenancy, &self.batch) {
-            (Tenancy::SameTenant, Some(batch)) => Some(self.resync_from_snapshot(batch, input).await),
+            (Tenancy::SameTenant, Some(batch)) => {
+                Some(self.resync_from_snapshot(batch, input).await)
+            }
             _ => None,
         };
         let resync = match resync {
@@ -297,4 +299,105 @@ pub fn events(
         });
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use bnerd_api::ClusterLinkStatus;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+    use super::*;
+    use crate::model::{Action, ActionKind, Retry};
+
+    fn cond(t: ConditionType, status: &str, reason: &str) -> Condition {
+        Condition {
+            type_: t.as_str().into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: format!("{reason} message"),
+            observed_generation: None,
+            last_transition_time: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ),
+        }
+    }
+
+    fn outcome(conditions: Vec<Condition>, actions: Vec<Action>) -> Outcome {
+        Outcome {
+            status: ClusterLinkStatus {
+                conditions,
+                ..Default::default()
+            },
+            retry: Retry::Resync,
+            actions,
+            gateway_problems: vec![],
+            probe_unavailable: false,
+        }
+    }
+
+    #[test]
+    fn a_transition_is_one_event_whose_action_is_its_condition() {
+        let before = ClusterLinkStatus::default();
+        let out = outcome(
+            vec![
+                cond(ConditionType::RouteInstalled, "True", "Installed"),
+                cond(
+                    ConditionType::ReverseRoutesInstalled,
+                    "False",
+                    "GatewayRefused",
+                ),
+            ],
+            vec![],
+        );
+        let e = events(&before, &out, false, "t");
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert_eq!(
+            (e[0].severity, e[0].reason.as_str(), e[0].action.as_str()),
+            (Severity::Normal, "Installed", "RouteInstalled")
+        );
+        assert_eq!(e[0].note, "RouteInstalled True: Installed message");
+        assert!(!e[0].logged && e[0].counted.is_none());
+        // Two conditions reaching one reason stay apart by their action; a failed reverse
+        // route is counted by its reason.
+        assert_eq!(e[1].severity, Severity::Warning);
+        assert_eq!(
+            e[1].counted,
+            Some(Counted::ReverseRouteFailure("GatewayRefused".into()))
+        );
+    }
+
+    #[test]
+    fn an_unchanged_condition_says_nothing() {
+        let c = vec![cond(ConditionType::Ready, "True", "Ready")];
+        let before = ClusterLinkStatus {
+            conditions: c.clone(),
+            ..Default::default()
+        };
+        assert!(events(&before, &outcome(c, vec![]), true, "t").is_empty());
+    }
+
+    #[test]
+    fn actions_are_logged_events_and_a_converged_links_repairs_are_drift() {
+        let before = ClusterLinkStatus {
+            leg_port_id: Some("p1".into()),
+            transit_ip: Some("10.254.0.3".into()),
+            ..Default::default()
+        };
+        let created = Action::new(
+            ActionKind::LegPortCreated,
+            "created leg port p2".to_string(),
+        );
+        // Not converged before: a created port is an action like any other.
+        let e = events(&before, &outcome(vec![], vec![created.clone()]), false, "t");
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].reason, ActionKind::LegPortCreated.as_str());
+        assert_eq!(e[0].action, "Reconcile");
+        assert!(e[0].logged && e[0].counted.is_none());
+        // Converged before: the same write repaired drift, one DriftRepaired Warning, counted.
+        let e = events(&before, &outcome(vec![], vec![created]), true, "t");
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(e[0].reason, drift::DRIFT_REPAIRED.as_str());
+        assert_eq!(e[0].severity, Severity::Warning);
+        assert!(matches!(e[0].counted, Some(Counted::DriftRepaired(_))));
+    }
 }
