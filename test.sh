@@ -19,11 +19,14 @@ cargo fmt --all -- --check
 step "cargo clippy -D warnings"
 cargo clippy --workspace --all-targets -- -D warnings
 
-step "layering: the CLI and its tests without the operator"
+step "layering: the CLI and its tests without the operator, the harness without the operator"
 # A workspace build unifies bnerd-testkit's features, so only a build of the CLI alone shows
 # whether its tests still compile without the testkit's `engine`.
 if cargo tree -p bnerd-clusterlink-cli | grep -q ' bnerd-vpn-operator '; then
   echo "bnerd-clusterlink-cli depends on bnerd-vpn-operator (cargo tree -p bnerd-clusterlink-cli -i bnerd-vpn-operator)"; exit 1
+fi
+if cargo tree -p bnerd-testkit | grep -q ' bnerd-vpn-operator '; then
+  echo "bnerd-testkit depends on bnerd-vpn-operator; the harness reaches the engine directly (cargo tree -p bnerd-testkit -i bnerd-vpn-operator)"; exit 1
 fi
 if cargo tree -p bnerd-vpn-operator -e normal | grep -q ' bnerd-testkit '; then
   echo "bnerd-testkit is a normal dependency of the operator; it must stay a dev-dependency"; exit 1

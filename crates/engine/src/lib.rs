@@ -7,6 +7,7 @@
 //! condition False and the later ones Unknown; nothing after it touches the cloud.
 
 mod credentials;
+mod door;
 mod gateway_route;
 mod leg;
 mod model;
@@ -23,6 +24,10 @@ pub mod view;
 use bnerd_api::ConditionType;
 
 pub use credentials::{Checked, CredentialSource, CustomerCloud, OperatorIdentity};
+pub use door::{
+    Batch, Counted, Customers, LinkEngine, LinkEvent, Reconciled, ResyncPath, Severity, Unwound,
+    events,
+};
 pub use model::{Action, ActionKind, Input, Outcome, Retry};
 pub use ops::{Customer, Engine};
 pub use plan::reverse_routes::GatewayProblem;

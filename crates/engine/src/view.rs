@@ -68,3 +68,50 @@ pub fn input_of<'a>(
 }
 
 static NO_ANNOTATIONS: BTreeMap<String, String> = BTreeMap::new();
+
+/// The condition is True for the link's current generation.
+pub fn true_at_generation(
+    link: &ClusterLink,
+    status: &ClusterLinkStatus,
+    t: bnerd_api::ConditionType,
+) -> bool {
+    status.conditions.iter().any(|c| {
+        c.type_ == t.as_str()
+            && c.status == "True"
+            && c.observed_generation == link.metadata.generation
+    })
+}
+
+/// The service routers the window's shared snapshot reads: every same-tenant link's (a
+/// cross-tenant link's router is in its customer's project, read with its own credential).
+pub fn same_tenant_routers<'a>(links: impl IntoIterator<Item = &'a ClusterLink>) -> Vec<String> {
+    links
+        .into_iter()
+        .filter(|l| !l.is_cross_tenant())
+        .filter_map(|l| l.status.as_ref()?.service_router_id.clone())
+        .collect()
+}
+
+/// The converged cross-tenant links whose legs the short leg check looks at: Ready at their
+/// generation, not being deleted, with a leg and its address in status.
+pub fn legs_to_check<'a>(
+    links: impl IntoIterator<Item = &'a ClusterLink>,
+) -> Vec<crate::resync::RecordedLeg> {
+    links
+        .into_iter()
+        .filter(|l| l.is_cross_tenant() && l.metadata.deletion_timestamp.is_none())
+        .filter_map(|l| {
+            let status = l.status.as_ref()?;
+            // The forward path is what a freed address endangers: a link whose reverse routes
+            // failed still routes its CIDR to its leg, so Ready (the forward path) decides.
+            if !true_at_generation(l, status, bnerd_api::ConditionType::Ready) {
+                return None;
+            }
+            Some(crate::resync::RecordedLeg {
+                link: l.metadata.name.clone().unwrap_or_default(),
+                port_id: status.leg_port_id.clone()?,
+                transit_ip: status.transit_ip.clone()?,
+            })
+        })
+        .collect()
+}

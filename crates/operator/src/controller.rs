@@ -33,15 +33,13 @@ use tracing::{Instrument, debug, info, warn};
 
 use crate::backoff::Backoff;
 use crate::config::Config;
-use crate::customers::CustomerClients;
-use crate::engine::plan::drift;
+use crate::customers::{CustomerClients, LinkSource};
 use crate::engine::plan::unwind::abandoned;
-use crate::engine::resync::{
-    RecordedLeg, Resynced, Snapshots, aligned_requeue, check_legs, resync_from, resync_window,
-};
+use crate::engine::resync::{RecordedLeg, Snapshots, aligned_requeue, check_legs, resync_window};
 use crate::engine::{
-    Engine, GatewayProblem, Held, Input, OperatorIdentity, Peer, Retry, deleting_status,
-    failed_status, may_abandon, reconcile_cross_tenant, transitions, unwind, unwind_cross_tenant,
+    Batch, Counted, Customers, GatewayProblem, Held, Input, LinkEngine, LinkEvent,
+    OperatorIdentity, Peer, Reconciled, ResyncPath, Retry, Severity, Unwound, deleting_status,
+    events, failed_status, may_abandon,
 };
 use crate::gateways::{NotSynced, TargetIndex, fan_out};
 use crate::health::Health;
@@ -106,18 +104,29 @@ pub fn link_input<'a>(
 fn was_converged(link: &ClusterLink, status: &ClusterLinkStatus) -> bool {
     [ConditionType::Ready, ConditionType::ReverseRoutesInstalled]
         .iter()
-        .all(|t| true_at_generation(link, status, *t))
+        .all(|t| crate::engine::view::true_at_generation(link, status, *t))
 }
 
-/// The condition is True for the link's current generation.
-fn true_at_generation(link: &ClusterLink, status: &ClusterLinkStatus, t: ConditionType) -> bool {
-    status.conditions.iter().any(|c| {
-        c.type_ == t.as_str()
-            && c.status == "True"
-            && c.observed_generation == link.metadata.generation
-    })
+/// The engine for `link`: its tenancy from its spec, its customer's credential through the
+/// link's own Secret reader.
+fn engine_for<'a>(
+    ctx: &'a Context,
+    link: &ClusterLink,
+    source: &'a LinkSource<'a>,
+) -> LinkEngine<'a> {
+    LinkEngine::for_link(
+        ctx.net.as_ref(),
+        &ctx.fabric,
+        &link.spec,
+        Customers {
+            source,
+            operator: &ctx.operator,
+            namespace: &ctx.config.credentials_namespace,
+        },
+    )
 }
 
+/// Observe, run the engine, write status, publish Events, requeue.
 async fn apply(
     link: Arc<ClusterLink>,
     ctx: &Context,
@@ -130,34 +139,28 @@ async fn apply(
     let targets = ctx.targets.current(TARGETS_WAIT).await?;
     let input = link_input(&link, &status, &peers, &targets)?;
     let converged = was_converged(&link, &status);
-    let batched = if converged && !link.is_cross_tenant() {
-        resync_batched(ctx, &all, &input).await
-    } else {
-        None
-    };
-    let from_snapshot = batched.is_some();
-    let outcome = if let Some(outcome) = batched {
-        outcome
-    } else if link.is_cross_tenant() {
-        let source = ctx.customers.source(&ctx.client, &name);
-        reconcile_cross_tenant(
-            ctx.net.as_ref(),
-            &ctx.fabric,
-            &source,
-            &ctx.operator,
-            &ctx.config.credentials_namespace,
-            &input,
-        )
-        .await
-    } else {
-        Engine::same_tenant(ctx.net.as_ref(), &ctx.fabric)
-            .reconcile(&input)
-            .await
-    };
 
+    // A converged link resyncs from the window's shared snapshot of every same-tenant link's
+    // service router (listed only when the snapshot is taken).
+    let routers = || crate::engine::view::same_tenant_routers(all.iter().map(AsRef::as_ref));
+    let batch = converged.then_some(Batch {
+        snapshots: &ctx.snapshots,
+        routers: &routers,
+    });
+    let source = ctx.customers.source(&ctx.client, &name);
+    let Reconciled { outcome, resync } = engine_for(ctx, &link, &source)
+        .with_batch(batch)
+        .reconcile(&input)
+        .await;
+    if let Some(path) = &resync {
+        debug!(clusterlink = %name, path = ?path, "resync");
+        ctx.metrics.resynced(path.as_str());
+    }
+    let from_snapshot = matches!(resync, Some(ResyncPath::Snapshot | ResyncPath::Replayed(_)));
     if !from_snapshot && (outcome.status != status || !outcome.actions.is_empty()) {
         ctx.snapshots.invalidate().await;
     }
+
     if outcome.status != status {
         match write_status(ctx, &name, &outcome.status).await {
             Ok(()) => {}
@@ -177,53 +180,11 @@ async fn apply(
         !matches!(outcome.retry, Retry::Resync),
         std::sync::atomic::Ordering::Relaxed,
     );
+
     let reference = link.object_ref(&());
-    for t in transitions(&status.conditions, &outcome.status.conditions) {
-        if t.type_ == ConditionType::ReverseRoutesInstalled.as_str() && t.status == "False" {
-            ctx.metrics.reverse_routes_failed(&t.reason);
-        }
-        let type_ = if t.status == "False" {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        };
-        // The condition type is the action: two conditions reaching the same reason at once
-        // (RouteInstalled and ReverseRoutesInstalled both say Installed) would otherwise fold
-        // into one series and the second transition's note would never be seen.
-        publish_as(
-            ctx,
-            &reference,
-            type_,
-            &t.reason,
-            &t.type_,
-            &format!("{} {}: {}", t.type_, t.status, t.message),
-        )
-        .await;
-    }
     let seen = chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let (repairs, rest) = drift::classify(converged, &status, &outcome.actions, &seen);
-    for r in &repairs {
-        warn!(clusterlink = %name, drift = r.kind.as_str(), "{}", r.note);
-        ctx.metrics.drift_repaired(r.kind.as_str());
-        publish_as(
-            ctx,
-            &reference,
-            EventType::Warning,
-            drift::DRIFT_REPAIRED.as_str(),
-            r.kind.action(),
-            &r.note,
-        )
-        .await;
-    }
-    for a in &rest {
-        let type_ = if a.kind.is_warning() {
-            warn!(clusterlink = %name, reason = a.kind.as_str(), "{}", a.note);
-            EventType::Warning
-        } else {
-            info!(clusterlink = %name, reason = a.kind.as_str(), "{}", a.note);
-            EventType::Normal
-        };
-        publish(ctx, &reference, type_, a.kind.as_str(), &a.note).await;
+    for e in events(&status, &outcome, converged, &seen) {
+        emit(ctx, &reference, &name, e).await;
     }
     for p in &outcome.gateway_problems {
         warn_gateway(ctx, &name, p, &targets).await;
@@ -245,44 +206,33 @@ async fn apply(
     })
 }
 
-/// A converged same-tenant link, checked from the window's shared snapshot. `None`: reconcile
-/// it on its own (the snapshot could not be taken, or the link needs more than route writes).
-async fn resync_batched(
+/// One of the engine's Events about the link: published, logged and counted as it says.
+async fn emit(
     ctx: &Context,
-    all: &[Arc<ClusterLink>],
-    input: &crate::engine::Input<'_>,
-) -> Option<crate::engine::Outcome> {
-    let routers = || {
-        all.iter()
-            .filter(|l| !l.is_cross_tenant())
-            .filter_map(|l| l.status.as_ref()?.service_router_id.clone())
-            .collect()
-    };
-    let snap = match ctx
-        .snapshots
-        .get(ctx.net.as_ref(), &ctx.fabric, routers)
-        .await
-    {
-        Ok(s) => s,
-        Err(e) => {
-            debug!(clusterlink = %input.name, error = %e, "resync snapshot failed; reconciling on its own");
-            ctx.metrics.resynced("per_link");
-            return None;
-        }
-    };
-    match resync_from(&snap, ctx.net.as_ref(), &ctx.fabric, input).await {
-        Resynced::Done { outcome, writes } => {
-            debug!(clusterlink = %input.name, writes, "resynced from the window's snapshot");
-            ctx.metrics
-                .resynced(if writes == 0 { "snapshot" } else { "replayed" });
-            Some(*outcome)
-        }
-        Resynced::PerLink(why) => {
-            debug!(clusterlink = %input.name, why = %why, "resync falls back to the per-link path");
-            ctx.metrics.resynced("per_link");
-            None
-        }
+    reference: &k8s_openapi::api::core::v1::ObjectReference,
+    name: &str,
+    e: LinkEvent,
+) {
+    match &e.counted {
+        Some(Counted::ReverseRouteFailure(reason)) => ctx.metrics.reverse_routes_failed(reason),
+        Some(Counted::DriftRepaired(kind)) => ctx.metrics.drift_repaired(kind),
+        None => {}
     }
+    let type_ = match e.severity {
+        Severity::Warning => {
+            if e.logged {
+                warn!(clusterlink = %name, reason = %e.reason, "{}", e.note);
+            }
+            EventType::Warning
+        }
+        Severity::Normal => {
+            if e.logged {
+                info!(clusterlink = %name, reason = %e.reason, "{}", e.note);
+            }
+            EventType::Normal
+        }
+    };
+    publish_as(ctx, reference, type_, &e.reason, &e.action, &e.note).await;
 }
 
 async fn publish(
@@ -352,34 +302,18 @@ async fn unwind_gone(
     let name = link.name_any();
     warn!(clusterlink = %name, "the link was deleted while it was reconciled; unwinding what this reconcile built");
     let input = link_input(link, status, &[], targets)?;
-    let unwound = if link.is_cross_tenant() {
-        let source = ctx.customers.source(&ctx.client, &name);
-        unwind_cross_tenant(
-            ctx.net.as_ref(),
-            &ctx.fabric,
-            &source,
-            &ctx.operator,
-            &ctx.config.credentials_namespace,
-            &input,
-            targets,
-        )
-        .await
-        .map_err(|held| held.fail)
-        .and_then(|r| r)
-    } else {
-        let engine = Engine::same_tenant(ctx.net.as_ref(), &ctx.fabric);
-        unwind(&engine, &input, targets).await
-    };
+    let source = ctx.customers.source(&ctx.client, &name);
+    let unwound = engine_for(ctx, link, &source).unwind(&input, targets).await;
     ctx.customers.forget(&name);
     ctx.backoff.reset(&name);
     ctx.metrics.forget_link(&name);
-    match unwound {
-        Ok(_) => Ok(Action::await_change()),
-        Err(f) => {
-            warn!(clusterlink = %name, "unwinding after the delete failed, left behind: {}", f.message);
-            Err(Error::Unwind(f.message))
-        }
-    }
+    let left = match unwound {
+        Unwound::Done(_) => return Ok(Action::await_change()),
+        Unwound::Stuck(f) => f.message,
+        Unwound::Held(held) => held.fail.message,
+    };
+    warn!(clusterlink = %name, "unwinding after the delete failed, left behind: {left}");
+    Err(Error::Unwind(left))
 }
 
 /// A deleting link whose unwind is stuck: its status says why, once, with a Warning Event.
@@ -441,34 +375,22 @@ async fn warn_gateway(ctx: &Context, link: &str, p: &GatewayProblem, targets: &[
 async fn remove(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> {
     let name = link.name_any();
     let status = link.status.clone().unwrap_or_default();
-    let engine = Engine::same_tenant(ctx.net.as_ref(), &ctx.fabric);
     // Routes matching a current reverse target go before the detach even when status lost
     // them: an index not yet synced is an error (retried), never "no targets".
     let targets = ctx.targets.current(TARGETS_WAIT).await?;
     let input = link_input(&link, &status, &[], &targets)?;
-    let unwound = if link.is_cross_tenant() {
-        let source = ctx.customers.source(&ctx.client, &name);
-        let held = unwind_cross_tenant(
-            ctx.net.as_ref(),
-            &ctx.fabric,
-            &source,
-            &ctx.operator,
-            &ctx.config.credentials_namespace,
-            &input,
-            &targets,
-        )
-        .await;
-        match held {
-            Ok(done) => done,
-            Err(held) => return hold_or_abandon(&link, ctx, &status, held).await,
+    let source = ctx.customers.source(&ctx.client, &name);
+    match engine_for(ctx, &link, &source)
+        .unwind(&input, &targets)
+        .await
+    {
+        Unwound::Done(_) => {}
+        Unwound::Held(held) => return hold_or_abandon(&link, ctx, &status, held).await,
+        Unwound::Stuck(f) => {
+            let stuck = deleting_status(&status, &f, link.metadata.generation);
+            report_stuck(ctx, &link, &status, &stuck, &f).await?;
+            return Err(Error::Unwind(f.message));
         }
-    } else {
-        unwind(&engine, &input, &targets).await
-    };
-    if let Err(f) = unwound {
-        let stuck = deleting_status(&status, &f, link.metadata.generation);
-        report_stuck(ctx, &link, &status, &stuck, &f).await?;
-        return Err(Error::Unwind(f.message));
     }
     ctx.customers.forget(&name);
     ctx.metrics.forget_link(&name);
@@ -561,23 +483,7 @@ fn error_policy(link: Arc<ClusterLink>, err: &Error, ctx: Arc<Context>) -> Actio
 /// current generation, not being deleted, with a leg port and its address in status. A link
 /// that is not converged is being reconciled anyway.
 pub fn legs_to_check(links: &[Arc<ClusterLink>]) -> Vec<RecordedLeg> {
-    links
-        .iter()
-        .filter(|l| l.is_cross_tenant() && l.metadata.deletion_timestamp.is_none())
-        .filter_map(|l| {
-            let status = l.status.as_ref()?;
-            // The forward path is what a freed address endangers: a link whose reverse routes
-            // failed still routes its CIDR to its leg, so Ready (the forward path) decides.
-            if !true_at_generation(l, status, ConditionType::Ready) {
-                return None;
-            }
-            Some(RecordedLeg {
-                link: l.name_any(),
-                port_id: status.leg_port_id.clone()?,
-                transit_ip: status.transit_ip.clone()?,
-            })
-        })
-        .collect()
+    crate::engine::view::legs_to_check(links.iter().map(AsRef::as_ref))
 }
 
 /// Every `interval`, check the converged cross-tenant legs from one read of the transit

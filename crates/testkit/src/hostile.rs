@@ -6,8 +6,8 @@
 //! failure can be replayed exactly:
 //!
 //! ```text
-//! BNERD_HOSTILE_SEED=<seed> cargo test -p bnerd-vpn-operator --test hostile
-//! BNERD_HOSTILE_CASES=5000 cargo test -p bnerd-vpn-operator --test hostile -p bnerd-cloud --test hostile_bodies
+//! BNERD_HOSTILE_SEED=<seed> cargo test -p bnerd-engine --test hostile
+//! BNERD_HOSTILE_CASES=5000 cargo test -p bnerd-engine --test hostile -p bnerd-cloud --test hostile_bodies
 //! ```
 
 use std::io::Write;

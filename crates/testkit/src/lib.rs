@@ -36,9 +36,7 @@ use bnerd_cloud::{
 };
 use bnerd_cloud_fake::FakeCloud;
 #[cfg(feature = "engine")]
-use bnerd_vpn_operator::controller::{link_input, peers_of};
-#[cfg(feature = "engine")]
-use bnerd_vpn_operator::engine::{Engine, Outcome, unwind};
+use bnerd_engine::{Engine, Input, Outcome, Peer, unwind};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
@@ -654,6 +652,23 @@ impl Env {
             .unwrap_or_else(|f| panic!("unwind of {name}: {f:?}"));
         self.links.remove(i);
     }
+}
+
+/// The engine's view of a link, as the controller builds it (None: the object has no uid).
+#[cfg(feature = "engine")]
+pub fn link_input<'a>(
+    link: &'a ClusterLink,
+    status: &'a bnerd_api::ClusterLinkStatus,
+    peers: &'a [Peer],
+    targets: &'a [ReverseTarget],
+) -> Option<Input<'a>> {
+    bnerd_engine::view::input_of(link, status, peers, targets)
+}
+
+/// A link's peers among `all`, as the controller finds them.
+#[cfg(feature = "engine")]
+pub fn peers_of(me: &ClusterLink, all: &[Arc<ClusterLink>]) -> Vec<Peer> {
+    bnerd_engine::view::peers_of(me, all.iter().map(|l| l.as_ref()))
 }
 
 #[cfg(feature = "engine")]

@@ -133,7 +133,7 @@ async fn adopts_hand_made_leg(mut env: Env) {
     assert!(
         out.actions
             .iter()
-            .any(|a| a.kind == bnerd_vpn_operator::engine::ActionKind::LegPortAdopted),
+            .any(|a| a.kind == bnerd_engine::ActionKind::LegPortAdopted),
         "{:?}",
         out.actions
     );

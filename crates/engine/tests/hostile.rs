@@ -19,13 +19,13 @@ use bnerd_api::gateway::{ReverseTarget, reverse_target};
 use bnerd_api::names::{ANNOTATION_ABANDON, ANNOTATION_API_ACCESS, KEY_AC_ID, KEY_AC_SECRET};
 use bnerd_api::{ClusterLink, ClusterLinkSpec, SecretRef};
 use bnerd_cloud_fake::FakeCloud;
-use bnerd_testkit::hostile::{check, runner};
-use bnerd_testkit::{Env, fake_env, fake_env_with};
-use bnerd_vpn_operator::controller::link_input;
-use bnerd_vpn_operator::engine::{
+use bnerd_engine::{
     CredentialSource, CustomerCloud, CustomerCredential, OperatorIdentity, Outcome,
     reconcile_cross_tenant,
 };
+use bnerd_testkit::hostile::{check, runner};
+use bnerd_testkit::link_input;
+use bnerd_testkit::{Env, fake_env, fake_env_with};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use proptest::collection::{btree_map, vec};
 use proptest::prelude::*;
@@ -278,7 +278,7 @@ async fn spec_property(case: SpecCase) -> Result<(), TestCaseError> {
     let status = Default::default();
     let input = link_input(&link, &status, &[], &[]).expect("uid");
     cloud.reset_counters();
-    let engine = bnerd_vpn_operator::engine::Engine::same_tenant(env.net.as_ref(), &env.fabric);
+    let engine = bnerd_engine::Engine::same_tenant(env.net.as_ref(), &env.fabric);
     let out = engine.reconcile(&input).await;
     let (reads, writes) = cloud.read_write_counts();
     bounded(&out)?;

@@ -18,13 +18,13 @@ use bnerd_api::{ClusterLink, ClusterLinkSpec, ClusterLinkStatus, GatewayRef, Sec
 use bnerd_cloud::{AuthConfig, AuthMethod, OpenStack};
 use bnerd_cloud::{Neutron, NeutronAdmin, Port, Route};
 use bnerd_cloud_fake::FakeCloud;
-use bnerd_testkit::crash::{Crash, Crashing, run_until_crash};
-use bnerd_testkit::{Env, lab_app_cred_client, lab_env, spec, unique};
-use bnerd_vpn_operator::controller::link_input;
-use bnerd_vpn_operator::engine::{
+use bnerd_engine::{
     CredentialSource, CustomerCloud, CustomerCredential, Engine, OperatorIdentity, Outcome, Retry,
     reconcile_cross_tenant, unwind, unwind_cross_tenant,
 };
+use bnerd_testkit::crash::{Crash, Crashing, run_until_crash};
+use bnerd_testkit::link_input;
+use bnerd_testkit::{Env, lab_app_cred_client, lab_env, spec, unique};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 

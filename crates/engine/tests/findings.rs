@@ -15,9 +15,9 @@ use bnerd_api::names::{TAG_MANAGED, tag_link_name, tag_link_uid};
 use bnerd_api::{ClusterLink, GatewayRef};
 use bnerd_cloud::{CreatePort, CreateRouter, NeutronAdmin, Route, Router};
 use bnerd_cloud_fake::{Fault, Op};
+use bnerd_engine::{Engine, unwind};
+use bnerd_testkit::link_input;
 use bnerd_testkit::{Env, spec};
-use bnerd_vpn_operator::controller::link_input;
-use bnerd_vpn_operator::engine::{Engine, unwind};
 
 /// A port carrying a link's tags, as a second operator process (or a crash) leaves it.
 async fn tagged_port(env: &Env, link: &ClusterLink, ip: &str) -> bnerd_cloud::Port {
@@ -114,7 +114,7 @@ async fn no_route_survives_its_leg(mut env: Env) {
     assert!(
         out.actions
             .iter()
-            .any(|a| a.kind == bnerd_vpn_operator::engine::ActionKind::RouteRemoved),
+            .any(|a| a.kind == bnerd_engine::ActionKind::RouteRemoved),
         "{:?}",
         out.actions
     );
@@ -179,7 +179,7 @@ async fn duplicate_legs_are_removed(mut env: Env) {
     assert!(
         out.actions
             .iter()
-            .any(|a| a.kind == bnerd_vpn_operator::engine::ActionKind::DuplicateLegRemoved),
+            .any(|a| a.kind == bnerd_engine::ActionKind::DuplicateLegRemoved),
         "{:?}",
         out.actions
     );

@@ -12,10 +12,10 @@ use bnerd_api::names::tag_link_uid;
 use bnerd_api::{ClusterLink, GatewayRef};
 use bnerd_cloud::{NeutronAdmin, OpenStack, PortQuery, Route};
 use bnerd_cloud_fake::FakeCloud;
+use bnerd_engine::resync::{Resynced, Snapshots, resync_from};
+use bnerd_engine::{Engine, unwind};
 use bnerd_testkit::{Env, env_on, fake_env_with, lab_client, lab_or_skip, reconcile_one, spec};
-use bnerd_vpn_operator::controller::{link_input, peers_of};
-use bnerd_vpn_operator::engine::resync::{Resynced, Snapshots, resync_from};
-use bnerd_vpn_operator::engine::{Engine, unwind};
+use bnerd_testkit::{link_input, peers_of};
 use futures::{FutureExt, StreamExt, stream};
 
 fn target(g: usize) -> ReverseTarget {

@@ -5,8 +5,8 @@
 mod support;
 
 use bnerd_cloud_fake::{Fault, Op};
+use bnerd_engine::Retry;
 use bnerd_testkit::{fake_env, spec};
-use bnerd_vpn_operator::engine::Retry;
 
 fn api_error(status: u16, kind: &str) -> Fault {
     Fault::Error {
@@ -104,15 +104,13 @@ async fn terminal_errors_wait_for_resync_and_cleanup_survives_faults() {
     cloud.inject(Op::RemoveRouterInterface, Fault::CommitThenTimeout, 1);
     let l = env.link("l").clone();
     let status = l.status.clone().unwrap_or_default();
-    let input = bnerd_vpn_operator::controller::link_input(&l, &status, &[], &[]).expect("uid");
-    let engine = bnerd_vpn_operator::engine::Engine::same_tenant(env.net.as_ref(), &env.fabric);
+    let input = bnerd_testkit::link_input(&l, &status, &[], &[]).expect("uid");
+    let engine = bnerd_engine::Engine::same_tenant(env.net.as_ref(), &env.fabric);
     assert!(
-        bnerd_vpn_operator::engine::unwind(&engine, &input, &[])
-            .await
-            .is_err(),
+        bnerd_engine::unwind(&engine, &input, &[]).await.is_err(),
         "the timeout is reported"
     );
-    bnerd_vpn_operator::engine::unwind(&engine, &input, &[])
+    bnerd_engine::unwind(&engine, &input, &[])
         .await
         .expect("second unwind finishes");
     assert_eq!(
@@ -139,7 +137,7 @@ mod every_call {
     use bnerd_testkit::crash::Crash;
     use bnerd_testkit::fake_env_with;
 
-    use bnerd_vpn_operator::engine::Retry;
+    use bnerd_engine::Retry;
 
     use super::support::{Scenario, Stage, point, point_with};
 

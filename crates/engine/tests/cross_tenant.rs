@@ -20,13 +20,13 @@ use bnerd_cloud::{
     ShareNetwork,
 };
 use bnerd_cloud_fake::FakeCloud;
-use bnerd_testkit::{Env, both, spec, unique};
-use bnerd_vpn_operator::controller::{link_input, peers_of};
-use bnerd_vpn_operator::engine::{
+use bnerd_engine::{
     ActionKind, Checked, CredentialSource, Customer, CustomerCloud, CustomerCredential, Engine,
     Held, OperatorIdentity, Outcome, Retry, StepFail, UnwindPlan, may_abandon,
     reconcile_cross_tenant, unwind, unwind_cross_tenant,
 };
+use bnerd_testkit::{Env, both, spec, unique};
+use bnerd_testkit::{link_input, peers_of};
 
 const NS: &str = "bnerd-vpn-clusterlinks";
 
@@ -531,7 +531,7 @@ async fn transit_ip_mismatch_is_terminal(mut env: Env) {
     assert!(
         out.actions
             .iter()
-            .any(|a| a.kind == bnerd_vpn_operator::engine::ActionKind::RouteRemoved),
+            .any(|a| a.kind == bnerd_engine::ActionKind::RouteRemoved),
         "{:?}",
         out.actions
     );
