@@ -50,6 +50,8 @@ stop tls-neutron tls-neutron socat TERM group &
 stop neutron neutron gunicorn QUIT &
 stop neutron-tagged neutron-tagged gunicorn QUIT &
 stop keystone keystone gunicorn QUIT &
+# The ML2/OVN Neutron and its data plane (ovn.sh), by its own pid files.
+bash "$(dirname "${BASH_SOURCE[0]}")/ovn.sh" down &
 wait
 stop mariadb mariadb mariadbd TERM
 rm -f "$RUN/lab.env" "$RUN/clouds.yaml" "$RUN/venv.path"

@@ -43,7 +43,10 @@ stop() { # pidfile-name expected-cmdline-substring [group]: never by name, only 
   local f=$ORUN/$1.pid pid
   [ -s "$f" ] || return 0
   pid=$(tr -dc 0-9 <"$f")
-  if [ -n "$pid" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$2"; then
+  # The command line read whole first: `tr | grep -q` under pipefail fails when grep quits early.
+  local cmd
+  cmd=$( [ -n "$pid" ] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null || true)
+  if [ -n "$pid" ] && [[ $cmd == *"$2"* ]]; then
     if [ "${3:-}" = group ]; then kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid"; else kill -TERM "$pid"; fi
     for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
     if kill -0 "$pid" 2>/dev/null; then
