@@ -153,15 +153,7 @@ impl<'a> LinkEngine<'a> {
                     .await
             }
             Tenancy::CrossTenant(c) => {
-                crate::reconcile_cross_tenant(
-                    self.net,
-                    self.fabric,
-                    c.source,
-                    c.operator,
-                    c.namespace,
-                    input,
-                )
-                .await
+                crate::reconcile_cross_tenant(self.net, self.fabric, c, input).await
             }
         };
         Reconciled { outcome, resync }
@@ -195,17 +187,7 @@ impl<'a> LinkEngine<'a> {
                 }
             }
             Tenancy::CrossTenant(c) => {
-                match crate::unwind_cross_tenant(
-                    self.net,
-                    self.fabric,
-                    c.source,
-                    c.operator,
-                    c.namespace,
-                    input,
-                    targets,
-                )
-                .await
-                {
+                match crate::unwind_cross_tenant(self.net, self.fabric, c, input, targets).await {
                     Ok(Ok(done)) => Unwound::Done(done),
                     Ok(Err(f)) => Unwound::Stuck(f),
                     Err(held) => Unwound::Held(held),

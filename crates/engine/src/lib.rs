@@ -174,11 +174,14 @@ const CREDENTIALS_RETRY: std::time::Duration = std::time::Duration::from_secs(15
 pub async fn reconcile_cross_tenant(
     net: &dyn bnerd_cloud::Neutron,
     fabric: &bnerd_cloud::fabric::Fabric,
-    source: &dyn CredentialSource,
-    operator: &OperatorIdentity,
-    credentials_namespace: &str,
+    customers: Customers<'_>,
     input: &Input<'_>,
 ) -> Outcome {
+    let Customers {
+        source,
+        operator,
+        namespace: credentials_namespace,
+    } = customers;
     let mut r = report::Report::new(input);
     let Some(valid) = validate(fabric, input, &mut r) else {
         return r.finish();
@@ -242,12 +245,15 @@ pub struct Held {
 pub async fn unwind_cross_tenant(
     net: &dyn bnerd_cloud::Neutron,
     fabric: &bnerd_cloud::fabric::Fabric,
-    source: &dyn CredentialSource,
-    operator: &OperatorIdentity,
-    credentials_namespace: &str,
+    customers: Customers<'_>,
     input: &Input<'_>,
     targets: &[bnerd_api::gateway::ReverseTarget],
 ) -> Result<Result<UnwindPlan, StepFail>, Held> {
+    let Customers {
+        source,
+        operator,
+        namespace: credentials_namespace,
+    } = customers;
     let base = Engine::same_tenant(net, fabric);
     let gateway = unwind_gateway(&base, input).await;
     let Some(secret_ref) = input.spec.credentials_secret_ref.as_ref() else {

@@ -21,8 +21,8 @@ use bnerd_cloud::{
 };
 use bnerd_cloud_fake::FakeCloud;
 use bnerd_engine::{
-    ActionKind, Checked, CredentialSource, Customer, CustomerCloud, CustomerCredential, Engine,
-    Held, OperatorIdentity, Outcome, Retry, StepFail, UnwindPlan, may_abandon,
+    ActionKind, Checked, CredentialSource, Customer, CustomerCloud, CustomerCredential, Customers,
+    Engine, Held, OperatorIdentity, Outcome, Retry, StepFail, UnwindPlan, may_abandon,
     reconcile_cross_tenant, unwind, unwind_cross_tenant,
 };
 use bnerd_testkit::{Env, both, spec, unique};
@@ -119,6 +119,15 @@ struct Side {
 }
 
 impl Side {
+    /// How the engine reaches this customer's credential, as the controller hands it over.
+    fn customers(&self) -> Customers<'_> {
+        Customers {
+            source: &self.source,
+            operator: &self.operator,
+            namespace: NS,
+        }
+    }
+
     /// Write `clusterlink-<link>` with these keys.
     fn put_secret(&self, link: &str, pairs: &[(&str, &str)]) {
         let data = pairs
@@ -266,15 +275,7 @@ async fn reconcile(env: &mut Env, name: &str, side: &Side) -> Outcome {
     let peers = peers_of(&l, &all);
     let status = l.status.clone().unwrap_or_default();
     let input = link_input(&l, &status, &peers, &env.reverse).expect("uid");
-    let out = reconcile_cross_tenant(
-        env.net.as_ref(),
-        &env.fabric,
-        &side.source,
-        &side.operator,
-        NS,
-        &input,
-    )
-    .await;
+    let out = reconcile_cross_tenant(env.net.as_ref(), &env.fabric, side.customers(), &input).await;
     env.links[i].status = Some(out.status.clone());
     out
 }
@@ -1280,9 +1281,7 @@ async fn unwind_link(
     unwind_cross_tenant(
         env.net.as_ref(),
         &env.fabric,
-        &side.source,
-        &side.operator,
-        NS,
+        side.customers(),
         &input,
         &env.reverse,
     )

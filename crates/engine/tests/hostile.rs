@@ -20,7 +20,7 @@ use bnerd_api::names::{ANNOTATION_ABANDON, ANNOTATION_API_ACCESS, KEY_AC_ID, KEY
 use bnerd_api::{ClusterLink, ClusterLinkSpec, SecretRef};
 use bnerd_cloud_fake::FakeCloud;
 use bnerd_engine::{
-    CredentialSource, CustomerCloud, CustomerCredential, OperatorIdentity, Outcome,
+    CredentialSource, CustomerCloud, CustomerCredential, Customers, OperatorIdentity, Outcome,
     reconcile_cross_tenant,
 };
 use bnerd_testkit::hostile::{check, runner};
@@ -759,15 +759,12 @@ async fn secret_property(case: SecretCase) -> Result<(), TestCaseError> {
         region: Some("RegionOne".into()),
     };
     cloud.reset_counters();
-    let out = reconcile_cross_tenant(
-        env.net.as_ref(),
-        &env.fabric,
-        &source,
-        &operator,
-        NS,
-        &input,
-    )
-    .await;
+    let customers = Customers {
+        source: &source,
+        operator: &operator,
+        namespace: NS,
+    };
+    let out = reconcile_cross_tenant(env.net.as_ref(), &env.fabric, customers, &input).await;
     let (reads, writes) = cloud.read_write_counts();
     bounded(&out)?;
 

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use bnerd_api::SecretRef;
 use bnerd_api::names::{ANNOTATION_API_ACCESS, DEFAULT_CREDENTIALS_NAMESPACE};
 use bnerd_vpn_operator::engine::{
-    Checked, CredentialSource, CustomerCloud, CustomerCredential, OperatorIdentity,
+    Checked, CredentialSource, CustomerCloud, CustomerCredential, Customers, OperatorIdentity,
     reconcile_cross_tenant,
 };
 
@@ -318,15 +318,12 @@ async fn calls_cross_tenant(honour_create_tags: bool) {
     let once = async |l: &mut ClusterLink| {
         let status = l.status.clone().unwrap_or_default();
         let input = link_input(l, &status, &[], &[]).unwrap();
-        let out = reconcile_cross_tenant(
-            &net,
-            &fab,
-            &source,
-            &operator,
-            DEFAULT_CREDENTIALS_NAMESPACE,
-            &input,
-        )
-        .await;
+        let customers = Customers {
+            source: &source,
+            operator: &operator,
+            namespace: DEFAULT_CREDENTIALS_NAMESPACE,
+        };
+        let out = reconcile_cross_tenant(&net, &fab, customers, &input).await;
         l.status = Some(out.status);
     };
     cloud.reset_counters();

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use bnerd_api::ClusterLink;
-use bnerd_cloud::{Neutron, NeutronAdmin, Port, Route};
+use bnerd_cloud::{Neutron, NeutronAdmin, Port, Route, Router};
 use bnerd_testkit::dataplane::{DataPlane, Endpoint, ServiceNet};
 use bnerd_testkit::kube_lab::{install_crd, kube_client};
 use bnerd_testkit::operator_proc::{
@@ -85,6 +85,21 @@ impl Fixture {
 
     fn links(&self) -> Api<ClusterLink> {
         Api::all(self.client.clone())
+    }
+
+    /// The same-tenant scene: a service router of the operator's project with its network
+    /// ([`SVC_CIDR`]) and a VM at [`SVC_VM`], and the gateway pod; endpoints `<prefix>-pod` and
+    /// `<prefix>-vm`.
+    async fn same_tenant_scene(&self, prefix: &str) -> (Router, ServiceNet, Endpoint, Endpoint) {
+        let net = self.net();
+        let router = self.env.router(&format!("pk-{prefix}-svc")).await;
+        let svc = ServiceNet::make(net, &router.id, SVC_CIDR, "10.251.0.1", SVC_VM).await;
+        let (_, pod) = self.gateway_pod(&format!("{prefix}-pod")).await;
+        let vm = self
+            .plane
+            .attach(net, &svc.vm, &format!("{prefix}-vm"))
+            .await;
+        (router, svc, pod, vm)
     }
 
     /// The gateway pod: a port at [`POD_IP`] on the transit network, answering for [`CLIENT`].
@@ -188,10 +203,7 @@ async fn same_tenant_link_carries_packets_both_ways_and_delete_cuts_them() {
         return;
     };
     let net = f.net();
-    let router = f.env.router("pk-st-svc").await;
-    let svc = ServiceNet::make(net, &router.id, SVC_CIDR, "10.251.0.1", SVC_VM).await;
-    let (_pod_port, pod) = f.gateway_pod("st-pod").await;
-    let vm = f.plane.attach(net, &svc.vm, "st-vm").await;
+    let (router, svc, pod, vm) = f.same_tenant_scene("st").await;
     pod.assert_not_delivered(net, SVC_VM, "before any link")
         .await;
 
@@ -476,10 +488,7 @@ async fn drift_breaks_the_path_and_the_operator_heals_it() {
         return;
     };
     let net = f.net();
-    let router = f.env.router("pk-dr-svc").await;
-    let svc = ServiceNet::make(net, &router.id, SVC_CIDR, "10.251.0.1", SVC_VM).await;
-    let (_pod_port, pod) = f.gateway_pod("dr-pod").await;
-    let _vm = f.plane.attach(net, &svc.vm, "dr-vm").await;
+    let (router, svc, pod, _vm) = f.same_tenant_scene("dr").await;
     let _op = f.operator("10s");
     let api = f.links();
 
@@ -566,10 +575,7 @@ async fn adoption_of_a_hand_made_leg_loses_no_packet() {
         return;
     };
     let net = f.net();
-    let router = f.env.router("pk-ad-svc").await;
-    let svc = ServiceNet::make(net, &router.id, SVC_CIDR, "10.251.0.1", SVC_VM).await;
-    let (_pod_port, pod) = f.gateway_pod("ad-pod").await;
-    let _vm = f.plane.attach(net, &svc.vm, "ad-vm").await;
+    let (router, svc, pod, _vm) = f.same_tenant_scene("ad").await;
     // The manual way (the spec's steps 1-3).
     let leg = f
         .env

@@ -269,13 +269,7 @@ impl Endpoint {
     /// `ovn-trace` of an echo request from this endpoint to `dst` through its first-hop
     /// router (whose MAC it learns from Neutron), every connection state `new`.
     pub async fn trace(&self, net: &dyn NeutronAdmin, dst: &str) -> String {
-        let ports = net
-            .list_ports(&PortQuery {
-                network_id: Some(self.network_id.clone()),
-                ..Default::default()
-            })
-            .await
-            .unwrap_or_default();
+        let ports = ports_on(net, &self.network_id).await;
         let Some(gw) = ports.iter().find(|p| p.has_ip(&self.gateway)) else {
             return format!(
                 "(no port holds the gateway {} to trace through)",
@@ -409,18 +403,22 @@ impl ServiceNet {
     /// Removes the VM port, the router's interface and the network (best effort).
     pub async fn teardown(self, net: &dyn NeutronAdmin) {
         let _ = net.delete_port(&self.vm.id).await;
-        let ports = net
-            .list_ports(&PortQuery {
-                network_id: Some(self.network_id.clone()),
-                ..Default::default()
-            })
-            .await
-            .unwrap_or_default();
+        let ports = ports_on(net, &self.network_id).await;
         for p in ports.iter().filter(|p| p.device_id == self.router_id) {
             let _ = net.remove_router_interface(&self.router_id, &p.id).await;
         }
         let _ = net.delete_network(&self.network_id).await;
     }
+}
+
+/// The ports on a network (none when the read fails: callers are diagnostics and teardown).
+async fn ports_on(net: &dyn NeutronAdmin, network_id: &str) -> Vec<Port> {
+    net.list_ports(&PortQuery {
+        network_id: Some(network_id.into()),
+        ..Default::default()
+    })
+    .await
+    .unwrap_or_default()
 }
 
 fn run(program: &str, args: &[&str]) -> Result<String, String> {

@@ -19,8 +19,8 @@ use bnerd_cloud::{AuthConfig, AuthMethod, OpenStack};
 use bnerd_cloud::{Neutron, NeutronAdmin, Port, Route};
 use bnerd_cloud_fake::FakeCloud;
 use bnerd_engine::{
-    CredentialSource, CustomerCloud, CustomerCredential, Engine, OperatorIdentity, Outcome, Retry,
-    reconcile_cross_tenant, unwind, unwind_cross_tenant,
+    CredentialSource, CustomerCloud, CustomerCredential, Customers, Engine, OperatorIdentity,
+    Outcome, Retry, reconcile_cross_tenant, unwind, unwind_cross_tenant,
 };
 use bnerd_testkit::crash::{Crash, Crashing, run_until_crash};
 use bnerd_testkit::link_input;
@@ -304,8 +304,12 @@ pub async fn reconcile_with(stage: &Stage, link: &ClusterLink, crash: &Arc<Crash
                 side,
                 crash: crash.clone(),
             };
-            reconcile_cross_tenant(&net, &stage.env.fabric, &source, &side.operator, NS, &input)
-                .await
+            let customers = Customers {
+                source: &source,
+                operator: &side.operator,
+                namespace: NS,
+            };
+            reconcile_cross_tenant(&net, &stage.env.fabric, customers, &input).await
         }
         None => {
             Engine::same_tenant(&net, &stage.env.fabric)
@@ -331,18 +335,15 @@ pub async fn unwind_with(
                 side,
                 crash: crash.clone(),
             };
-            unwind_cross_tenant(
-                &net,
-                &stage.env.fabric,
-                &source,
-                &side.operator,
-                NS,
-                &input,
-                targets,
-            )
-            .await
-            .map_err(|held| held.fail)
-            .and_then(|r| r)
+            let customers = Customers {
+                source: &source,
+                operator: &side.operator,
+                namespace: NS,
+            };
+            unwind_cross_tenant(&net, &stage.env.fabric, customers, &input, targets)
+                .await
+                .map_err(|held| held.fail)
+                .and_then(|r| r)
         }
         None => {
             unwind(
