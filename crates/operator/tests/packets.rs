@@ -154,6 +154,22 @@ async fn wait_route(net: &dyn NeutronAdmin, router_id: &str, route: &Route, pres
     .await;
 }
 
+/// The link's transit IP, from its status.
+fn transit_ip(l: &ClusterLink) -> String {
+    l.status
+        .as_ref()
+        .and_then(|s| s.transit_ip.clone())
+        .expect("a transit IP in status")
+}
+
+/// The link's leg port, from its status.
+fn leg_port(l: &ClusterLink) -> String {
+    l.status
+        .as_ref()
+        .and_then(|s| s.leg_port_id.clone())
+        .expect("a leg port in status")
+}
+
 fn rounds() -> usize {
     std::env::var("BNERD_PACKET_ROUNDS")
         .ok()
@@ -248,16 +264,8 @@ async fn same_tenant_link_carries_packets_both_ways_and_delete_cuts_them() {
     .await;
 
     // Delete: the gateway route goes first, and the path with it, the leg after.
-    let ip = l
-        .status
-        .as_ref()
-        .and_then(|s| s.transit_ip.clone())
-        .expect("transit IP");
-    let leg = l
-        .status
-        .as_ref()
-        .and_then(|s| s.leg_port_id.clone())
-        .expect("leg");
+    let ip = transit_ip(&l);
+    let leg = leg_port(&l);
     let route = Route::new(SVC_CIDR, &ip);
     f.links()
         .delete(&name, &DeleteParams::default())
@@ -412,11 +420,7 @@ async fn cross_tenant_links_carry_packets_and_the_shared_transit_gap_is_real() {
             "the admitted gap: customer2's port on the shared transit -> customer's VM via the gateway router",
         )
         .await;
-    let leg_a = la
-        .status
-        .as_ref()
-        .and_then(|s| s.transit_ip.clone())
-        .expect("A's leg IP");
+    let leg_a = transit_ip(&la);
     rogue.add_route("10.252.0.0/16", &leg_a);
     rogue
         .assert_delivered(
@@ -506,11 +510,7 @@ async fn drift_breaks_the_path_and_the_operator_heals_it() {
         .await;
         to_ready.push(ms(ready));
         to_packet.push(ms(packet));
-        let ip = l
-            .status
-            .as_ref()
-            .and_then(|s| s.transit_ip.clone())
-            .expect("transit IP");
+        let ip = transit_ip(&l);
         let route = Route::new(SVC_CIDR, &ip);
         let d = time_heal(&f, &pod, "gateway route removed", &route, async || {
             f.env

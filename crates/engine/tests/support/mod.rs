@@ -19,8 +19,8 @@ use bnerd_cloud::{AuthConfig, AuthMethod, OpenStack};
 use bnerd_cloud::{Neutron, NeutronAdmin, Port, Route};
 use bnerd_cloud_fake::FakeCloud;
 use bnerd_engine::{
-    CredentialSource, CustomerCloud, CustomerCredential, Customers, Engine, OperatorIdentity,
-    Outcome, Retry, reconcile_cross_tenant, unwind, unwind_cross_tenant,
+    CredentialSource, CustomerCloud, CustomerCredential, Customers, LinkEngine, OperatorIdentity,
+    Outcome, Retry, Unwound,
 };
 use bnerd_testkit::crash::{Crash, Crashing, run_until_crash};
 use bnerd_testkit::link_input;
@@ -298,24 +298,36 @@ pub async fn reconcile_with(stage: &Stage, link: &ClusterLink, crash: &Arc<Crash
     let status = link.status.clone().unwrap_or_default();
     let input = link_input(link, &status, &[], &stage.env.reverse).expect("uid");
     let net = Crashing::new(stage.env.net.clone(), crash.clone());
-    match &stage.side {
-        Some(side) => {
-            let source = Source {
-                side,
-                crash: crash.clone(),
-            };
-            let customers = Customers {
-                source: &source,
+    let source = stage.side.as_ref().map(|side| Source {
+        side,
+        crash: crash.clone(),
+    });
+    engine(stage, link, &net, source.as_ref())
+        .reconcile(&input)
+        .await
+        .outcome
+}
+
+/// The engine for `link` through the door, as the controller makes it: its customer's
+/// credential (when the stage has one) read through `source`.
+fn engine<'a>(
+    stage: &'a Stage,
+    link: &ClusterLink,
+    net: &'a Crashing,
+    source: Option<&'a Source<'a>>,
+) -> LinkEngine<'a> {
+    match (&stage.side, source) {
+        (Some(side), Some(source)) => LinkEngine::for_link(
+            net,
+            &stage.env.fabric,
+            &link.spec,
+            Customers {
+                source,
                 operator: &side.operator,
                 namespace: NS,
-            };
-            reconcile_cross_tenant(&net, &stage.env.fabric, customers, &input).await
-        }
-        None => {
-            Engine::same_tenant(&net, &stage.env.fabric)
-                .reconcile(&input)
-                .await
-        }
+            },
+        ),
+        _ => LinkEngine::same_tenant(net, &stage.env.fabric),
     }
 }
 
@@ -328,31 +340,17 @@ pub async fn unwind_with(
     let status = link.status.clone().unwrap_or_default();
     let input = link_input(link, &status, &[], &stage.env.reverse).expect("uid");
     let net = Crashing::new(stage.env.net.clone(), crash.clone());
-    let targets = &stage.env.reverse;
-    let done = match &stage.side {
-        Some(side) => {
-            let source = Source {
-                side,
-                crash: crash.clone(),
-            };
-            let customers = Customers {
-                source: &source,
-                operator: &side.operator,
-                namespace: NS,
-            };
-            unwind_cross_tenant(&net, &stage.env.fabric, customers, &input, targets)
-                .await
-                .map_err(|held| held.fail)
-                .and_then(|r| r)
-        }
-        None => {
-            unwind(
-                &Engine::same_tenant(&net, &stage.env.fabric),
-                &input,
-                targets,
-            )
-            .await
-        }
+    let source = stage.side.as_ref().map(|side| Source {
+        side,
+        crash: crash.clone(),
+    });
+    let done = match engine(stage, link, &net, source.as_ref())
+        .unwind(&input, &stage.env.reverse)
+        .await
+    {
+        Unwound::Done(plan) => Ok(plan),
+        Unwound::Stuck(f) => Err(f),
+        Unwound::Held(held) => Err(held.fail),
     };
     done.map(|_| ())
         .map_err(|f| format!("{:?}: {}", f.reason, f.message))
