@@ -677,3 +677,7 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "controller_tests.rs"]
+mod mock_apiserver_tests;

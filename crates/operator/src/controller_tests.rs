@@ -1,0 +1,258 @@
+//! The controller's own paths against a mock apiserver (a `tower_test` service behind the kube
+//! client, as kube-rs's controller-rs tests its reconciler), with the engine on the fake cloud:
+//! the finalizer comes first and alone, a status patch answered 409 publishes nothing, and a
+//! new link's Events follow the engine's `events` in order.
+
+use std::sync::{Arc, Mutex};
+
+use bnerd_api::names::FINALIZER;
+use bnerd_api::{ClusterLink, ClusterLinkSpec};
+use bnerd_cloud_fake::FakeCloud;
+use clap::Parser;
+use http::{Request, Response, StatusCode};
+use kube::Client;
+use kube::client::Body;
+use kube::runtime::events::{Recorder, Reporter};
+
+use super::*;
+use crate::config::Args;
+
+/// One request the mock apiserver saw.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: String,
+    path: String,
+    body: serde_json::Value,
+}
+
+/// A kube client whose apiserver answers a status patch with `status_code` and everything
+/// else as the apiserver would (the object back, an Event created), recording every request.
+fn mock_apiserver(status_code: StatusCode) -> (Client, Arc<Mutex<Vec<Seen>>>) {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = seen.clone();
+    tokio::spawn(async move {
+        while let Some((req, send)) = handle.next_request().await {
+            let method = req.method().to_string();
+            let path = req.uri().path().to_string();
+            let bytes = req.into_body().collect_bytes().await.unwrap_or_default();
+            let body: serde_json::Value =
+                serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
+            log.lock().unwrap().push(Seen {
+                method: method.clone(),
+                path: path.clone(),
+                body: body.clone(),
+            });
+            let (code, answer) = if path.ends_with("/status") {
+                if status_code == StatusCode::OK {
+                    (StatusCode::OK, object_answer(&path, &body))
+                } else {
+                    (
+                        status_code,
+                        serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                            "message": "the object has been modified", "reason": "Conflict", "code": status_code.as_u16()}),
+                    )
+                }
+            } else if path.starts_with("/apis/events.k8s.io/") {
+                (StatusCode::CREATED, body.clone())
+            } else {
+                (StatusCode::OK, object_answer(&path, &body))
+            };
+            let resp = Response::builder()
+                .status(code)
+                .body(Body::from(serde_json::to_vec(&answer).unwrap()))
+                .unwrap();
+            send.send_response(resp);
+        }
+    });
+    (Client::new(service, "default"), seen)
+}
+
+/// The link as the apiserver would return it after a patch (with the finalizer).
+fn object_answer(path: &str, _body: &serde_json::Value) -> serde_json::Value {
+    let name = path
+        .trim_end_matches("/status")
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    serde_json::to_value(link(&name, true)).unwrap()
+}
+
+fn link(name: &str, finalizer: bool) -> ClusterLink {
+    let mut l = ClusterLink::new(
+        name,
+        ClusterLinkSpec {
+            service_cluster_router: "svc".into(),
+            service_cluster_cidr: "10.251.0.0/16".into(),
+            ..Default::default()
+        },
+    );
+    l.metadata.uid = Some("0f0f0f0f-0000-4000-8000-000000000001".into());
+    l.metadata.generation = Some(1);
+    l.metadata.resource_version = Some("1".into());
+    if finalizer {
+        l.metadata.finalizers = Some(vec![FINALIZER.to_string()]);
+    }
+    l
+}
+
+/// A Context on the fake cloud (a fresh fabric, a service router named `svc`) and `client`.
+async fn context(client: Client) -> (Arc<Context>, FakeCloud) {
+    let cloud = FakeCloud::new();
+    let env = bnerd_testkit::fake_env_with(cloud.clone()).await;
+    env.net.create_router("svc").await.expect("router");
+    let config = Config::try_from(
+        Args::try_parse_from([
+            "op",
+            "--gateway-router-id",
+            &env.fabric.gateway_router_id,
+            "--transit-network-id",
+            &env.fabric.transit_network_id,
+        ])
+        .expect("args"),
+    )
+    .expect("config");
+    let operator_cloud = Arc::new(
+        OpenStack::new(bnerd_cloud::AuthConfig {
+            auth_url: "http://127.0.0.1:9/v3".into(),
+            region: None,
+            interface: "public".into(),
+            method: bnerd_cloud::AuthMethod::ApplicationCredential {
+                id: "unused".into(),
+                secret: bnerd_cloud::SecretString::new(String::from("unused")),
+            },
+            tls: Default::default(),
+        })
+        .expect("client"),
+    );
+    let targets = TargetIndex::new();
+    for (kind, _) in bnerd_api::gateway::GATEWAY_KINDS {
+        targets.set(kind, Default::default());
+    }
+    let (links, _writer) = kube::runtime::reflector::store();
+    let ctx = Context {
+        recorder: Recorder::new(client.clone(), Reporter::from("bnerd-vpn-operator-test")),
+        client,
+        net: env.net.clone(),
+        operator: OperatorIdentity {
+            project_id: "operator".into(),
+            auth_url: "http://127.0.0.1:9/v3".into(),
+            region: None,
+        },
+        customers: CustomerClients::new(operator_cloud),
+        fabric: env.fabric.clone(),
+        snapshots: Snapshots::new(resync_window(config.resync_interval)),
+        config,
+        backoff: Backoff::default(),
+        links,
+        targets,
+        metrics: Arc::new(Metrics::new()),
+    };
+    (Arc::new(ctx), cloud)
+}
+
+#[tokio::test]
+async fn the_finalizer_comes_first_and_alone() {
+    let (client, seen) = mock_apiserver(StatusCode::OK);
+    let (ctx, cloud) = context(client).await;
+    cloud.reset_counters();
+    let done = reconcile(Arc::new(link("fin", false)), ctx).await;
+    assert!(done.is_ok(), "{done:?}");
+    let seen = seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "one request, the finalizer patch: {seen:#?}");
+    assert_eq!(seen[0].method, "PATCH");
+    assert!(
+        seen[0].path.ends_with("/clusterlinks/fin"),
+        "{}",
+        seen[0].path
+    );
+    assert!(
+        seen[0].body.to_string().contains(FINALIZER),
+        "{}",
+        seen[0].body
+    );
+    assert_eq!(
+        cloud.read_write_counts(),
+        (0, 0),
+        "no cloud call before the finalizer is in place"
+    );
+}
+
+#[tokio::test]
+async fn a_status_patch_refused_with_409_publishes_nothing_and_fails_the_reconcile() {
+    let (client, seen) = mock_apiserver(StatusCode::CONFLICT);
+    let (ctx, _cloud) = context(client).await;
+    let done = reconcile(Arc::new(link("conflict", true)), ctx).await;
+    let err = done.expect_err("a refused status write fails the reconcile (it is retried)");
+    assert!(
+        err.to_string().contains("409") || format!("{err:?}").contains("409"),
+        "{err:?}"
+    );
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen.iter()
+            .any(|s| s.path.ends_with("/clusterlinks/conflict/status")),
+        "{seen:#?}"
+    );
+    assert!(
+        !seen
+            .iter()
+            .any(|s| s.path.starts_with("/apis/events.k8s.io/")),
+        "no Event for a status that was not written: {seen:#?}"
+    );
+}
+
+#[tokio::test]
+async fn a_new_links_events_follow_the_engines_events_in_order() {
+    let (client, seen) = mock_apiserver(StatusCode::OK);
+    let (ctx, _cloud) = context(client).await;
+    let done = reconcile(Arc::new(link("evlink", true)), ctx).await;
+    assert!(done.is_ok(), "{done:?}");
+    let seen = seen.lock().unwrap().clone();
+    let status = seen
+        .iter()
+        .position(|s| s.path.ends_with("/clusterlinks/evlink/status"))
+        .expect("the status was written");
+    let events: Vec<(String, String)> = seen
+        .iter()
+        .filter(|s| s.path.starts_with("/apis/events.k8s.io/"))
+        .map(|s| {
+            (
+                s.body["reason"].as_str().unwrap_or_default().to_string(),
+                s.body["action"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    let first_event = seen
+        .iter()
+        .position(|s| s.path.starts_with("/apis/events.k8s.io/"))
+        .expect("Events were published");
+    assert!(
+        status < first_event,
+        "the status is written before any Event: {seen:#?}"
+    );
+    // The engine's own list for a new link: every condition's transition (its type as the
+    // action), then the leg port it created.
+    for want in [
+        ("Valid", "Validated"),
+        ("Attached", "LegAttached"),
+        ("Installed", "RouteInstalled"),
+        ("Installed", "ReverseRoutesInstalled"),
+        ("Ready", "Ready"),
+    ] {
+        assert!(
+            events.contains(&(want.0.to_string(), want.1.to_string())),
+            "missing {want:?} in {events:?}"
+        );
+    }
+    let transitions: Vec<&(String, String)> =
+        events.iter().filter(|(_, a)| a != "Reconcile").collect();
+    assert_eq!(transitions.len(), 5, "{events:?}");
+    assert!(
+        events
+            .iter()
+            .any(|(r, a)| r == EventReason::LegPortCreated.as_str() && a == "Reconcile"),
+        "the created leg port is told: {events:?}"
+    );
+}
