@@ -1,7 +1,8 @@
-//! Kubernetes glue: watch ClusterLinks, run the engine through the finalizer, write status
-//! with server-side apply, publish Events for condition transitions. A converged link's
-//! resync goes through the window's shared snapshot (`engine::resync`); reverse targets come
-//! from the gateway index (`gateways`). Converged cross-tenant links' legs are checked on a
+//! Kubernetes glue: watch ClusterLinks and, inside the finalizer, take each through the
+//! engine's door (`LinkEngine`: observe → engine → write status with server-side apply →
+//! publish the engine's `events`; docs/design.md, "The door into the engine"). A converged
+//! link is offered the window's shared snapshot (`engine::resync`); reverse targets come from
+//! the gateway index (`gateways`). Converged cross-tenant links' legs are checked on a
 //! short interval of their own ([`legs_to_check`], `engine::resync::check_legs`); a leg gone
 //! or moved reconciles its link at once.
 //!
