@@ -8,6 +8,7 @@ pub mod conditions;
 pub mod echo;
 pub mod gateway;
 pub mod names;
+pub mod secrets;
 
 pub use clusterlink::{
     ClusterLink, ClusterLinkSpec, ClusterLinkStatus, GatewayRef, ReverseRoute, RouteRecord,

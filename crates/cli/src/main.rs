@@ -6,9 +6,9 @@
 use std::process::ExitCode;
 
 use bnerd_api::ClusterLink;
-use bnerd_cloud::{AuthConfig, AuthMethod, OpenStack, SecretString, error_chain};
+use bnerd_cloud::{AuthConfig, AuthMethod, Identity, OpenStack, SecretString, error_chain};
 use bnerd_clusterlink_cli::output::{self, Format, ShareOutcome};
-use bnerd_clusterlink_cli::{doctor, plan, recreate, share};
+use bnerd_clusterlink_cli::{customers, doctor, plan, recreate, share};
 use clap::{CommandFactory, Parser, Subcommand};
 use kube::api::{Api, ListParams};
 
@@ -29,6 +29,9 @@ struct Cli {
     /// The transit network, as the operator is configured.
     #[arg(long, env = "IPSEC_TRANSIT_NETWORK_ID", global = true)]
     transit_network_id: Option<String>,
+    /// The namespace of the customer credential Secrets, as the operator is configured.
+    #[arg(long, env = "IPSEC_CLUSTERLINK_CREDENTIALS_NAMESPACE", global = true, default_value = bnerd_api::names::DEFAULT_CREDENTIALS_NAMESPACE)]
+    credentials_namespace: String,
     #[command(subcommand)]
     command: Command,
 }
@@ -257,7 +260,25 @@ async fn run(cli: Cli) -> Result<Verdict, String> {
             let fabric = bnerd_cloud::fabric::Fabric::discover(&cloud, &network, &gw)
                 .await
                 .map_err(|e| e.to_string())?;
-            match plan::plan(&cloud, &fabric, &link, &links, &targets).await {
+            let token = cloud
+                .token_info()
+                .await
+                .map_err(|e| format!("operator credential: {e}"))?;
+            let operator = bnerd_engine::OperatorIdentity {
+                project_id: token.project_id,
+                auth_url: cloud.auth_config().auth_url.clone(),
+                region: cloud.auth_config().region.clone(),
+            };
+            let secrets = customers::CallerSecrets {
+                kube: client.clone(),
+                cloud: &cloud,
+            };
+            let access = plan::CustomerAccess {
+                source: &secrets,
+                operator: &operator,
+                namespace: &cli.credentials_namespace,
+            };
+            match plan::plan(&cloud, &fabric, &link, &links, &targets, Some(access)).await {
                 Ok(p) => {
                     print!("{}", output::plan(format, &p));
                     Ok(p.ready.into())

@@ -178,19 +178,36 @@ pub fn recreated(
 
 /// `plan`: the writes in order, the conditions the reconcile would leave, hints.
 pub fn plan(format: Format, p: &crate::plan::Plan) -> String {
+    use crate::plan::Released;
     match format {
         Format::Text => {
+            let what = match p.deleting {
+                Some(_) => "unwind plan",
+                None => "plan",
+            };
             let mut out = format!(
-                "plan for ClusterLink {} (read from the cloud now; nothing written):\n",
+                "{what} for ClusterLink {} (read from the cloud now; nothing written):\n",
                 safe(&p.name)
             );
             if p.writes.is_empty() {
-                out.push_str("  no writes: the cloud already matches\n");
+                out.push_str(match p.deleting {
+                    Some(_) => "  no writes: nothing of the link is left in the cloud\n",
+                    None => "  no writes: the cloud already matches\n",
+                });
             }
-            for w in &p.writes {
-                out.push_str(&format!("  {}\n", safe(&w.to_string())));
+            for line in plan_lines(p) {
+                out.push_str(&format!("  {}\n", safe(&line)));
             }
             out.push_str("then:\n");
+            match p.deleting {
+                Some(Released::Yes) => {
+                    out.push_str("  the finalizer is removed and the ClusterLink goes\n")
+                }
+                Some(Released::No) => {
+                    out.push_str("  the finalizer stays until what is below is fixed\n")
+                }
+                None => {}
+            }
             for c in &p.conditions {
                 out.push_str(&format!(
                     "  {}={} {}: {}\n",
@@ -207,7 +224,8 @@ pub fn plan(format: Format, p: &crate::plan::Plan) -> String {
         }
         Format::Json => json_line(&json!({
             "name": p.name,
-            "writes": p.writes.iter().map(|w| w.to_string()).collect::<Vec<_>>(),
+            "writes": plan_lines(p),
+            "deleting": p.deleting.map(|r| json!({"released": r == Released::Yes})),
             "conditions": p.conditions.iter().map(|c| json!({
                 "type": c.type_, "status": c.status, "reason": c.reason, "message": c.message,
             })).collect::<Vec<_>>(),
@@ -215,6 +233,18 @@ pub fn plan(format: Format, p: &crate::plan::Plan) -> String {
             "hints": p.hints,
         })),
     }
+}
+
+/// Each write as a plan line; a cross-tenant link's name their credential, as its failures do.
+fn plan_lines(p: &crate::plan::Plan) -> Vec<String> {
+    p.writes
+        .iter()
+        .zip(&p.credentials)
+        .map(|(w, c)| match p.cross_tenant {
+            true => format!("{}: {w}", c.as_str()),
+            false => w.to_string(),
+        })
+        .collect()
 }
 
 /// A usage or configuration error (exit 2): on stderr as text, and with `--output json` also
@@ -345,6 +375,9 @@ mod tests {
         let p = crate::plan::Plan {
             name: "n".into(),
             writes: vec![],
+            credentials: vec![],
+            cross_tenant: false,
+            deleting: None,
             conditions: vec![crate::plan::PlannedCondition {
                 type_: "LegAttached".into(),
                 status: "False".into(),
@@ -358,6 +391,51 @@ mod tests {
         assert!(
             t.contains("x\\u{1b}]0;title\\u{7}\n") && t.contains("hint: h\\rhidden\n"),
             "{t}"
+        );
+    }
+
+    /// A cross-tenant plan names each write's credential; an unwind plan says whether the
+    /// finalizer goes.
+    #[test]
+    fn plan_names_credentials_and_the_unwinds_end() {
+        use bnerd_engine::overlay::{Credential, PlannedWrite};
+        let p = crate::plan::Plan {
+            name: "c".into(),
+            writes: vec![
+                PlannedWrite::RemoveRoutes {
+                    router_id: "gw".into(),
+                    routes: vec![bnerd_cloud::Route {
+                        destination: "10.9.0.0/16".into(),
+                        nexthop: "10.254.0.7".into(),
+                    }],
+                },
+                PlannedWrite::Detach {
+                    router_id: "r".into(),
+                    port_id: "p".into(),
+                },
+            ],
+            credentials: vec![Credential::Operator, Credential::Customer],
+            cross_tenant: true,
+            deleting: Some(crate::plan::Released::Yes),
+            conditions: vec![],
+            ready: false,
+            hints: vec![],
+        };
+        let t = plan(Format::Text, &p);
+        assert!(t.starts_with("unwind plan for ClusterLink c"), "{t}");
+        assert!(
+            t.contains("  operator credential: remove route")
+                && t.contains("  customer credential: detach port p from router r"),
+            "{t}"
+        );
+        assert!(t.contains("the finalizer is removed"), "{t}");
+        let v: Value = serde_json::from_str(&plan(Format::Json, &p)).unwrap();
+        assert_eq!(v["deleting"]["released"], true);
+        assert!(
+            v["writes"][1]
+                .as_str()
+                .unwrap()
+                .starts_with("customer credential: detach")
         );
     }
 

@@ -3,15 +3,25 @@
 //! Neutron that reads the cloud and records writes, so the plan is the reconcile's own
 //! decision: the address it would take or the leg it would adopt, the ports and routes it
 //! would create and remove, and the refusals it would hit, with what to do about them.
+//!
+//! A cross-tenant link is planned with its customer's credential read as the operator reads
+//! it (the caller's [`CredentialSource`]: its Secret, with the caller's kubeconfig rights, and
+//! a client at the operator's own endpoint); the customer side reads through an overlay of
+//! its own beside the operator's, and each write says whose credential makes it. A link being
+//! deleted shows its unwind, and whether its finalizer would then be removed.
 
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::names::{is_managed, leg_owner_uid, link_name_in_tags};
 use bnerd_api::{ClusterLink, ConditionType, Reason};
 use bnerd_cloud::fabric::Fabric;
 use bnerd_cloud::{Neutron, Port, PortQuery, RouterQuery};
-use bnerd_engine::Engine;
-use bnerd_engine::overlay::{Overlay, PlannedWrite};
+use bnerd_engine::overlay::{
+    Credential, CustomerSide, Overlay, PICKED, PlannedWrite, planned_pick,
+};
 use bnerd_engine::view::{input_of, peers_of};
+use bnerd_engine::{
+    CredentialSource, Customers, LinkEngine, Unwound, deleting_status, failed_status,
+};
 use thiserror::Error;
 
 /// The UID a link that is not in the cluster yet plans with: no port carries it.
@@ -19,14 +29,8 @@ pub const NEW_LINK_UID: &str = "00000000-0000-0000-0000-000000000000";
 
 #[derive(Debug, Error)]
 pub enum PlanError {
-    #[error(
-        "ClusterLink {0} is cross-tenant: plan covers same-tenant links (the customer's side needs its credential from the Secret)"
-    )]
-    CrossTenant(String),
-    #[error(
-        "ClusterLink {0} is being deleted: its finalizer unwinds it; plan covers the reconcile of a live link"
-    )]
-    Deleting(String),
+    #[error("ClusterLink {0} is cross-tenant: planning it needs a way to its credentials Secret")]
+    NoCustomerAccess(String),
     #[error("the link has no UID")]
     NoUid,
 }
@@ -44,70 +48,201 @@ pub struct PlannedCondition {
 pub struct Plan {
     pub name: String,
     pub writes: Vec<PlannedWrite>,
+    /// Whose credential makes each write (same order as `writes`).
+    pub credentials: Vec<Credential>,
+    /// A cross-tenant link: the writes name their credential.
+    pub cross_tenant: bool,
+    /// The link is being deleted: the writes are its unwind. `released`: the unwind would
+    /// finish and the finalizer go.
+    pub deleting: Option<Released>,
     pub conditions: Vec<PlannedCondition>,
     pub ready: bool,
     /// What a human can do about a refusal.
     pub hints: Vec<String>,
 }
 
+/// How a deleting link's unwind would end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Released {
+    /// Everything it built goes, then its finalizer.
+    Yes,
+    /// Something is in the way (the conditions say what); the finalizer stays.
+    No,
+}
+
+/// The caller's way to a cross-tenant link's credential: `source` reads its Secret with the
+/// caller's rights and makes a client at the operator's endpoint.
+pub struct CustomerAccess<'a> {
+    pub source: &'a dyn CredentialSource,
+    pub operator: &'a bnerd_engine::OperatorIdentity,
+    /// The namespace the credential Secrets live in (the operator's setting).
+    pub namespace: &'a str,
+}
+
 /// Plan `link` against the cloud behind `net`, as the operator would reconcile it now with
-/// `all` the cluster's links (its peers) and the estate's gateway `targets`.
+/// `all` the cluster's links (its peers) and the estate's gateway `targets`; a link being
+/// deleted, as its finalizer would unwind it. `customers` reaches a cross-tenant link's
+/// credential (without it, such a link plans as the operator would without its Secret).
 pub async fn plan(
     net: &dyn Neutron,
     fabric: &Fabric,
     link: &ClusterLink,
     all: &[ClusterLink],
     targets: &[ReverseTarget],
+    customers: Option<CustomerAccess<'_>>,
 ) -> Result<Plan, PlanError> {
     let name = link.metadata.name.clone().unwrap_or_default();
-    if link.is_cross_tenant() {
-        return Err(PlanError::CrossTenant(name));
-    }
-    if link.metadata.deletion_timestamp.is_some() {
-        return Err(PlanError::Deleting(name));
-    }
     let mut link = link.clone();
     if link.metadata.uid.is_none() {
         link.metadata.uid = Some(NEW_LINK_UID.into());
     }
     let status = link.status.clone().unwrap_or_default();
-    let peers = peers_of(
-        &link,
-        all.iter().filter(|l| l.metadata.name != link.metadata.name),
-    );
+    let deleting = link.metadata.deletion_timestamp.is_some();
+    // The finalizer's unwind reads no peers; a reconcile reads every other link's claims.
+    let peers = if deleting {
+        vec![]
+    } else {
+        peers_of(
+            &link,
+            all.iter().filter(|l| l.metadata.name != link.metadata.name),
+        )
+    };
     let input = input_of(&link, &status, &peers, targets).ok_or(PlanError::NoUid)?;
     let rec = Overlay::on(net)
         .creating_in(&fabric.operator_project_id)
         .worded_for(fabric);
-    let outcome = Engine::same_tenant(&rec, fabric).reconcile(&input).await;
+    let beside = customers
+        .as_ref()
+        .map(|a| CustomerSide::beside(&rec, a.source));
+    let engine = match (&customers, &beside) {
+        (Some(a), Some(beside)) => LinkEngine::for_link(
+            &rec,
+            fabric,
+            &link.spec,
+            Customers {
+                source: beside,
+                operator: a.operator,
+                namespace: a.namespace,
+            },
+        ),
+        _ if link.is_cross_tenant() => return Err(PlanError::NoCustomerAccess(name)),
+        _ => LinkEngine::same_tenant(&rec, fabric),
+    };
+    let (after, released) = if deleting {
+        match engine.unwind(&input, targets).await {
+            Unwound::Done(_) => (status.clone(), Some(Released::Yes)),
+            Unwound::Stuck(f) => (
+                deleting_status(&status, &f, link.metadata.generation),
+                Some(Released::No),
+            ),
+            Unwound::Held(h) => (
+                failed_status(&status, h.condition, &h.fail, link.metadata.generation),
+                Some(Released::No),
+            ),
+        }
+    } else {
+        (engine.reconcile(&input).await.outcome.status, None)
+    };
+    let by = rec.writes_by();
+    // A leg whose address Neutron picks stands at `planned_pick` in the simulation: name it so.
+    let picked = by
+        .iter()
+        .any(|(_, w)| {
+            matches!(
+                w,
+                PlannedWrite::CreatePort {
+                    ip_address: None,
+                    ..
+                }
+            )
+        })
+        .then(|| planned_pick(fabric.transit_subnet).to_string());
+    let named = |text: &str| match &picked {
+        Some(ip) => text.replace(ip.as_str(), PICKED),
+        None => text.to_string(),
+    };
     let conditions: Vec<PlannedCondition> = ConditionType::ALL
         .iter()
-        .filter_map(|t| bnerd_api::conditions::find(&outcome.status.conditions, *t))
+        .filter_map(|t| bnerd_api::conditions::find(&after.conditions, *t))
         .map(|c| PlannedCondition {
             type_: c.type_.clone(),
             status: c.status.clone(),
             reason: c.reason.clone(),
-            message: c.message.clone(),
+            message: named(&c.message),
         })
         .collect();
-    let ready = conditions
-        .iter()
-        .any(|c| c.type_ == ConditionType::Ready.as_str() && c.status == "True");
+    let ready = !deleting
+        && conditions
+            .iter()
+            .any(|c| c.type_ == ConditionType::Ready.as_str() && c.status == "True");
     let mut hints = vec![];
     if conditions
         .iter()
         .any(|c| c.reason == Reason::EnsureRouterHasPortFailed.as_str())
+        && !link.is_cross_tenant()
         && let Some(h) = router_leg_hint(net, fabric, &link, all).await
     {
         hints.push(h);
     }
+    if let Some(why) = conditions
+        .iter()
+        .find(|c| c.type_ == ConditionType::CredentialsResolved.as_str() && c.status == "False")
+        .filter(|c| c.message.contains(SECRET_FORBIDDEN))
+    {
+        hints.push(format!(
+            "the plan stops where the operator would go on: {}; run plan with a kubeconfig that may get Secrets in the credentials namespace (the operator's ServiceAccount may)",
+            why.message
+        ));
+    }
+    let (credentials, writes) = by
+        .into_iter()
+        .map(|(c, w)| (c, picked.as_ref().map_or(w.clone(), |ip| name_pick(w, ip))))
+        .unzip();
     Ok(Plan {
         name,
-        writes: rec.writes(),
+        writes,
+        credentials,
+        cross_tenant: link.is_cross_tenant(),
+        deleting: released,
         conditions,
         ready,
         hints,
     })
+}
+
+/// What a caller's Secret reader says when the caller's kubeconfig may not read the Secret.
+pub const SECRET_FORBIDDEN: &str = "your kubeconfig may not get this Secret";
+
+/// A route's next hop at the simulated pick, named as the plan names it.
+fn name_pick(w: PlannedWrite, ip: &str) -> PlannedWrite {
+    let name = |routes: Vec<bnerd_cloud::Route>| {
+        routes
+            .into_iter()
+            .map(|r| bnerd_cloud::Route {
+                nexthop: if r.nexthop == ip {
+                    PICKED.to_string()
+                } else {
+                    r.nexthop
+                },
+                ..r
+            })
+            .collect()
+    };
+    match w {
+        PlannedWrite::AddRoutes { router_id, routes } => PlannedWrite::AddRoutes {
+            router_id,
+            routes: name(routes),
+        },
+        PlannedWrite::RemoveRoutes { router_id, routes } => PlannedWrite::RemoveRoutes {
+            router_id,
+            routes: name(routes),
+        },
+        PlannedWrite::SetRoutes { router_id, routes } => PlannedWrite::SetRoutes {
+            router_id,
+            routes: name(routes),
+        },
+        other => other,
+    }
 }
 
 /// A router that refuses the leg already has an interface on the transit subnet: another

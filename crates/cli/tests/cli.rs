@@ -583,6 +583,172 @@ async fn plan_binary_on_the_labs() {
     env.teardown(&[]).await;
 }
 
+/// A cross-tenant link in the cluster, planned by the binary with a kubeconfig that may read
+/// its Secret: the customer's writes on its credential, the address Neutron picks, nothing
+/// written. Then the same plan through a kubeconfig that may not read Secrets: the plan stops
+/// at CredentialsUnavailable and says why, and what to run it with.
+#[tokio::test]
+async fn plan_of_a_cross_tenant_link_reads_its_secret_with_the_callers_rights() {
+    use bnerd_api::names::{
+        ANNOTATION_API_ACCESS, DEFAULT_CREDENTIALS_NAMESPACE, KEY_AC_ID, KEY_AC_SECRET,
+    };
+    use bnerd_clusterlink_cli::customers::CallerSecrets;
+    use bnerd_clusterlink_cli::plan::{CustomerAccess, SECRET_FORBIDDEN, plan};
+    use bnerd_testkit::operator_proc::{kube_lab_exclusive, sweep_leftovers, test_link};
+    use k8s_openapi::api::core::v1::{Namespace, Secret};
+    let test = "plan_of_a_cross_tenant_link_reads_its_secret_with_the_callers_rights";
+    let Some((client, kubeconfig, lab, env)) = kube_and_lab(test).await else {
+        return;
+    };
+    let customer = bnerd_testkit::lab_app_cred_client(&lab, "CUSTOMER");
+    let svc = {
+        use bnerd_cloud::NeutronAdmin;
+        customer
+            .create_router(&bnerd_testkit::unique("plan-ct-bin"))
+            .await
+            .expect("customer router")
+    };
+    let _exclusive = kube_lab_exclusive(&kubeconfig).await;
+    sweep_leftovers(&client).await;
+    let ns = DEFAULT_CREDENTIALS_NAMESPACE;
+    let namespaces: kube::Api<Namespace> = kube::Api::all(client.clone());
+    let _ = namespaces
+        .create(
+            &kube::api::PostParams::default(),
+            &serde_json::from_value(serde_json::json!({"metadata": {"name": ns}})).expect("ns"),
+        )
+        .await;
+    let name = bnerd_testkit::unique("plan-ct");
+    let secrets: kube::Api<Secret> = kube::Api::namespaced(client.clone(), ns);
+    let secret: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("clusterlink-{name}")},
+        "stringData": {KEY_AC_ID: lab["LAB_CUSTOMER_AC_ID"], KEY_AC_SECRET: lab["LAB_CUSTOMER_AC_SECRET"]},
+    }))
+    .expect("secret");
+    secrets
+        .create(&kube::api::PostParams::default(), &secret)
+        .await
+        .expect("create secret");
+    let mut link = test_link(
+        &name,
+        serde_json::json!({
+            "serviceClusterRouter": svc.id, "serviceClusterCIDR": "10.93.0.0/16",
+            "credentialsSecretRef": {"name": format!("clusterlink-{name}"), "namespace": ns},
+            "customerProjectID": lab["LAB_CUSTOMER_PROJECT_ID"],
+        }),
+    );
+    link.metadata.annotations =
+        Some([(ANNOTATION_API_ACCESS.to_string(), "none".to_string())].into());
+    let links: kube::Api<bnerd_api::ClusterLink> = kube::Api::all(client.clone());
+    let link = links
+        .create(&kube::api::PostParams::default(), &link)
+        .await
+        .expect("create link");
+
+    let out = plugin(&kubeconfig, &lab, &env, "plan", &[&name]);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for want in [
+        "operator credential: share network".to_string(),
+        "customer credential: create port".to_string(),
+        "at an address Neutron picks".to_string(),
+        format!(
+            "customer credential: attach port <new port> to router {}",
+            svc.id
+        ),
+        "via <the address Neutron picks>".to_string(),
+        "CredentialsResolved=True".to_string(),
+        "Ready=True".to_string(),
+    ] {
+        assert!(stdout.contains(&want), "{want:?} not in\n{stdout}");
+    }
+    assert!(
+        !stdout.contains(&lab["LAB_CUSTOMER_AC_SECRET"]),
+        "no secret value in the plan"
+    );
+    assert!(env.leg_ports().await.is_empty(), "plan wrote nothing");
+
+    // A user with no RBAC grants (the admin impersonating it): it may not get the Secret.
+    let kc = kube::config::Kubeconfig::read_from(&kubeconfig).expect("kubeconfig");
+    let mut cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .expect("config");
+    cfg.auth_info.impersonate = Some("bnerd-plan-test-nobody".into());
+    let caller = kube::Client::try_from(cfg).expect("client");
+    let operator = bnerd_testkit::lab_client(&lab, "OPERATOR");
+    let source = CallerSecrets {
+        kube: caller,
+        cloud: &operator,
+    };
+    let identity = bnerd_engine::OperatorIdentity {
+        project_id: lab["LAB_OPERATOR_PROJECT_ID"].clone(),
+        auth_url: lab["OS_AUTH_URL"].clone(),
+        region: Some(bnerd_testkit::lab_region(&lab)),
+    };
+    let p = plan(
+        env.net.as_ref(),
+        &env.fabric,
+        &link,
+        &[link.clone()],
+        &[],
+        Some(CustomerAccess {
+            source: &source,
+            operator: &identity,
+            namespace: ns,
+        }),
+    )
+    .await
+    .expect("plan");
+    let c = p
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "CredentialsResolved")
+        .expect("CredentialsResolved");
+    // As the operator words a Secret it cannot read (the reconcile's own condition).
+    assert_eq!(
+        (c.status.as_str(), c.reason.as_str()),
+        ("False", "AuthFailed"),
+        "{p:?}"
+    );
+    assert!(
+        c.message.contains(SECRET_FORBIDDEN) && c.message.contains("forbidden"),
+        "{}",
+        c.message
+    );
+    assert!(
+        p.hints
+            .iter()
+            .any(|h| h.contains("a kubeconfig that may get Secrets")),
+        "{p:?}"
+    );
+    assert!(p.writes.is_empty() && !p.ready, "{p:?}");
+
+    links
+        .delete(&name, &kube::api::DeleteParams::default())
+        .await
+        .expect("delete link");
+    secrets
+        .delete(
+            &format!("clusterlink-{name}"),
+            &kube::api::DeleteParams::default(),
+        )
+        .await
+        .expect("delete secret");
+    {
+        use bnerd_cloud::NeutronAdmin;
+        customer
+            .delete_router(&svc.id)
+            .await
+            .expect("router removed");
+    }
+    env.teardown(&[]).await;
+}
+
 /// The abandon annotation decides one deletion: on a live link `doctor` shows it as a
 /// WARNING (exit unchanged), and `recreate` does not carry it over to the new object, saying
 /// so as text and as JSON. Real apiserver for the links, real lab for doctor's cloud checks;

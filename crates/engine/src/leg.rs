@@ -439,27 +439,45 @@ async fn ensure_leg(
             continue;
         };
         let settle = rules::settle(&port, &want_tags, &router.id);
-        if let Some(tags) = settle.tags {
-            e.leg_net()
-                .set_port_tags(&port.id, &tags)
-                .await
-                .map_err(|err| leg_side(call_failed(LegCall::Tag(&port), &err)))?;
-            port.tags = tags;
-        }
         let ip = rules::leg_ip(&port).map_err(leg_side)?;
         if settle.attach {
             rules::attach_allowed(&port, &router).map_err(leg_side)?;
             seen.service = None;
-            if let Err(err) = e.leg_net().add_router_interface(&router.id, &port.id).await {
-                // A retry after a lost answer finds the port already ours on this router.
-                let now = e.leg_net().get_port(&port.id).await.ok();
-                if !rules::attach_already_done(&err, now.as_ref(), &router.id) {
-                    return Err(leg_side(call_failed(
-                        LegCall::Attach(&port, &router.id),
-                        &err,
-                    )));
+        }
+        // The tags go beside the attach, not before it: until they land, the UID marker in
+        // the description proves the port ours (docs/design.md, "The ownership rule").
+        let tag = async {
+            match &settle.tags {
+                Some(tags) => Some(e.leg_net().set_port_tags(&port.id, tags).await),
+                None => None,
+            }
+        };
+        let attach = async {
+            if !settle.attach {
+                return Ok(());
+            }
+            match e.leg_net().add_router_interface(&router.id, &port.id).await {
+                Ok(()) => Ok(()),
+                Err(err) => {
+                    // A retry after a lost answer finds the port already ours on this router.
+                    let now = e.leg_net().get_port(&port.id).await.ok();
+                    if rules::attach_already_done(&err, now.as_ref(), &router.id) {
+                        Ok(())
+                    } else {
+                        Err(err)
+                    }
                 }
             }
+        };
+        let (tagged, attached) = futures::join!(tag, attach);
+        if let Some(tagged) = tagged {
+            tagged.map_err(|err| leg_side(call_failed(LegCall::Tag(&port), &err)))?;
+        }
+        attached.map_err(|err| leg_side(call_failed(LegCall::Attach(&port, &router.id), &err)))?;
+        if let Some(tags) = settle.tags {
+            port.tags = tags;
+        }
+        if settle.attach {
             actions.push(Action::new(
                 ActionKind::LegAttached,
                 format!(

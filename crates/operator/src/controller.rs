@@ -23,7 +23,6 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
-use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
@@ -42,6 +41,7 @@ use crate::engine::{
     OperatorIdentity, Peer, Reconciled, ResyncPath, Retry, Severity, Unwound, deleting_status,
     events, failed_status, may_abandon,
 };
+use crate::finalizer;
 use crate::gateways::{NotSynced, TargetIndex, fan_out};
 use crate::health::Health;
 use crate::metrics::{Metrics, ReconcileResult};
@@ -50,8 +50,6 @@ use crate::metrics::{Metrics, ReconcileResult};
 pub enum Error {
     #[error("kubernetes API: {0}")]
     Kube(#[from] kube::Error),
-    #[error("finalizer: {0}")]
-    Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
     #[error("unwinding cloud resources: {0}")]
     Unwind(String),
     #[error("object has no metadata.uid")]
@@ -453,17 +451,10 @@ async fn hold_or_abandon(
 async fn reconcile(link: Arc<ClusterLink>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = std::time::Instant::now();
     let span = tracing::info_span!("reconcile", clusterlink = %link.name_any());
-    let api: Api<ClusterLink> = Api::all(ctx.client.clone());
     let retrying = std::sync::atomic::AtomicBool::new(false);
-    let done = finalizer(&api, FINALIZER, link, |ev| async {
-        match ev {
-            Finalizer::Apply(l) => apply(l, &ctx, &retrying).await,
-            Finalizer::Cleanup(l) => remove(l, &ctx).await,
-        }
-    })
-    .instrument(span)
-    .await
-    .map_err(|e| Error::Finalizer(Box::new(e)));
+    let done = through_finalizer(link, &ctx, &retrying)
+        .instrument(span)
+        .await;
     let result = match &done {
         Err(_) => ReconcileResult::Error,
         Ok(_) if retrying.load(std::sync::atomic::Ordering::Relaxed) => ReconcileResult::Retry,
@@ -471,6 +462,29 @@ async fn reconcile(link: Arc<ClusterLink>, ctx: Arc<Context>) -> Result<Action, 
     };
     ctx.metrics.reconciled(result, started.elapsed());
     done
+}
+
+/// Apply a live link (adding the finalizer first, in the same pass), unwind a deleting one
+/// and then release it.
+async fn through_finalizer(
+    link: Arc<ClusterLink>,
+    ctx: &Context,
+    retrying: &std::sync::atomic::AtomicBool,
+) -> Result<Action, Error> {
+    let api: Api<ClusterLink> = Api::all(ctx.client.clone());
+    match finalizer::step(&link, FINALIZER) {
+        finalizer::Step::Apply => apply(link, ctx, retrying).await,
+        finalizer::Step::AddThenApply => {
+            let link = finalizer::add(&api, &link, FINALIZER).await?;
+            apply(Arc::new(link), ctx, retrying).await
+        }
+        finalizer::Step::Cleanup(i) => {
+            let action = remove(link.clone(), ctx).await?;
+            finalizer::remove(&api, &link, i, FINALIZER).await?;
+            Ok(action)
+        }
+        finalizer::Step::Nothing => Ok(Action::await_change()),
+    }
 }
 
 fn error_policy(link: Arc<ClusterLink>, err: &Error, ctx: Arc<Context>) -> Action {

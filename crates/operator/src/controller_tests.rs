@@ -1,7 +1,8 @@
 //! The controller's own paths against a mock apiserver (a `tower_test` service behind the kube
 //! client, as kube-rs's controller-rs tests its reconciler), with the engine on the fake cloud:
-//! the finalizer comes first and alone, a status patch answered 409 publishes nothing, and a
-//! new link's Events follow the engine's `events` in order.
+//! the finalizer comes first and the same pass builds the link, a deleting link lets go of its
+//! finalizer (and only its own) once unwound, a status patch answered 409 publishes nothing,
+//! and a new link's Events follow the engine's `events` in order.
 
 use std::sync::{Arc, Mutex};
 
@@ -23,11 +24,14 @@ struct Seen {
     method: String,
     path: String,
     body: serde_json::Value,
+    /// The cloud's (reads, writes) when the request arrived.
+    cloud_calls: (u64, u64),
 }
 
 /// A kube client whose apiserver answers a status patch with `status_code` and everything
 /// else as the apiserver would (the object back, an Event created), recording every request.
-fn mock_apiserver(status_code: StatusCode) -> (Client, Arc<Mutex<Vec<Seen>>>) {
+fn mock_apiserver(status_code: StatusCode, cloud: &FakeCloud) -> (Client, Arc<Mutex<Vec<Seen>>>) {
+    let cloud = cloud.clone();
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = seen.clone();
@@ -42,6 +46,7 @@ fn mock_apiserver(status_code: StatusCode) -> (Client, Arc<Mutex<Vec<Seen>>>) {
                 method: method.clone(),
                 path: path.clone(),
                 body: body.clone(),
+                cloud_calls: cloud.read_write_counts(),
             });
             let (code, answer) = if path.ends_with("/status") {
                 if status_code == StatusCode::OK {
@@ -98,8 +103,7 @@ fn link(name: &str, finalizer: bool) -> ClusterLink {
 }
 
 /// A Context on the fake cloud (a fresh fabric, a service router named `svc`) and `client`.
-async fn context(client: Client) -> (Arc<Context>, FakeCloud) {
-    let cloud = FakeCloud::new();
+async fn context(client: Client, cloud: FakeCloud) -> (Arc<Context>, FakeCloud) {
     let env = bnerd_testkit::fake_env_with(cloud.clone()).await;
     env.net.create_router("svc").await.expect("router");
     let config = Config::try_from(
@@ -153,14 +157,14 @@ async fn context(client: Client) -> (Arc<Context>, FakeCloud) {
 }
 
 #[tokio::test]
-async fn the_finalizer_comes_first_and_alone() {
-    let (client, seen) = mock_apiserver(StatusCode::OK);
-    let (ctx, cloud) = context(client).await;
+async fn the_finalizer_comes_first_and_the_same_pass_builds_the_link() {
+    let cloud = FakeCloud::new();
+    let (client, seen) = mock_apiserver(StatusCode::OK, &cloud);
+    let (ctx, cloud) = context(client, cloud).await;
     cloud.reset_counters();
     let done = reconcile(Arc::new(link("fin", false)), ctx).await;
     assert!(done.is_ok(), "{done:?}");
     let seen = seen.lock().unwrap().clone();
-    assert_eq!(seen.len(), 1, "one request, the finalizer patch: {seen:#?}");
     assert_eq!(seen[0].method, "PATCH");
     assert!(
         seen[0].path.ends_with("/clusterlinks/fin"),
@@ -173,16 +177,36 @@ async fn the_finalizer_comes_first_and_alone() {
         seen[0].body
     );
     assert_eq!(
-        cloud.read_write_counts(),
+        seen[0].cloud_calls,
         (0, 0),
         "no cloud call before the finalizer is in place"
+    );
+    // The same pass goes on with the object the patch returned: the leg, its attach and the
+    // gateway route, then the status (not a second round through the watch).
+    let (_, writes) = cloud.read_write_counts();
+    assert!(
+        writes >= 3,
+        "the link was built in the same pass: {writes} writes"
+    );
+    assert!(
+        seen[1..]
+            .iter()
+            .any(|s| s.path.ends_with("/clusterlinks/fin/status")),
+        "the status was written in the same pass: {seen:#?}"
+    );
+    assert!(
+        !seen[1..]
+            .iter()
+            .any(|s| s.path.ends_with("/clusterlinks/fin")),
+        "the finalizer is patched once: {seen:#?}"
     );
 }
 
 #[tokio::test]
 async fn a_status_patch_refused_with_409_publishes_nothing_and_fails_the_reconcile() {
-    let (client, seen) = mock_apiserver(StatusCode::CONFLICT);
-    let (ctx, _cloud) = context(client).await;
+    let cloud = FakeCloud::new();
+    let (client, seen) = mock_apiserver(StatusCode::CONFLICT, &cloud);
+    let (ctx, _cloud) = context(client, cloud).await;
     let done = reconcile(Arc::new(link("conflict", true)), ctx).await;
     let err = done.expect_err("a refused status write fails the reconcile (it is retried)");
     assert!(
@@ -205,8 +229,9 @@ async fn a_status_patch_refused_with_409_publishes_nothing_and_fails_the_reconci
 
 #[tokio::test]
 async fn a_new_links_events_follow_the_engines_events_in_order() {
-    let (client, seen) = mock_apiserver(StatusCode::OK);
-    let (ctx, _cloud) = context(client).await;
+    let cloud = FakeCloud::new();
+    let (client, seen) = mock_apiserver(StatusCode::OK, &cloud);
+    let (ctx, _cloud) = context(client, cloud).await;
     let done = reconcile(Arc::new(link("evlink", true)), ctx).await;
     assert!(done.is_ok(), "{done:?}");
     let seen = seen.lock().unwrap().clone();
@@ -254,5 +279,52 @@ async fn a_new_links_events_follow_the_engines_events_in_order() {
             .iter()
             .any(|(r, a)| r == EventReason::LegPortCreated.as_str() && a == "Reconcile"),
         "the created leg port is told: {events:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_deleting_link_is_unwound_then_lets_go_of_its_own_finalizer_only() {
+    let cloud = FakeCloud::new();
+    let (client, seen) = mock_apiserver(StatusCode::OK, &cloud);
+    let (ctx, cloud) = context(client, cloud).await;
+    // Build it first, then delete it with another controller's finalizer before ours.
+    let built = reconcile(Arc::new(link("gone", true)), ctx.clone()).await;
+    assert!(built.is_ok(), "{built:?}");
+    let status = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|s| s.path.ends_with("/clusterlinks/gone/status"))
+        .map(|s| s.body["status"].clone())
+        .expect("status written");
+    let mut deleting = link("gone", false);
+    deleting.metadata.finalizers = Some(vec!["other.example/keep".into(), FINALIZER.into()]);
+    deleting.metadata.deletion_timestamp = Some(
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now()),
+    );
+    deleting.status = Some(serde_json::from_value(status).expect("status"));
+    seen.lock().unwrap().clear();
+    let done = reconcile(Arc::new(deleting), ctx).await;
+    assert!(done.is_ok(), "{done:?}");
+    assert!(
+        cloud
+            .all_ports()
+            .iter()
+            .all(|p| p.device_owner != "network:router_interface"
+                || !p.tags.iter().any(|t| t.starts_with("clusterlink-uid="))),
+        "the leg is gone before the finalizer"
+    );
+    let seen = seen.lock().unwrap().clone();
+    let release = seen
+        .iter()
+        .find(|s| s.method == "PATCH" && s.path.ends_with("/clusterlinks/gone"))
+        .expect("the finalizer is removed");
+    assert_eq!(
+        release.body,
+        serde_json::json!([
+            {"op": "test", "path": "/metadata/finalizers/1", "value": FINALIZER},
+            {"op": "remove", "path": "/metadata/finalizers/1"},
+        ])
     );
 }

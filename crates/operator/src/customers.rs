@@ -89,15 +89,7 @@ impl CredentialSource for LinkSource<'_> {
             secret.resource_version().unwrap_or_default(),
         );
         *self.seen.lock().unwrap_or_else(|e| e.into_inner()) = Some(version);
-        let mut data: BTreeMap<String, Vec<u8>> = secret
-            .data
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(k, v)| (k, v.0))
-            .collect();
-        for (k, v) in secret.string_data.unwrap_or_default() {
-            data.insert(k, v.into_bytes());
-        }
+        let data = bnerd_api::secrets::secret_data(secret);
         Ok(Some(data))
     }
 

@@ -8,6 +8,7 @@ pub mod backoff;
 pub mod config;
 pub mod controller;
 pub mod customers;
+pub mod finalizer;
 /// The reconcile itself lives in its own crate, which `kubectl-clusterlink plan` shares.
 pub use bnerd_engine as engine;
 pub mod gateways;

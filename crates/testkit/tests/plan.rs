@@ -2,12 +2,25 @@
 //! reconcile runs for real through a tap that records its writes the way a plan names them,
 //! and the two lists (and the conditions) must be equal. On the fake and on the real lab.
 //! Here rather than in the CLI crate, as cli_doctor.rs: the harness drives the engine.
+//! A cross-tenant link is planned with its customer's credential (both credentials' writes in
+//! one list, each named by its credential), and a deleting link's plan is its unwind.
 
-use bnerd_cloud::{Route, RouterQuery};
-use bnerd_clusterlink_cli::plan::{Plan, plan};
-use bnerd_engine::Engine;
-use bnerd_engine::overlay::{Overlay, PlannedWrite};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bnerd_api::SecretRef;
+use bnerd_api::names::{ANNOTATION_API_ACCESS, KEY_AC_ID, KEY_AC_SECRET};
+use bnerd_cloud::{
+    AuthConfig, AuthMethod, NeutronAdmin, OpenStack, Route, RouterQuery, SecretString,
+};
+use bnerd_clusterlink_cli::plan::{CustomerAccess, Plan, Released, plan};
+use bnerd_engine::overlay::{CustomerSide, Overlay, PICKED, PlannedWrite};
 use bnerd_engine::view::{input_of, peers_of};
+use bnerd_engine::{
+    CredentialSource, CustomerCloud, CustomerCredential, Customers, Engine, LinkEngine,
+    OperatorIdentity, Unwound,
+};
 use bnerd_testkit::{Env, both, spec};
 
 /// Plan `name`, then reconcile it for real through a tap; both write lists and conditions.
@@ -19,6 +32,7 @@ async fn plan_then_apply(env: &mut Env, name: &str) -> (Plan, Vec<PlannedWrite>)
         &link,
         &env.links,
         &env.reverse,
+        None,
     )
     .await
     .expect("plan");
@@ -236,3 +250,360 @@ async fn plan_predicts_the_reconcile_on_the_ml2_ovn_lab() {
     plan_predicts_the_reconcile(env).await;
     cleanup.teardown(&[]).await;
 }
+
+const NS: &str = bnerd_api::names::DEFAULT_CREDENTIALS_NAMESPACE;
+
+/// The customer of a cross-tenant link: its member application credential as its Secret
+/// holds it, and clients on it (the fake's, or the lab's at the operator's Keystone).
+struct Customer {
+    fake: Option<bnerd_cloud_fake::FakeCloud>,
+    lab: Option<(BTreeMap<String, String>, Option<String>)>,
+    id: String,
+    secret: String,
+    project: String,
+    operator: OperatorIdentity,
+}
+
+impl Customer {
+    fn of(env: &Env) -> Self {
+        match &env.fake {
+            Some(cloud) => {
+                let (id, secret) = cloud.application_credential("customer", &["member"]);
+                Customer {
+                    fake: Some(cloud.clone()),
+                    lab: None,
+                    id,
+                    secret,
+                    project: "customer".into(),
+                    operator: OperatorIdentity {
+                        project_id: env.fabric.operator_project_id.clone(),
+                        auth_url: "http://127.0.0.1:5000/v3".into(),
+                        region: Some("RegionOne".into()),
+                    },
+                }
+            }
+            None => {
+                let lab = bnerd_testkit::lab_env().expect("lab.env");
+                let tagged = env
+                    .fabric
+                    .tags_at_create
+                    .then(|| lab["LAB_NEUTRON_TAGGED_URL"].clone());
+                Customer {
+                    id: lab["LAB_CUSTOMER_AC_ID"].clone(),
+                    secret: lab["LAB_CUSTOMER_AC_SECRET"].clone(),
+                    project: lab["LAB_CUSTOMER_PROJECT_ID"].clone(),
+                    operator: OperatorIdentity {
+                        project_id: lab["LAB_OPERATOR_PROJECT_ID"].clone(),
+                        auth_url: lab["OS_AUTH_URL"].clone(),
+                        region: Some(bnerd_testkit::lab_region(&lab)),
+                    },
+                    fake: None,
+                    lab: Some((lab, tagged)),
+                }
+            }
+        }
+    }
+
+    /// A client on the customer's credential.
+    fn net(&self, id: &str, secret: &str) -> Arc<dyn NeutronAdmin> {
+        match &self.fake {
+            Some(cloud) => Arc::new(cloud.client_with_app_cred(id, secret)),
+            None => self.lab_client(id, SecretString::new(secret.to_string())),
+        }
+    }
+
+    /// The lab's client on an application credential, at the operator's Keystone (and, on a
+    /// tagged env, its Neutron).
+    fn lab_client(&self, id: &str, secret: SecretString) -> Arc<OpenStack> {
+        let (lab, tagged) = self.lab.as_ref().expect("a lab customer");
+        let client = OpenStack::new(AuthConfig {
+            auth_url: lab["OS_AUTH_URL"].clone(),
+            region: Some(bnerd_testkit::lab_region(lab)),
+            interface: "public".into(),
+            method: AuthMethod::ApplicationCredential {
+                id: id.into(),
+                secret,
+            },
+            tls: Default::default(),
+        })
+        .expect("client");
+        Arc::new(match tagged {
+            Some(u) => client.with_neutron_url(u.clone()),
+            None => client,
+        })
+    }
+
+    fn access(&self) -> CustomerAccess<'_> {
+        CustomerAccess {
+            source: self,
+            operator: &self.operator,
+            namespace: NS,
+        }
+    }
+}
+
+#[async_trait]
+impl CredentialSource for Customer {
+    async fn secret(&self, _r: &SecretRef) -> Result<Option<BTreeMap<String, Vec<u8>>>, String> {
+        Ok(Some(
+            [
+                (KEY_AC_ID.to_string(), self.id.as_bytes().to_vec()),
+                (KEY_AC_SECRET.to_string(), self.secret.as_bytes().to_vec()),
+            ]
+            .into(),
+        ))
+    }
+
+    fn client(&self, c: &CustomerCredential) -> Arc<dyn CustomerCloud> {
+        match &self.fake {
+            Some(cloud) => Arc::new(cloud.client_with_app_cred(&c.id, c.secret.expose())),
+            None => self.lab_client(&c.id, c.secret.clone()),
+        }
+    }
+}
+
+/// Plan link `name` (a cross-tenant one with `customer`), then reconcile it, or unwind it
+/// when it is being deleted, for real through a tap, both credentials' writes in one list.
+/// Both lists as "credential: write" lines, the address Neutron picked named as the plan
+/// names it; the link's status moves on as the real run left it.
+async fn plan_then_run(
+    env: &mut Env,
+    name: &str,
+    customer: Option<&Customer>,
+) -> (Plan, Vec<String>, Vec<String>) {
+    let link = env.link(name).clone();
+    let planned = plan(
+        env.net.as_ref(),
+        &env.fabric,
+        &link,
+        &env.links,
+        &env.reverse,
+        customer.map(Customer::access),
+    )
+    .await
+    .expect("plan");
+    let status = link.status.clone().unwrap_or_default();
+    let deleting = link.metadata.deletion_timestamp.is_some();
+    let peers = if deleting {
+        vec![]
+    } else {
+        peers_of(&link, env.links.iter())
+    };
+    let input = input_of(&link, &status, &peers, &env.reverse).expect("uid");
+    let tap = Overlay::tap(env.net.as_ref());
+    let side = customer.map(|c| CustomerSide::beside(&tap, c));
+    let engine = match (&side, customer) {
+        (Some(side), Some(c)) => LinkEngine::for_link(
+            &tap,
+            &env.fabric,
+            &link.spec,
+            Customers {
+                source: side,
+                operator: &c.operator,
+                namespace: NS,
+            },
+        ),
+        _ => LinkEngine::same_tenant(&tap, &env.fabric),
+    };
+    let after = if deleting {
+        match engine.unwind(&input, &env.reverse).await {
+            Unwound::Done(_) => {
+                assert_eq!(planned.deleting, Some(Released::Yes), "{name}: {planned:?}");
+                status.clone()
+            }
+            other => panic!("{name}: the unwind did not finish: {other:?}"),
+        }
+    } else {
+        let out = engine.reconcile(&input).await.outcome;
+        let mut planned_conditions: Vec<(String, String, String)> = planned
+            .conditions
+            .iter()
+            .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
+            .collect();
+        let mut applied: Vec<(String, String, String)> = out
+            .status
+            .conditions
+            .iter()
+            .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
+            .collect();
+        planned_conditions.sort();
+        applied.sort();
+        assert_eq!(planned_conditions, applied, "{name}: conditions");
+        out.status
+    };
+    // The address Neutron picked for a leg created without one, as the plan names it.
+    let picked = after.transit_ip.clone().filter(|_| {
+        tap.writes().iter().any(|w| {
+            matches!(
+                w,
+                PlannedWrite::CreatePort {
+                    ip_address: None,
+                    ..
+                }
+            )
+        })
+    });
+    let applied: Vec<String> = tap
+        .writes_by()
+        .iter()
+        .map(|(c, w)| {
+            let line = format!("{}: {w}", c.as_str());
+            match &picked {
+                Some(ip) => line.replace(ip.as_str(), PICKED),
+                None => line,
+            }
+        })
+        .collect();
+    let planned_lines: Vec<String> = planned
+        .writes
+        .iter()
+        .zip(&planned.credentials)
+        .map(|(w, c)| format!("{}: {w}", c.as_str()))
+        .collect();
+    let i = env
+        .links
+        .iter()
+        .position(|l| l.metadata.name.as_deref() == Some(name))
+        .expect("link");
+    if deleting {
+        env.links.remove(i);
+    } else {
+        env.links[i].status = Some(after);
+    }
+    (planned, planned_lines, applied)
+}
+
+fn mark_deleting(env: &mut Env, name: &str) {
+    let i = env
+        .links
+        .iter()
+        .position(|l| l.metadata.name.as_deref() == Some(name))
+        .expect("link");
+    env.links[i].metadata.deletion_timestamp = Some(
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now()),
+    );
+}
+
+/// A deleting link's plan is its unwind: the gateway route, the detach (which deletes the
+/// leg), in the spec's order, and the finalizer goes; the real unwind writes the same list.
+async fn plan_predicts_the_unwind(mut env: Env) {
+    let a = env.router("plan-unwind").await;
+    env.add_link("going", spec(&a.id, "10.87.0.0/16", None));
+    let (p, planned, applied) = plan_then_run(&mut env, "going", None).await;
+    assert_eq!(planned, applied, "create");
+    assert!(p.ready && p.deleting.is_none(), "{p:?}");
+    mark_deleting(&mut env, "going");
+    let (p, planned, applied) = plan_then_run(&mut env, "going", None).await;
+    assert_eq!(planned, applied, "unwind");
+    assert!(!p.ready, "{p:?}");
+    let text = planned.join("\n");
+    assert!(
+        text.contains("remove route 10.87.0.0/16 via 10.254.0.3")
+            || text.contains("set the routes of router"),
+        "{text}"
+    );
+    let route = planned
+        .iter()
+        .position(|l| l.contains("route"))
+        .expect("route");
+    let detach = planned
+        .iter()
+        .position(|l| l.contains("detach port"))
+        .expect("detach");
+    assert!(route < detach, "the gateway route goes first: {text}");
+    assert!(
+        env.leg_ports().await.is_empty(),
+        "the real unwind left no leg"
+    );
+    // Nothing left: the plan of a deleting link that built nothing writes nothing.
+    env.add_link("never", spec(&a.id, "10.88.0.0/16", None));
+    mark_deleting(&mut env, "never");
+    let (p, planned, applied) = plan_then_run(&mut env, "never", None).await;
+    assert!(planned.is_empty() && applied.is_empty(), "{p:?}");
+    assert_eq!(p.deleting, Some(Released::Yes));
+}
+both!(plan_predicts_the_unwind);
+
+/// A cross-tenant link, planned with its customer's credential read from its Secret: the
+/// share (operator), the leg at the address Neutron picks and its attach (customer), the
+/// gateway route (operator); the real reconcile writes the same list with the same
+/// credentials. Then its unwind, planned and run the same way.
+async fn plan_predicts_a_cross_tenant_link(mut env: Env) {
+    let customer = Customer::of(&env);
+    let cnet = customer.net(&customer.id, &customer.secret);
+    let router = cnet
+        .create_router(&bnerd_testkit::unique("plan-ct"))
+        .await
+        .expect("customer router");
+    let mut s = spec(&router.id, "10.89.0.0/16", None);
+    s.credentials_secret_ref = Some(SecretRef {
+        name: "clusterlink-ct".into(),
+        namespace: NS.into(),
+    });
+    s.customer_project_id = Some(customer.project.clone());
+    env.add_link("ct", s);
+    let i = env.links.len() - 1;
+    env.links[i].metadata.annotations =
+        Some([(ANNOTATION_API_ACCESS.to_string(), "none".to_string())].into());
+
+    let (p, planned, applied) = plan_then_run(&mut env, "ct", Some(&customer)).await;
+    assert_eq!(planned, applied, "cross-tenant create");
+    assert!(p.ready && p.cross_tenant, "{p:?}");
+    let text = planned.join("\n");
+    for want in [
+        "customer credential: create port",
+        "at an address Neutron picks",
+        &format!(
+            "customer credential: attach port <new port> to router {}",
+            router.id
+        ),
+        &format!("via {PICKED}"),
+    ] {
+        assert!(text.contains(want), "{want}: {text}");
+    }
+    assert!(
+        planned
+            .iter()
+            .any(|l| l.starts_with("operator credential:") && l.contains("route")),
+        "the gateway route is the operator's: {text}"
+    );
+    // Converged: nothing to plan, nothing written.
+    let (_, planned, applied) = plan_then_run(&mut env, "ct", Some(&customer)).await;
+    assert!(planned.is_empty() && applied.is_empty(), "{planned:?}");
+
+    // Without a way to the Secret, the plan says so rather than guessing.
+    let link = env.link("ct").clone();
+    let refused = plan(
+        env.net.as_ref(),
+        &env.fabric,
+        &link,
+        &env.links,
+        &env.reverse,
+        None,
+    )
+    .await;
+    assert!(
+        refused.as_ref().is_err_and(|e| e
+            .to_string()
+            .contains("needs a way to its credentials Secret")),
+        "{refused:?}"
+    );
+
+    mark_deleting(&mut env, "ct");
+    let (p, planned, applied) = plan_then_run(&mut env, "ct", Some(&customer)).await;
+    assert_eq!(planned, applied, "cross-tenant unwind");
+    assert_eq!(p.deleting, Some(Released::Yes));
+    let text = planned.join("\n");
+    assert!(
+        text.contains("customer credential: detach port") && text.contains("operator credential:"),
+        "{text}"
+    );
+    assert!(
+        env.leg_ports().await.is_empty(),
+        "the real unwind left no leg"
+    );
+    cnet.delete_router(&router.id)
+        .await
+        .expect("router removed");
+}
+both!(plan_predicts_a_cross_tenant_link);

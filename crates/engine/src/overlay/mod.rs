@@ -12,24 +12,32 @@
 //! A [`Overlay::tap`] instead passes writes to the cloud and records them as a plan names
 //! them: what a test compares a plan with.
 //!
+//! A cross-tenant link writes with two credentials: [`Overlay::beside`] gives the customer's
+//! side an overlay of its own over the customer's client, sharing the recorded writes (one list,
+//! in call order, each with its [`Credential`]) and the ports they left.
+//!
 //! What it was given is in `known`, what it records in `planned`. This file passes 500 lines
 //! and stays one piece: every answer reads the known objects, the recorded writes and the
 //! cloud below together, in the order Neutron would; split by call, each half would reach
 //! into the other's state.
 
+mod customer;
 mod known;
 mod planned;
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bnerd_cloud::refusals::{self, SubnetRef};
 use bnerd_cloud::{
-    CloudError, CreatePort, FixedIp, Network, Neutron, Port, PortQuery, RbacPolicy, Result, Route,
-    Router, RouterQuery, ShareNetwork, Subnet,
+    CloudError, CreatePort, FixedIp, Identity, Network, Neutron, Port, PortQuery, RbacPolicy,
+    Result, Route, Router, RouterQuery, ShareNetwork, Subnet, TokenInfo,
 };
 
+use crate::credentials::CustomerCloud;
+
+pub use customer::CustomerSide;
 pub use known::Known;
 pub use planned::PlannedWrite;
 
@@ -41,12 +49,45 @@ pub enum Recorded {
     Miss(String),
 }
 
+/// Whose credential makes a write (the spec's prefixes name them so).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Credential {
+    Operator,
+    Customer,
+}
+
+impl Credential {
+    /// As failure messages prefix it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Credential::Operator => "operator credential",
+            Credential::Customer => "customer credential",
+        }
+    }
+}
+
+/// The cloud below an overlay: borrowed (the operator's client), or held (a customer client
+/// made while the reconcile runs).
+enum Below<'a> {
+    Borrowed(&'a dyn Neutron),
+    Held(Arc<dyn CustomerCloud>),
+}
+
+impl Below<'_> {
+    fn net(&self) -> &dyn Neutron {
+        match self {
+            Below::Borrowed(n) => *n,
+            Below::Held(c) => c.as_ref(),
+        }
+    }
+}
+
 #[derive(Default)]
 struct State {
     /// Ports as the recorded writes leave them; `None`: deleted.
     ports: BTreeMap<String, Option<Port>>,
     routers: BTreeMap<String, Router>,
-    log: Vec<Recorded>,
+    log: Vec<(Credential, Recorded)>,
     created: usize,
     /// Tap: the ports this run created, by their cloud ID, as a plan names them.
     names: BTreeMap<String, String>,
@@ -56,16 +97,34 @@ struct State {
 pub struct Overlay<'a> {
     known: Option<&'a Known>,
     /// Answers what `known` cannot; `None`: such a read is a miss.
-    below: Option<&'a dyn Neutron>,
+    below: Option<Below<'a>>,
+    /// Whose credential the writes through this overlay are made with.
+    credential: Credential,
     /// Writes go to `below` too, and are recorded as a plan would name them.
     tap: bool,
     /// The project a planned port lands in: the credential's, as Neutron would set it (the
-    /// reconcile checks a port's project before attaching it).
-    project: String,
+    /// reconcile checks a port's project before attaching it). A customer side learns it from
+    /// its token.
+    project: Mutex<String>,
     /// Neutron words its refusals as a cloud with this L3 plugin does (`Fabric`'s flag).
     router_subnets_by_cidr: bool,
-    state: Mutex<State>,
+    /// The transit subnet, where a planned port Neutron picks the address of gets
+    /// [`planned_pick`]'s.
+    transit: Option<ipnet::Ipv4Net>,
+    /// Shared with the overlays [`Overlay::beside`] made.
+    state: Arc<Mutex<State>>,
 }
+
+/// The address a planned port stands at when Neutron picks it (a cross-tenant leg): the last
+/// host address of the transit subnet, far from the walk's end. Neutron picks at random among
+/// the free ones, so a plan names it as "the address Neutron picks" ([`PICKED`]).
+pub fn planned_pick(transit: ipnet::Ipv4Net) -> std::net::Ipv4Addr {
+    let last = u32::from(transit.broadcast());
+    std::net::Ipv4Addr::from(last.saturating_sub(1))
+}
+
+/// How a plan names [`planned_pick`]'s address.
+pub const PICKED: &str = "<the address Neutron picks>";
 
 /// The id a planned port goes by until Neutron gives it one.
 pub const PLANNED_PORT: &str = "<new port>";
@@ -74,11 +133,28 @@ impl<'a> Overlay<'a> {
     fn new(known: Option<&'a Known>, below: Option<&'a dyn Neutron>, tap: bool) -> Self {
         Self {
             known,
-            below,
+            below: below.map(Below::Borrowed),
+            credential: Credential::Operator,
             tap,
-            project: String::new(),
+            project: Mutex::new(String::new()),
             router_subnets_by_cidr: false,
-            state: Mutex::new(State::default()),
+            transit: None,
+            state: Arc::new(Mutex::new(State::default())),
+        }
+    }
+
+    /// The customer's side beside this overlay: reads from `customer` (its Keystone calls go
+    /// straight to it), writes recorded (or, beside a tap, made) in this overlay's list.
+    pub fn beside(&self, customer: Arc<dyn CustomerCloud>) -> Overlay<'static> {
+        Overlay {
+            known: None,
+            below: Some(Below::Held(customer)),
+            credential: Credential::Customer,
+            tap: self.tap,
+            project: Mutex::new(String::new()),
+            router_subnets_by_cidr: self.router_subnets_by_cidr,
+            transit: self.transit,
+            state: self.state.clone(),
         }
     }
 
@@ -102,6 +178,7 @@ impl<'a> Overlay<'a> {
     pub fn worded_for(self, fabric: &bnerd_cloud::fabric::Fabric) -> Self {
         Self {
             router_subnets_by_cidr: fabric.router_subnets_by_cidr,
+            transit: Some(fabric.transit_subnet),
             ..self
         }
     }
@@ -109,7 +186,7 @@ impl<'a> Overlay<'a> {
     /// Planned ports are created in this project (the credential's own).
     pub fn creating_in(self, project: &str) -> Self {
         Self {
-            project: project.to_string(),
+            project: Mutex::new(project.to_string()),
             ..self
         }
     }
@@ -119,8 +196,21 @@ impl<'a> Overlay<'a> {
         self.with(|s| {
             s.log
                 .iter()
-                .filter_map(|r| match r {
+                .filter_map(|(_, r)| match r {
                     Recorded::Write(w) => Some(w.clone()),
+                    Recorded::Miss(_) => None,
+                })
+                .collect()
+        })
+    }
+
+    /// The writes recorded so far, in order, each with the credential that makes it.
+    pub fn writes_by(&self) -> Vec<(Credential, PlannedWrite)> {
+        self.with(|s| {
+            s.log
+                .iter()
+                .filter_map(|(c, r)| match r {
+                    Recorded::Write(w) => Some((*c, w.clone())),
                     Recorded::Miss(_) => None,
                 })
                 .collect()
@@ -129,7 +219,7 @@ impl<'a> Overlay<'a> {
 
     /// Everything recorded, writes and misses, in order.
     pub fn recorded(&self) -> Vec<Recorded> {
-        self.with(|s| s.log.clone())
+        self.with(|s| s.log.iter().map(|(_, r)| r.clone()).collect())
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
@@ -138,17 +228,19 @@ impl<'a> Overlay<'a> {
     }
 
     fn note(&self, w: PlannedWrite) {
-        self.with(|s| s.log.push(Recorded::Write(w)));
+        let c = self.credential;
+        self.with(|s| s.log.push((c, Recorded::Write(w))));
     }
 
     /// The cloud below, or a miss: stop the steps, the answer is not known. Whatever they
     /// conclude is thrown away (`plan::resync` sends the link down the per-link path).
-    fn below(&self, what: impl FnOnce() -> String) -> Result<&'a dyn Neutron> {
-        match self.below {
-            Some(net) => Ok(net),
+    fn below(&self, what: impl FnOnce() -> String) -> Result<&dyn Neutron> {
+        match &self.below {
+            Some(b) => Ok(b.net()),
             None => {
                 let what = what();
-                self.with(|s| s.log.push(Recorded::Miss(what.clone())));
+                let c = self.credential;
+                self.with(|s| s.log.push((c, Recorded::Miss(what.clone()))));
                 Err(CloudError::Decode {
                     method: "GET".into(),
                     path: what,
@@ -159,14 +251,27 @@ impl<'a> Overlay<'a> {
     }
 
     /// The cloud a tap writes to; `None`: writes are only recorded.
-    fn tapping(&self) -> Option<&'a dyn Neutron> {
-        self.below.filter(|_| self.tap)
+    fn tapping(&self) -> Option<&dyn Neutron> {
+        self.below.as_ref().filter(|_| self.tap).map(Below::net)
     }
 
-    /// A write the cloud makes (a tap): recorded as a plan names it once Neutron took it.
-    fn tapped<T>(&self, done: Result<T>, w: impl FnOnce() -> PlannedWrite) -> Result<T> {
-        if done.is_ok() {
-            self.note(w());
+    /// A write the cloud makes (a tap): recorded as a plan names it, in the order the steps
+    /// call (two writes sent side by side keep their call order, whichever Neutron answers
+    /// first), and taken back when Neutron refuses it.
+    async fn tapped<T>(
+        &self,
+        w: PlannedWrite,
+        call: impl std::future::Future<Output = Result<T>>,
+    ) -> Result<T> {
+        let entry = (self.credential, Recorded::Write(w));
+        self.with(|s| s.log.push(entry.clone()));
+        let done = call.await;
+        if done.is_err() {
+            self.with(|s| {
+                if let Some(i) = s.log.iter().rposition(|r| *r == entry) {
+                    s.log.remove(i);
+                }
+            });
         }
         done
     }
@@ -380,7 +485,7 @@ impl Neutron for Overlay<'_> {
             name: req.name.clone(),
         };
         if let Some(cloud) = self.tapping() {
-            let port = self.tapped(cloud.create_port(req).await, || planned)?;
+            let port = self.tapped(planned, cloud.create_port(req)).await?;
             self.with(|s| {
                 let called = Self::next_planned(s);
                 s.names.insert(port.id.clone(), called);
@@ -396,6 +501,8 @@ impl Neutron for Overlay<'_> {
             description: req.description.clone(),
             fixed_ips: req
                 .ip_address
+                .clone()
+                .or_else(|| self.transit.map(|t| planned_pick(t).to_string()))
                 .iter()
                 .map(|ip| FixedIp {
                     subnet_id: req.subnet_id.clone().unwrap_or_default(),
@@ -403,7 +510,11 @@ impl Neutron for Overlay<'_> {
                 })
                 .collect(),
             tags: req.tags.clone(),
-            project_id: self.project.clone(),
+            project_id: self
+                .project
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone(),
             ..Default::default()
         };
         self.keep_port(port.clone());
@@ -416,7 +527,9 @@ impl Neutron for Overlay<'_> {
             tags: vec![tag.to_string()],
         };
         if let Some(cloud) = self.tapping() {
-            return self.tapped(cloud.add_port_tag(port_id, tag).await, planned);
+            return self
+                .tapped(planned(), cloud.add_port_tag(port_id, tag))
+                .await;
         }
         let mut p = self.port_now(port_id).await?;
         if !p.has_tag(tag) {
@@ -433,7 +546,9 @@ impl Neutron for Overlay<'_> {
             tags: tags.to_vec(),
         };
         if let Some(cloud) = self.tapping() {
-            return self.tapped(cloud.set_port_tags(port_id, tags).await, planned);
+            return self
+                .tapped(planned(), cloud.set_port_tags(port_id, tags))
+                .await;
         }
         let mut p = self.port_now(port_id).await?;
         p.tags = tags.to_vec();
@@ -447,7 +562,7 @@ impl Neutron for Overlay<'_> {
             port_id: self.called(id),
         };
         if let Some(cloud) = self.tapping() {
-            return self.tapped(cloud.delete_port(id).await, planned);
+            return self.tapped(planned(), cloud.delete_port(id)).await;
         }
         let p = self.port_now(id).await?;
         // The L3 plugin guards a router's interface port while the router exists.
@@ -501,10 +616,9 @@ impl Neutron for Overlay<'_> {
             port_id: self.called(port_id),
         };
         if let Some(cloud) = self.tapping() {
-            return self.tapped(
-                cloud.add_router_interface(router_id, port_id).await,
-                planned,
-            );
+            return self
+                .tapped(planned(), cloud.add_router_interface(router_id, port_id))
+                .await;
         }
         let path = format!("/routers/{router_id}/add_router_interface");
         let mut port = self.port_now(port_id).await?;
@@ -532,10 +646,9 @@ impl Neutron for Overlay<'_> {
             port_id: self.called(port_id),
         };
         if let Some(cloud) = self.tapping() {
-            return self.tapped(
-                cloud.remove_router_interface(router_id, port_id).await,
-                planned,
-            );
+            return self
+                .tapped(planned(), cloud.remove_router_interface(router_id, port_id))
+                .await;
         }
         let path = format!("/routers/{router_id}/remove_router_interface");
         let port = match self.port_now(port_id).await {
@@ -567,7 +680,9 @@ impl Neutron for Overlay<'_> {
             routes: routes.to_vec(),
         };
         if let Some(cloud) = self.tapping() {
-            return self.tapped(cloud.add_extraroutes(router_id, routes).await, || planned);
+            return self
+                .tapped(planned, cloud.add_extraroutes(router_id, routes))
+                .await;
         }
         self.edit_routes(router_id, planned, |table| {
             for r in routes {
@@ -585,9 +700,9 @@ impl Neutron for Overlay<'_> {
             routes: routes.to_vec(),
         };
         if let Some(cloud) = self.tapping() {
-            return self.tapped(cloud.remove_extraroutes(router_id, routes).await, || {
-                planned
-            });
+            return self
+                .tapped(planned, cloud.remove_extraroutes(router_id, routes))
+                .await;
         }
         self.edit_routes(router_id, planned, |table| {
             table.retain(|x| !routes.contains(x))
@@ -606,10 +721,9 @@ impl Neutron for Overlay<'_> {
             routes: routes.to_vec(),
         };
         if let Some(cloud) = self.tapping() {
-            return self.tapped(
-                cloud.set_routes(router_id, routes, if_revision).await,
-                || planned,
-            );
+            return self
+                .tapped(planned, cloud.set_routes(router_id, routes, if_revision))
+                .await;
         }
         self.edit_routes(router_id, planned, |table| *table = routes.to_vec())
             .await
@@ -621,7 +735,7 @@ impl Neutron for Overlay<'_> {
             project: req.target_tenant.clone(),
         };
         if let Some(cloud) = self.tapping() {
-            return self.tapped(cloud.create_rbac_policy(req).await, || planned);
+            return self.tapped(planned, cloud.create_rbac_policy(req)).await;
         }
         self.note(planned);
         Ok(RbacPolicy {
@@ -645,7 +759,7 @@ impl Neutron for Overlay<'_> {
             policy_id: id.into(),
         };
         if let Some(cloud) = self.tapping() {
-            return self.tapped(cloud.delete_rbac_policy(id).await, || planned);
+            return self.tapped(planned, cloud.delete_rbac_policy(id)).await;
         }
         self.note(planned);
         Ok(())
@@ -655,6 +769,24 @@ impl Neutron for Overlay<'_> {
         self.below(|| bnerd_cloud::ADMIN_READ_PROBE.into())?
             .probe_admin_read()
             .await
+    }
+}
+
+/// A customer side's Keystone calls go to its client; its token names the project its planned
+/// ports land in.
+#[async_trait]
+impl Identity for Overlay<'_> {
+    async fn token_info(&self) -> Result<TokenInfo> {
+        let Some(Below::Held(customer)) = &self.below else {
+            return Err(CloudError::Decode {
+                method: "POST".into(),
+                path: "/auth/tokens".into(),
+                message: "no customer client below this overlay".into(),
+            });
+        };
+        let token = customer.token_info().await?;
+        *self.project.lock().unwrap_or_else(|e| e.into_inner()) = token.project_id.clone();
+        Ok(token)
     }
 }
 
