@@ -694,7 +694,7 @@ async fn plan_of_a_cross_tenant_link_reads_its_secret_with_the_callers_rights() 
         env.net.as_ref(),
         &env.fabric,
         &link,
-        &[link.clone()],
+        std::slice::from_ref(&link),
         &[],
         Some(CustomerAccess {
             source: &source,
