@@ -54,7 +54,9 @@ enum Command {
     },
     /// What the operator's next reconcile of a ClusterLink would do against the cloud now,
     /// without writing: a link in the cluster by name, or a manifest file (`-` for stdin) as
-    /// `kubectl apply` would send it. Exit 0 when it would end Ready, 1 when refused.
+    /// `kubectl apply` would send it. A cross-tenant link reads its Secret with your
+    /// kubeconfig; a deleting link shows its unwind. Exit 0 when it would end Ready (or, being
+    /// deleted, unwound), 1 when refused.
     Plan {
         /// A ClusterLink name, or a path to its YAML manifest.
         target: String,
@@ -281,7 +283,8 @@ async fn run(cli: Cli) -> Result<Verdict, String> {
             match plan::plan(&cloud, &fabric, &link, &links, &targets, Some(access)).await {
                 Ok(p) => {
                     print!("{}", output::plan(format, &p));
-                    Ok(p.ready.into())
+                    let released = p.deleting == Some(plan::Released::Yes);
+                    Ok((p.ready || released).into())
                 }
                 Err(e) => Err(e.to_string()),
             }

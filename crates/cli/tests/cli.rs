@@ -181,6 +181,24 @@ fn plugin(
         .expect("runs")
 }
 
+/// `plan <name>` by the binary: exit 0 (the link would end Ready); its stdout.
+fn plan_exits_0(
+    kubeconfig: &str,
+    lab: &std::collections::BTreeMap<String, String>,
+    env: &Env,
+    name: &str,
+) -> String {
+    let out = plugin(kubeconfig, lab, env, "plan", &[name]);
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 /// The binary end to end: real apiserver for the links, real lab for the cloud.
 #[tokio::test]
 async fn doctor_binary_reports_an_orphan_leg() {
@@ -517,14 +535,7 @@ async fn plan_binary_on_the_labs() {
         .await
         .expect("create link");
     let run = |args: &[&str]| plugin(&kubeconfig, &lab, &env, "plan", args);
-    let out = run(&[&name]);
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = plan_exits_0(&kubeconfig, &lab, &env, &name);
     for want in [
         format!("plan for ClusterLink {name}"),
         format!(
@@ -645,14 +656,7 @@ async fn plan_of_a_cross_tenant_link_reads_its_secret_with_the_callers_rights() 
         .await
         .expect("create link");
 
-    let out = plugin(&kubeconfig, &lab, &env, "plan", &[&name]);
-    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stdout = plan_exits_0(&kubeconfig, &lab, &env, &name);
     for want in [
         "operator credential: share network".to_string(),
         "customer credential: create port".to_string(),

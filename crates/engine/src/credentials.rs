@@ -77,9 +77,9 @@ pub struct Resolved {
 
 impl Resolved {
     /// The customer side of the engine for this credential.
-    pub fn customer(&self) -> super::ops::Customer<'_> {
+    pub fn customer(&self) -> super::converge::Customer<'_> {
         let net: &dyn Neutron = self.client.as_ref();
-        super::ops::Customer {
+        super::converge::Customer {
             net,
             project_id: &self.project_id,
             secret: &self.secret,

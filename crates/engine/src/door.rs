@@ -9,9 +9,9 @@ use bnerd_api::{ClusterLinkSpec, ClusterLinkStatus, ConditionType};
 use bnerd_cloud::Neutron;
 use bnerd_cloud::fabric::Fabric;
 
+use crate::converge::Engine;
 use crate::credentials::{CredentialSource, OperatorIdentity};
 use crate::model::{Input, Outcome};
-use crate::ops::Engine;
 use crate::plan::StepFail;
 use crate::plan::drift;
 use crate::plan::unwind::UnwindPlan;

@@ -3,9 +3,10 @@
 
 use bnerd_api::RouteRecord;
 
+use super::converge::Engine;
 use super::leg::Leg;
 use super::model::{Action, ActionKind, Input};
-use super::ops::{self, Engine};
+use super::ops;
 use super::plan::StepFail;
 use super::plan::gateway_route::{
     RouteCall, RouteView, call_failed, installed_message, orphaned, plan,

@@ -8,8 +8,9 @@ use bnerd_api::echo::quoted;
 use bnerd_api::names::{TAG_MANAGED, tag_link_name, tag_link_uid};
 use bnerd_cloud::{CloudError, Port, Router, RouterQuery};
 
+use super::converge::Engine;
 use super::model::{Action, ActionKind, Input};
-use super::ops::{self, Engine};
+use super::ops;
 use super::plan::StepFail;
 use super::plan::leg::{
     self as rules, LegCall, LegPlan, LegView, RouterSeen, UnwindWhy, call_failed,

@@ -5,74 +5,12 @@
 use bnerd_api::ReverseRoute;
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::names::{description_uid_marker, leg_port_name};
-use bnerd_cloud::fabric::Fabric;
 use bnerd_cloud::{
     CloudError, CreatePort, Neutron, NeutronErrorKind, Port, PortQuery, Route, Router,
 };
 
-use super::plan::StepFail;
-use super::plan::share::Credential;
+use super::converge::Engine;
 use super::plan::unwind::{UnwindError, detach_blocked, gateway_routes_via, reverse_to_remove};
-
-/// The cloud side of the operator: one Neutron credential and the fabric it serves.
-pub struct Engine<'a> {
-    /// The operator's credential: the transit network, the gateway router, RBAC shares.
-    pub net: &'a dyn Neutron,
-    pub fabric: &'a Fabric,
-    /// A cross-tenant link's customer credential: its router, leg port and reverse routes.
-    pub customer: Option<Customer<'a>>,
-}
-
-/// The customer side of a cross-tenant link, once its credential is resolved.
-pub struct Customer<'a> {
-    pub net: &'a dyn Neutron,
-    /// The project the credential authenticates into.
-    pub project_id: &'a str,
-    /// `<ns>/<name>` of the Secret it came from, for messages.
-    pub secret: &'a str,
-}
-
-impl<'a> Engine<'a> {
-    /// A same-tenant link: one credential for everything.
-    pub fn same_tenant(net: &'a dyn Neutron, fabric: &'a Fabric) -> Self {
-        Self {
-            net,
-            fabric,
-            customer: None,
-        }
-    }
-
-    /// A cross-tenant link's failure messages say which credential failed: the operator's
-    /// (gateway route) or the customer's (its router's reverse routes). A same-tenant link's
-    /// read as they always did.
-    pub(crate) fn named(&self, f: StepFail, customer_side: bool) -> StepFail {
-        let Some(c) = &self.customer else {
-            return f;
-        };
-        let who = if customer_side {
-            Credential::Customer(c.secret)
-        } else {
-            Credential::Operator
-        };
-        StepFail {
-            message: format!("{}{}", who.prefix(), f.message),
-            ..f
-        }
-    }
-
-    /// The project this link's leg must belong to (`plan::leg::leg_project`).
-    pub(crate) fn leg_project<'i>(&'i self, input: &'i super::model::Input<'_>) -> Option<&'i str> {
-        super::plan::leg::leg_project(input.spec, input.status, &self.fabric.operator_project_id)
-    }
-
-    /// The credential of the leg's side: the service router, the leg port, reverse routes.
-    pub fn leg_net(&self) -> &'a dyn Neutron {
-        match &self.customer {
-            Some(c) => c.net,
-            None => self.net,
-        }
-    }
-}
 
 /// Retries of a read-modify-write of a route table when another writer got in between.
 const IF_MATCH_RETRIES: usize = 3;

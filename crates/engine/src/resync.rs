@@ -37,8 +37,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bnerd_cloud::fabric::Fabric;
 use bnerd_cloud::{Neutron, Port, PortQuery, Result, RouterQuery, Subnet};
 
+use super::converge::Engine;
 use super::model::{Input, Outcome};
-use super::ops::Engine;
 use super::overlay::{Known, Overlay, PlannedWrite, Recorded};
 use super::plan::resync::{Noted, ResyncPlan, RouteWrite, leg_check, plan};
 

@@ -5,9 +5,10 @@
 use bnerd_api::ReverseRoute;
 use bnerd_cloud::Route;
 
+use super::converge::Engine;
 use super::leg::Leg;
 use super::model::Input;
-use super::ops::{self, Engine};
+use super::ops;
 use super::plan::StepFail;
 use super::plan::reverse_route_of;
 use super::plan::reverse_routes::{

@@ -4,8 +4,8 @@
 
 use bnerd_cloud::{ACCESS_AS_SHARED, ShareNetwork};
 
+use super::converge::{Customer, Engine};
 use super::model::{Action, ActionKind};
-use super::ops::{Customer, Engine};
 use super::plan::StepFail;
 use super::plan::share::{
     AfterCreate, after_create, after_visibility, already_shared, list_failed, shared_message,

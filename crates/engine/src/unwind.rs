@@ -3,8 +3,9 @@
 
 use bnerd_api::gateway::ReverseTarget;
 
+use super::converge::Engine;
 use super::model::Input;
-use super::ops::{self, Engine};
+use super::ops;
 use super::plan::StepFail;
 use super::plan::unwind::{
     UnwindError, UnwindPlan, UnwindView, customer_refused, deleting, plan, refused_for_good,

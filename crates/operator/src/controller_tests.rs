@@ -305,6 +305,7 @@ async fn a_deleting_link_is_unwound_then_lets_go_of_its_own_finalizer_only() {
     );
     deleting.status = Some(serde_json::from_value(status).expect("status"));
     seen.lock().unwrap().clear();
+    cloud.reset_counters();
     let done = reconcile(Arc::new(deleting), ctx).await;
     assert!(done.is_ok(), "{done:?}");
     assert!(
@@ -320,6 +321,11 @@ async fn a_deleting_link_is_unwound_then_lets_go_of_its_own_finalizer_only() {
         .iter()
         .find(|s| s.method == "PATCH" && s.path.ends_with("/clusterlinks/gone"))
         .expect("the finalizer is removed");
+    assert!(
+        release.cloud_calls.1 >= 2,
+        "the finalizer goes only after the unwind's writes (route, detach): {:?}",
+        release.cloud_calls
+    );
     assert_eq!(
         release.body,
         serde_json::json!([

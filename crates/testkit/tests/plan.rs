@@ -15,56 +15,18 @@ use bnerd_cloud::{
     AuthConfig, AuthMethod, NeutronAdmin, OpenStack, Route, RouterQuery, SecretString,
 };
 use bnerd_clusterlink_cli::plan::{CustomerAccess, Plan, Released, plan};
-use bnerd_engine::overlay::{CustomerSide, Overlay, PICKED, PlannedWrite};
+use bnerd_engine::overlay::{Credential, CustomerSide, Overlay, PICKED, PlannedWrite};
 use bnerd_engine::view::{input_of, peers_of};
 use bnerd_engine::{
-    CredentialSource, CustomerCloud, CustomerCredential, Customers, Engine, LinkEngine,
-    OperatorIdentity, Unwound,
+    CredentialSource, CustomerCloud, CustomerCredential, Customers, LinkEngine, OperatorIdentity,
+    Unwound,
 };
 use bnerd_testkit::{Env, both, spec};
 
 /// Plan `name`, then reconcile it for real through a tap; both write lists and conditions.
 async fn plan_then_apply(env: &mut Env, name: &str) -> (Plan, Vec<PlannedWrite>) {
-    let link = env.link(name).clone();
-    let planned = plan(
-        env.net.as_ref(),
-        &env.fabric,
-        &link,
-        &env.links,
-        &env.reverse,
-        None,
-    )
-    .await
-    .expect("plan");
-    let status = link.status.clone().unwrap_or_default();
-    let peers = peers_of(&link, env.links.iter());
-    let input = input_of(&link, &status, &peers, &env.reverse).expect("uid");
-    let tap = Overlay::tap(env.net.as_ref());
-    let out = Engine::same_tenant(&tap, &env.fabric)
-        .reconcile(&input)
-        .await;
-    let i = env
-        .links
-        .iter()
-        .position(|l| l.metadata.name.as_deref() == Some(name))
-        .expect("link");
-    let applied_conditions: Vec<(String, String, String)> = out
-        .status
-        .conditions
-        .iter()
-        .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
-        .collect();
-    let mut planned_conditions: Vec<(String, String, String)> = planned
-        .conditions
-        .iter()
-        .map(|c| (c.type_.clone(), c.status.clone(), c.reason.clone()))
-        .collect();
-    let mut applied_sorted = applied_conditions.clone();
-    planned_conditions.sort();
-    applied_sorted.sort();
-    assert_eq!(planned_conditions, applied_sorted, "{name}: conditions");
-    env.links[i].status = Some(out.status);
-    (planned, tap.writes())
+    let (p, applied, _) = plan_and_run(env, name, None).await;
+    (p, applied.into_iter().map(|(_, w)| w).collect())
 }
 
 /// Plan and apply link `name`, whose attach Neutron refuses: the same writes, not Ready,
@@ -371,6 +333,33 @@ async fn plan_then_run(
     name: &str,
     customer: Option<&Customer>,
 ) -> (Plan, Vec<String>, Vec<String>) {
+    let (planned, applied, picked) = plan_and_run(env, name, customer).await;
+    let applied: Vec<String> = applied
+        .iter()
+        .map(|(c, w)| {
+            let line = format!("{}: {w}", c.as_str());
+            match &picked {
+                Some(ip) => line.replace(ip.as_str(), PICKED),
+                None => line,
+            }
+        })
+        .collect();
+    let planned_lines: Vec<String> = planned
+        .writes
+        .iter()
+        .zip(&planned.credentials)
+        .map(|(w, c)| format!("{}: {w}", c.as_str()))
+        .collect();
+    (planned, planned_lines, applied)
+}
+
+/// The plan of link `name`, the writes of the real run (each with its credential), and the
+/// address Neutron picked for a leg created without one.
+async fn plan_and_run(
+    env: &mut Env,
+    name: &str,
+    customer: Option<&Customer>,
+) -> (Plan, Vec<(Credential, PlannedWrite)>, Option<String>) {
     let link = env.link(name).clone();
     let planned = plan(
         env.net.as_ref(),
@@ -443,23 +432,7 @@ async fn plan_then_run(
             )
         })
     });
-    let applied: Vec<String> = tap
-        .writes_by()
-        .iter()
-        .map(|(c, w)| {
-            let line = format!("{}: {w}", c.as_str());
-            match &picked {
-                Some(ip) => line.replace(ip.as_str(), PICKED),
-                None => line,
-            }
-        })
-        .collect();
-    let planned_lines: Vec<String> = planned
-        .writes
-        .iter()
-        .zip(&planned.credentials)
-        .map(|(w, c)| format!("{}: {w}", c.as_str()))
-        .collect();
+    let applied = tap.writes_by();
     let i = env
         .links
         .iter()
@@ -470,7 +443,7 @@ async fn plan_then_run(
     } else {
         env.links[i].status = Some(after);
     }
-    (planned, planned_lines, applied)
+    (planned, applied, picked)
 }
 
 fn mark_deleting(env: &mut Env, name: &str) {

@@ -117,7 +117,8 @@ pub struct Overlay<'a> {
 
 /// The address a planned port stands at when Neutron picks it (a cross-tenant leg): the last
 /// host address of the transit subnet, far from the walk's end. Neutron picks at random among
-/// the free ones, so a plan names it as "the address Neutron picks" ([`PICKED`]).
+/// the first free ones (its IPAM samples a window of them), so a plan names it as "the address
+/// Neutron picks" ([`PICKED`]).
 pub fn planned_pick(transit: ipnet::Ipv4Net) -> std::net::Ipv4Addr {
     let last = u32::from(transit.broadcast());
     std::net::Ipv4Addr::from(last.saturating_sub(1))

@@ -1,0 +1,339 @@
+//! One link's engine value ([`Engine`]: the operator's credential, the fabric, and a
+//! cross-tenant link's resolved customer side) and what it runs: Validated, then every step in
+//! the spec's order (docs/design.md, "The reconcile order"), and the cross-tenant reconcile and
+//! unwind that resolve the customer's credential first. Callers outside the engine go through
+//! the door (`door.rs`).
+
+use bnerd_api::ConditionType;
+use bnerd_cloud::Neutron;
+use bnerd_cloud::fabric::Fabric;
+
+use crate::door::Customers;
+use crate::model::{Action, ActionKind, Input, Outcome};
+use crate::plan::share::Credential;
+use crate::plan::unwind::UnwindPlan;
+use crate::plan::{self, StepFail};
+use crate::unwind::{self, unwind, unwind_gateway};
+use crate::{credentials, gateway_route, leg, report, reverse_routes, share};
+
+/// The cloud side of the operator: one Neutron credential and the fabric it serves.
+pub struct Engine<'a> {
+    /// The operator's credential: the transit network, the gateway router, RBAC shares.
+    pub net: &'a dyn Neutron,
+    pub fabric: &'a Fabric,
+    /// A cross-tenant link's customer credential: its router, leg port and reverse routes.
+    pub customer: Option<Customer<'a>>,
+}
+
+/// The customer side of a cross-tenant link, once its credential is resolved.
+pub struct Customer<'a> {
+    pub net: &'a dyn Neutron,
+    /// The project the credential authenticates into.
+    pub project_id: &'a str,
+    /// `<ns>/<name>` of the Secret it came from, for messages.
+    pub secret: &'a str,
+}
+
+impl<'a> Engine<'a> {
+    /// A same-tenant link: one credential for everything.
+    pub fn same_tenant(net: &'a dyn Neutron, fabric: &'a Fabric) -> Self {
+        Self {
+            net,
+            fabric,
+            customer: None,
+        }
+    }
+
+    /// A cross-tenant link's failure messages say which credential failed: the operator's
+    /// (gateway route) or the customer's (its router's reverse routes). A same-tenant link's
+    /// read as they always did.
+    pub(crate) fn named(&self, f: StepFail, customer_side: bool) -> StepFail {
+        let Some(c) = &self.customer else {
+            return f;
+        };
+        let who = if customer_side {
+            Credential::Customer(c.secret)
+        } else {
+            Credential::Operator
+        };
+        StepFail {
+            message: format!("{}{}", who.prefix(), f.message),
+            ..f
+        }
+    }
+
+    /// The project this link's leg must belong to (`plan::leg::leg_project`).
+    pub(crate) fn leg_project<'i>(&'i self, input: &'i super::model::Input<'_>) -> Option<&'i str> {
+        super::plan::leg::leg_project(input.spec, input.status, &self.fabric.operator_project_id)
+    }
+
+    /// The credential of the leg's side: the service router, the leg port, reverse routes.
+    pub fn leg_net(&self) -> &'a dyn Neutron {
+        match &self.customer {
+            Some(c) => c.net,
+            None => self.net,
+        }
+    }
+}
+
+impl Engine<'_> {
+    /// Converge one link. Never fails: every problem becomes a condition. A cross-tenant
+    /// link needs its customer's credential: through [`reconcile_cross_tenant`], or already
+    /// resolved in `customer`.
+    pub async fn reconcile(&self, input: &Input<'_>) -> Outcome {
+        let mut r = report::Report::new(input);
+        let Some(valid) = validate(self.fabric, input, &mut r) else {
+            return r.finish();
+        };
+        if input.spec.credentials_secret_ref.is_some() && self.customer.is_none() {
+            r.fail(
+                ConditionType::Validated,
+                plan::validated::customer_credential_missing(),
+            );
+            return r.finish();
+        }
+        self.converge(input, &valid, &mut r).await;
+        r.finish()
+    }
+
+    /// Every step after Validated (and, cross-tenant, after the credential).
+    async fn converge(
+        &self,
+        input: &Input<'_>,
+        valid: &plan::validated::Valid,
+        r: &mut report::Report,
+    ) {
+        if let Some(c) = &self.customer {
+            // Pinned as soon as the credential resolves to the spec's project, before the share
+            // is made: the decommission listing (status.customerProjectID) must see a link
+            // that shared the network but never got its leg attached.
+            r.status.customer_project_id = Some(c.project_id.to_string());
+        }
+        let leg = match leg::resolve(self, input).await {
+            Ok(resolved) => {
+                if let Some(c) = &self.customer {
+                    // After the router is found, before the leg: the customer may only create
+                    // a port on the transit network once it is shared with its project.
+                    match share::ensure(self, c, &mut r.actions).await {
+                        Ok(msg) => r.pass(ConditionType::TransitNetworkShared, msg),
+                        Err(f) => {
+                            r.fail(ConditionType::TransitNetworkShared, f);
+                            return;
+                        }
+                    }
+                }
+                leg::ensure(self, input, valid, resolved, &mut r.actions).await
+            }
+            Err(f) => Err(f),
+        };
+        let leg = match leg {
+            Ok(leg) => leg,
+            Err(f) => {
+                if gateway_route::withdraw_orphaned(self, input, &mut r.actions).await {
+                    r.status.gateway_route = None;
+                }
+                r.fail(ConditionType::LegAttached, f);
+                return;
+            }
+        };
+        r.status.leg_port_id = Some(leg.port_id.clone());
+        r.status.transit_ip = Some(leg.ip.to_string());
+        r.status.service_router_id = Some(leg.router_id.clone());
+        r.pass(
+            ConditionType::LegAttached,
+            format!(
+                "leg port {} at {} attached to router {}",
+                leg.port_id, leg.ip, leg.router_id
+            ),
+        );
+
+        match gateway_route::ensure(self, input, valid, &leg, &mut r.actions).await {
+            Ok((msg, route)) => {
+                r.status.gateway_route = Some(route);
+                r.pass(ConditionType::RouteInstalled, msg);
+            }
+            Err((f, route)) => {
+                r.status.gateway_route = route;
+                r.fail(ConditionType::RouteInstalled, self.named(f, false));
+            }
+        }
+        // Reverse routes do not depend on the forward route: a broken one never reads as the
+        // forward path being down, and vice versa.
+        let rev = reverse_routes::ensure(self, input, &leg).await;
+        if !rev.restored.is_empty() {
+            let list: Vec<String> = rev
+                .restored
+                .iter()
+                .map(|d| format!("{} via {}", d.service_cidr, d.next_hop))
+                .collect();
+            r.actions.push(Action::new(
+                ActionKind::ReverseRouteRestored,
+                format!("re-added {} on router {}", list.join(", "), leg.router_id),
+            ));
+        }
+        r.status.reverse_routes = rev.installed;
+        r.gateway_problems = rev.problems;
+        match rev.verdict {
+            Ok(msg) => r.pass(ConditionType::ReverseRoutesInstalled, msg),
+            Err(f) => r.fail(ConditionType::ReverseRoutesInstalled, self.named(f, true)),
+        }
+    }
+}
+
+/// Validated, the first step of every link.
+fn validate(
+    fabric: &bnerd_cloud::fabric::Fabric,
+    input: &Input<'_>,
+    r: &mut report::Report,
+) -> Option<plan::validated::Valid> {
+    match plan::validated::plan(
+        input.spec,
+        fabric.transit_subnet,
+        &fabric.admission.service_cidrs,
+    ) {
+        Ok(v) => {
+            r.pass(ConditionType::Validated, plan::validated::valid_message());
+            Some(v)
+        }
+        Err(f) => {
+            r.fail(ConditionType::Validated, f);
+            None
+        }
+    }
+}
+
+/// The "fixed 15s requeue" for most credential failures (docs/crd-reference.md, "When a link
+/// is looked at again").
+const CREDENTIALS_RETRY: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Converge a cross-tenant link (docs/design.md, "A cross-tenant link"): Validated →
+/// TenantIsolationAttested → CredentialsResolved → (router, TransitNetworkShared, leg) →
+/// RouteInstalled → ReverseRoutesInstalled. Nothing touches OpenStack before the
+/// attestation, and nothing changes before the credential is resolved.
+pub async fn reconcile_cross_tenant(
+    net: &dyn bnerd_cloud::Neutron,
+    fabric: &bnerd_cloud::fabric::Fabric,
+    customers: Customers<'_>,
+    input: &Input<'_>,
+) -> Outcome {
+    let Customers {
+        source,
+        operator,
+        namespace: credentials_namespace,
+    } = customers;
+    let mut r = report::Report::new(input);
+    let Some(valid) = validate(fabric, input, &mut r) else {
+        return r.finish();
+    };
+    let Some(secret_ref) = input.spec.credentials_secret_ref.as_ref() else {
+        return Engine::same_tenant(net, fabric).reconcile(input).await;
+    };
+    match credentials::attestation(input, secret_ref) {
+        Ok(msg) => r.pass(ConditionType::TenantIsolationAttested, msg),
+        Err(f) => {
+            r.fail(ConditionType::TenantIsolationAttested, f);
+            return r.finish();
+        }
+    }
+    let resolved = match credentials::resolve(
+        source,
+        operator,
+        credentials_namespace,
+        input,
+        secret_ref,
+    )
+    .await
+    {
+        Ok(c) => c,
+        Err((f, q)) => {
+            if q == plan::tenant::Requeue::Fixed15s {
+                r.requeue_after(CREDENTIALS_RETRY);
+            }
+            r.fail(ConditionType::CredentialsResolved, f);
+            return r.finish();
+        }
+    };
+    r.pass(ConditionType::CredentialsResolved, resolved.message.clone());
+    r.probe_unavailable = resolved.probe_unavailable_now;
+    let engine = Engine {
+        net,
+        fabric,
+        customer: Some(resolved.customer()),
+    };
+    engine.converge(input, &valid, &mut r).await;
+    r.finish()
+}
+
+/// A cross-tenant unwind that cannot reach, or clean up, the customer side.
+#[derive(Debug)]
+pub struct Held {
+    /// The condition that says why: CredentialsResolved (CredentialsUnavailable or
+    /// CredentialsProjectMismatch) when the credential does not resolve, Ready (Deleting) when
+    /// it does but the customer side refuses its unwind.
+    pub condition: ConditionType,
+    pub fail: StepFail,
+    /// Whether the gateway route went (it is removed first, always).
+    pub gateway: Result<(), StepFail>,
+}
+
+/// Delete a cross-tenant link (docs/design.md, "The unwind order"): the
+/// gateway route on the operator's credential first, always; then, when the link never built
+/// anything on the customer side, nothing more (no customer call); otherwise the customer
+/// side only with a credential that resolves to the project the leg was built in and the one
+/// the link names, and only on an attested link.
+pub async fn unwind_cross_tenant(
+    net: &dyn bnerd_cloud::Neutron,
+    fabric: &bnerd_cloud::fabric::Fabric,
+    customers: Customers<'_>,
+    input: &Input<'_>,
+    targets: &[bnerd_api::gateway::ReverseTarget],
+) -> Result<Result<UnwindPlan, StepFail>, Held> {
+    let Customers {
+        source,
+        operator,
+        namespace: credentials_namespace,
+    } = customers;
+    let base = Engine::same_tenant(net, fabric);
+    let gateway = unwind_gateway(&base, input).await;
+    let Some(secret_ref) = input.spec.credentials_secret_ref.as_ref() else {
+        return Ok(unwind(&base, input, targets).await);
+    };
+    let legs_in_cloud = gateway.as_ref().ok().map(Vec::len);
+    let gateway = gateway.map(|_| ());
+    let side = plan::unwind::customer_side(
+        credentials::attestation(input, secret_ref).map(|_| ()),
+        input.status.leg_port_id.is_some(),
+        legs_in_cloud,
+    );
+    let held = |fail: &StepFail, gateway| Held {
+        condition: ConditionType::CredentialsResolved,
+        fail: plan::tenant::unavailable(fail),
+        gateway,
+    };
+    match side {
+        plan::unwind::CustomerSide::NothingBuilt => return Ok(Ok(UnwindPlan::default())),
+        plan::unwind::CustomerSide::NotAttested(f) => return Err(held(&f, gateway)),
+        plan::unwind::CustomerSide::Resolve => {}
+    }
+    let resolved =
+        credentials::resolve(source, operator, credentials_namespace, input, secret_ref).await;
+    let resolved = match resolved {
+        Ok(r) => r,
+        Err((f, _)) => return Err(held(&f, gateway)),
+    };
+    let engine = Engine {
+        net,
+        fabric,
+        customer: Some(resolved.customer()),
+    };
+    match unwind::unwind_rounds(&engine, input, targets).await {
+        Ok(done) => Ok(Ok(done)),
+        // The gateway route went in that same round, before the customer side refused.
+        Err(s) if s.customer_refused => Err(Held {
+            condition: ConditionType::Ready,
+            fail: s.fail,
+            gateway: Ok(()),
+        }),
+        Err(s) => Ok(Err(s.fail)),
+    }
+}
