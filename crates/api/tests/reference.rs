@@ -289,6 +289,7 @@ const NOT_REASONS: &[&str] = &[
     "PartialEq",
     "GET",
     "PUT",
+    "POST",
     "HOSTNAME",
     "PROBLEM",
     "WARNING",
