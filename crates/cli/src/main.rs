@@ -283,7 +283,10 @@ async fn run(cli: Cli) -> Result<Verdict, String> {
             match plan::plan(&cloud, &fabric, &link, &links, &targets, Some(access)).await {
                 Ok(p) => {
                     print!("{}", output::plan(format, &p));
-                    let released = p.deleting == Some(plan::Released::Yes);
+                    let released = matches!(
+                        p.deleting,
+                        Some(plan::Released::Yes | plan::Released::Abandoned)
+                    );
                     Ok((p.ready || released).into())
                 }
                 Err(e) => Err(e.to_string()),

@@ -206,6 +206,9 @@ pub fn plan(format: Format, p: &crate::plan::Plan) -> String {
                 Some(Released::No) => {
                     out.push_str("  the finalizer stays until what is below is fixed\n")
                 }
+                Some(Released::Abandoned) => out.push_str(
+                    "  the abandon annotation releases the ClusterLink: its customer side stays behind (docs/operations.md, \"Delete a link\")\n",
+                ),
                 None => {}
             }
             for c in &p.conditions {
@@ -225,7 +228,10 @@ pub fn plan(format: Format, p: &crate::plan::Plan) -> String {
         Format::Json => json_line(&json!({
             "name": p.name,
             "writes": plan_lines(p),
-            "deleting": p.deleting.map(|r| json!({"released": r == Released::Yes})),
+            "deleting": p.deleting.map(|r| json!({
+                "released": r != Released::No,
+                "abandoned": r == Released::Abandoned,
+            })),
             "conditions": p.conditions.iter().map(|c| json!({
                 "type": c.type_, "status": c.status, "reason": c.reason, "message": c.message,
             })).collect::<Vec<_>>(),

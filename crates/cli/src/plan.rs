@@ -68,6 +68,20 @@ pub enum Released {
     Yes,
     /// Something is in the way (the conditions say what); the finalizer stays.
     No,
+    /// The customer side is out of reach, and the abandon annotation releases the link
+    /// without it: the gateway route goes, the customer's leg and routes stay.
+    Abandoned,
+}
+
+/// Whether the controller would release this held link by its abandon annotation.
+fn abandons(link: &ClusterLink, held: &bnerd_engine::Held) -> bool {
+    let annotation = link
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(bnerd_api::names::ANNOTATION_ABANDON))
+        .map(String::as_str);
+    bnerd_engine::may_abandon(annotation, held.gateway_route.is_ok())
 }
 
 /// The caller's way to a cross-tenant link's credential: `source` reads its Secret with the
@@ -82,7 +96,7 @@ pub struct CustomerAccess<'a> {
 /// Plan `link` against the cloud behind `net`, as the operator would reconcile it now with
 /// `all` the cluster's links (its peers) and the estate's gateway `targets`; a link being
 /// deleted, as its finalizer would unwind it. `customers` reaches a cross-tenant link's
-/// credential (without it, such a link plans as the operator would without its Secret).
+/// credential; without it, such a link is not planned ([`PlanError::NoCustomerAccess`]).
 pub async fn plan(
     net: &dyn Neutron,
     fabric: &Fabric,
@@ -135,6 +149,9 @@ pub async fn plan(
                 deleting_status(&status, &f, link.metadata.generation),
                 Some(Released::No),
             ),
+            // The abandon annotation releases a held link as the controller does, leaving
+            // its customer side behind.
+            Unwound::Held(h) if abandons(&link, &h) => (status.clone(), Some(Released::Abandoned)),
             Unwound::Held(h) => (
                 failed_status(&status, h.condition, &h.fail, link.metadata.generation),
                 Some(Released::No),
@@ -194,9 +211,15 @@ pub async fn plan(
             why.message
         ));
     }
+    if released == Some(Released::Abandoned) {
+        hints.push(bnerd_engine::plan::unwind::abandoned(&status));
+    }
     let (credentials, writes) = by
         .into_iter()
-        .map(|(c, w)| (c, picked.as_ref().map_or(w.clone(), |ip| name_pick(w, ip))))
+        .map(|(c, w)| match &picked {
+            Some(ip) => (c, name_pick(w, ip)),
+            None => (c, w),
+        })
         .unzip();
     Ok(Plan {
         name,

@@ -13,7 +13,7 @@ use crate::model::{Action, ActionKind, Input, Outcome};
 use crate::plan::share::Credential;
 use crate::plan::unwind::UnwindPlan;
 use crate::plan::{self, StepFail};
-use crate::unwind::{self, unwind, unwind_gateway};
+use crate::unwind::{self, unwind, unwind_gateway_route};
 use crate::{credentials, gateway_route, leg, report, reverse_routes, share};
 
 /// The cloud side of the operator: one Neutron credential and the fabric it serves.
@@ -273,7 +273,7 @@ pub struct Held {
     pub condition: ConditionType,
     pub fail: StepFail,
     /// Whether the gateway route went (it is removed first, always).
-    pub gateway: Result<(), StepFail>,
+    pub gateway_route: Result<(), StepFail>,
 }
 
 /// Delete a cross-tenant link (docs/design.md, "The unwind order"): the
@@ -294,32 +294,32 @@ pub async fn unwind_cross_tenant(
         namespace: credentials_namespace,
     } = customers;
     let base = Engine::same_tenant(net, fabric);
-    let gateway = unwind_gateway(&base, input).await;
+    let gateway_route = unwind_gateway_route(&base, input).await;
     let Some(secret_ref) = input.spec.credentials_secret_ref.as_ref() else {
         return Ok(unwind(&base, input, targets).await);
     };
-    let legs_in_cloud = gateway.as_ref().ok().map(Vec::len);
-    let gateway = gateway.map(|_| ());
+    let legs_in_cloud = gateway_route.as_ref().ok().map(Vec::len);
+    let gateway_route = gateway_route.map(|_| ());
     let side = plan::unwind::customer_side(
         credentials::attestation(input, secret_ref).map(|_| ()),
         input.status.leg_port_id.is_some(),
         legs_in_cloud,
     );
-    let held = |fail: &StepFail, gateway| Held {
+    let held = |fail: &StepFail, gateway_route| Held {
         condition: ConditionType::CredentialsResolved,
         fail: plan::tenant::unavailable(fail),
-        gateway,
+        gateway_route,
     };
     match side {
         plan::unwind::CustomerSide::NothingBuilt => return Ok(Ok(UnwindPlan::default())),
-        plan::unwind::CustomerSide::NotAttested(f) => return Err(held(&f, gateway)),
+        plan::unwind::CustomerSide::NotAttested(f) => return Err(held(&f, gateway_route)),
         plan::unwind::CustomerSide::Resolve => {}
     }
     let resolved =
         credentials::resolve(source, operator, credentials_namespace, input, secret_ref).await;
     let resolved = match resolved {
         Ok(r) => r,
-        Err((f, _)) => return Err(held(&f, gateway)),
+        Err((f, _)) => return Err(held(&f, gateway_route)),
     };
     let engine = Engine {
         net,
@@ -332,7 +332,7 @@ pub async fn unwind_cross_tenant(
         Err(s) if s.customer_refused => Err(Held {
             condition: ConditionType::Ready,
             fail: s.fail,
-            gateway: Ok(()),
+            gateway_route: Ok(()),
         }),
         Err(s) => Ok(Err(s.fail)),
     }

@@ -26,7 +26,7 @@ pub(crate) async fn ensure(
 ) -> Result<(String, RouteRecord), (StepFail, Option<RouteRecord>)> {
     let gw = &e.fabric.gateway_router_id;
     let keep_recorded = || input.status.gateway_route.clone();
-    let router = ops::router(e.net, leg.seen.gateway.as_ref(), gw)
+    let router = ops::router(e.net, leg.seen.gateway_router.as_ref(), gw)
         .await
         .map_err(|err| (call_failed(RouteCall::Read, gw, &err), keep_recorded()))?;
     let p = plan(&RouteView {

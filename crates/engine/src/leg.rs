@@ -39,7 +39,7 @@ pub(crate) fn link_tags(name: &str, uid: &str) -> Vec<String> {
 /// converged link costs one router read, not three.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Seen {
-    pub gateway: Option<Router>,
+    pub gateway_router: Option<Router>,
     pub service: Option<Router>,
 }
 
@@ -81,7 +81,7 @@ async fn observe_router(e: &Engine<'_>, value: &str, own: &[&Port]) -> (RouterSe
         // On failure fall through to the plain lookups, so a gateway-router problem is
         // reported by the step that owns it (RouteInstalled), not as RouterResolveFailed.
         if let Ok(found) = net.list_routers(&q).await {
-            seen.gateway = found.iter().find(|r| &r.id == gw).cloned();
+            seen.gateway_router = found.iter().find(|r| &r.id == gw).cloned();
             if let Some(r) = found
                 .into_iter()
                 .find(|r| r.id == current && rules::current_router_settles(r, value))
@@ -146,7 +146,7 @@ async fn observe_new(
     }
     // A failed gateway read is left to the route step, which reads again and reports it.
     let seen = Seen {
-        gateway: gateway.ok(),
+        gateway_router: gateway.ok(),
         service: None,
     };
     Ok((ports, found, seen))

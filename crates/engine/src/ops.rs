@@ -195,11 +195,11 @@ fn cloud(context: String) -> impl FnOnce(CloudError) -> UnwindError {
 pub(crate) async fn unwind_port(
     e: &Engine<'_>,
     port: &Port,
-    gateway: Option<&Router>,
+    gateway_router: Option<&Router>,
     targets: &[ReverseTarget],
     recorded_reverse: &[ReverseRoute],
 ) -> Result<(), UnwindError> {
-    if let Some(gw) = gateway {
+    if let Some(gw) = gateway_router {
         let via = gateway_routes_via(&gw.routes, port);
         remove_routes(e, e.net, gw, &via)
             .await

@@ -101,7 +101,7 @@ async fn unwind_round(
 /// every unwind ("this cuts the data path even if the customer credential is completely
 /// unavailable"). `Ok` carries the link's legs the same look found on the transit network
 /// (whatever project they are in: the operator owns the network and sees every port).
-pub async fn unwind_gateway(
+pub async fn unwind_gateway_route(
     e: &Engine<'_>,
     input: &Input<'_>,
 ) -> Result<Vec<bnerd_cloud::Port>, StepFail> {
@@ -116,7 +116,7 @@ async fn look_and_cut(e: &Engine<'_>, input: &Input<'_>) -> Result<UnwindPlan, S
         .await
         .map_err(cloud("listing transit ports"))?;
     let gw_id = &e.fabric.gateway_router_id;
-    let gateway = match e.net.get_router(gw_id).await {
+    let gateway_router = match e.net.get_router(gw_id).await {
         Ok(r) => Some(r),
         Err(err) if err.is_not_found() => None,
         Err(err) => return Err(cloud("reading the gateway router")(err)),
@@ -125,12 +125,15 @@ async fn look_and_cut(e: &Engine<'_>, input: &Input<'_>) -> Result<UnwindPlan, S
         uid: input.uid,
         project: e.leg_project(input),
         ports: &ports,
-        gateway_routes: gateway.as_ref().map(|g| g.routes.as_slice()).unwrap_or(&[]),
+        gateway_routes: gateway_router
+            .as_ref()
+            .map(|g| g.routes.as_slice())
+            .unwrap_or(&[]),
         recorded: input.status.gateway_route.as_ref(),
         recorded_ip: input.status.transit_ip.as_deref(),
         spec_cidr: &input.spec.service_cluster_cidr,
     });
-    if let Some(g) = &gateway {
+    if let Some(g) = &gateway_router {
         ops::remove_routes(e, e.net, g, &p.gateway_remove)
             .await
             .map_err(cloud("removing this link's routes from the gateway router"))?;

@@ -1433,7 +1433,7 @@ async fn a_refused_customer_side_may_be_abandoned(mut env: Env) {
         "{}",
         held.fail.message
     );
-    assert!(held.gateway.is_ok());
+    assert!(held.gateway_route.is_ok());
     assert!(
         env.gateway_routes().await.is_empty(),
         "the data path is cut first"
@@ -1442,8 +1442,8 @@ async fn a_refused_customer_side_may_be_abandoned(mut env: Env) {
         env.net.get_port(&leg).await.is_ok(),
         "the customer side is left as it is"
     );
-    assert!(may_abandon(Some("true"), held.gateway.is_ok()));
-    assert!(!may_abandon(None, held.gateway.is_ok()));
+    assert!(may_abandon(Some("true"), held.gateway_route.is_ok()));
+    assert!(!may_abandon(None, held.gateway_route.is_ok()));
 
     // Its owner removes the route: the unwind finishes.
     side.net.set_routes(&router.id, &[], None).await.unwrap();

@@ -423,7 +423,7 @@ async fn hold_or_abandon(
         .annotations()
         .get(ANNOTATION_ABANDON)
         .map(String::as_str);
-    if may_abandon(annotation, held.gateway.is_ok()) {
+    if may_abandon(annotation, held.gateway_route.is_ok()) {
         let note = abandoned(status);
         warn!(clusterlink = %name, "{note}");
         publish(
@@ -441,7 +441,7 @@ async fn hold_or_abandon(
     }
     let stuck = failed_status(status, held.condition, &held.fail, link.metadata.generation);
     report_stuck(ctx, link, status, &stuck, &held.fail).await?;
-    let why = match held.gateway {
+    let why = match held.gateway_route {
         Ok(()) => held.fail.message,
         Err(f) => format!("{}; {}", f.message, held.fail.message),
     };

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bnerd_api::SecretRef;
-use bnerd_api::names::{ANNOTATION_API_ACCESS, KEY_AC_ID, KEY_AC_SECRET};
+use bnerd_api::names::{ANNOTATION_ABANDON, ANNOTATION_API_ACCESS, KEY_AC_ID, KEY_AC_SECRET};
 use bnerd_cloud::{
     AuthConfig, AuthMethod, NeutronAdmin, OpenStack, Route, RouterQuery, SecretString,
 };
@@ -224,6 +224,8 @@ struct Customer {
     secret: String,
     project: String,
     operator: OperatorIdentity,
+    /// The Secret was deleted.
+    secret_gone: std::sync::atomic::AtomicBool,
 }
 
 impl Customer {
@@ -242,6 +244,7 @@ impl Customer {
                         auth_url: "http://127.0.0.1:5000/v3".into(),
                         region: Some("RegionOne".into()),
                     },
+                    secret_gone: Default::default(),
                 }
             }
             None => {
@@ -261,6 +264,7 @@ impl Customer {
                     },
                     fake: None,
                     lab: Some((lab, tagged)),
+                    secret_gone: Default::default(),
                 }
             }
         }
@@ -307,6 +311,9 @@ impl Customer {
 #[async_trait]
 impl CredentialSource for Customer {
     async fn secret(&self, _r: &SecretRef) -> Result<Option<BTreeMap<String, Vec<u8>>>, String> {
+        if self.secret_gone.load(std::sync::atomic::Ordering::Relaxed) {
+            return Ok(None);
+        }
         Ok(Some(
             [
                 (KEY_AC_ID.to_string(), self.id.as_bytes().to_vec()),
@@ -561,6 +568,42 @@ async fn plan_predicts_a_cross_tenant_link(mut env: Env) {
             .contains("needs a way to its credentials Secret")),
         "{refused:?}"
     );
+
+    // Its Secret gone and the abandon annotation set: the plan says the controller would
+    // release it, the gateway route going and the customer side staying, and names what to
+    // clean up by hand. Planned only: the real release would leave the customer side behind.
+    let mut held = env.link("ct").clone();
+    held.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        k8s_openapi::jiff::Timestamp::now(),
+    ));
+    held.metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(ANNOTATION_ABANDON.to_string(), "true".to_string());
+    customer
+        .secret_gone
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let p = plan(
+        env.net.as_ref(),
+        &env.fabric,
+        &held,
+        &env.links,
+        &env.reverse,
+        Some(customer.access()),
+    )
+    .await
+    .expect("plan");
+    customer
+        .secret_gone
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(p.deleting, Some(Released::Abandoned), "{p:?}");
+    assert!(
+        p.writes.len() == 1
+            && p.credentials == [Credential::Operator]
+            && p.writes[0].to_string().contains("route"),
+        "only the gateway route goes: {p:?}"
+    );
+    assert!(p.hints.iter().any(|h| h.contains("abandon")), "{p:?}");
 
     mark_deleting(&mut env, "ct");
     let (p, planned, applied) = plan_then_run(&mut env, "ct", Some(&customer)).await;
