@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bnerd_api::SecretRef;
-use bnerd_cloud::{AuthConfig, AuthMethod, OpenStack, error_chain};
+use bnerd_cloud::{OpenStack, error_chain};
 use bnerd_engine::{CredentialSource, CustomerCloud, CustomerCredential};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
@@ -35,13 +35,9 @@ impl CredentialSource for CallerSecrets<'_> {
     }
 
     fn client(&self, c: &CustomerCredential) -> Arc<dyn CustomerCloud> {
-        let auth = AuthConfig {
-            method: AuthMethod::ApplicationCredential {
-                id: c.id.clone(),
-                secret: c.secret.clone(),
-            },
-            ..self.cloud.auth_config().clone()
-        };
-        Arc::new(self.cloud.sibling(auth))
+        Arc::new(
+            self.cloud
+                .on_application_credential(c.id.clone(), c.secret.clone()),
+        )
     }
 }

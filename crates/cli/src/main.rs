@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use bnerd_api::ClusterLink;
-use bnerd_cloud::{AuthConfig, AuthMethod, Identity, OpenStack, SecretString, error_chain};
+use bnerd_cloud::{AuthConfig, Identity, OpenStack, SecretString, error_chain};
 use bnerd_clusterlink_cli::output::{self, Format, ShareOutcome};
 use bnerd_clusterlink_cli::{customers, doctor, plan, recreate, share};
 use clap::{CommandFactory, Parser, Subcommand};
@@ -133,16 +133,9 @@ async fn cross_tenant_views(
                         .filter(|v| !v.trim().is_empty())
                 };
                 match (key(KEY_AC_ID), key(KEY_AC_SECRET)) {
-                    (Some(id), Some(secret)) => {
-                        let auth = AuthConfig {
-                            method: AuthMethod::ApplicationCredential {
-                                id,
-                                secret: SecretString::new(secret),
-                            },
-                            ..cloud.auth_config().clone()
-                        };
-                        doctor::CustomerView::Client(Box::new(cloud.sibling(auth)))
-                    }
+                    (Some(id), Some(secret)) => doctor::CustomerView::Client(Box::new(
+                        cloud.on_application_credential(id, SecretString::new(secret)),
+                    )),
                     _ => doctor::CustomerView::Unreadable(format!(
                         "secret {}/{} lacks {KEY_AC_ID} or {KEY_AC_SECRET}",
                         r.namespace, r.name

@@ -73,17 +73,6 @@ pub enum Released {
     Abandoned,
 }
 
-/// Whether the controller would release this held link by its abandon annotation.
-fn abandons(link: &ClusterLink, held: &bnerd_engine::Held) -> bool {
-    let annotation = link
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(bnerd_api::names::ANNOTATION_ABANDON))
-        .map(String::as_str);
-    bnerd_engine::may_abandon(annotation, held.gateway_route.is_ok())
-}
-
 /// The caller's way to a cross-tenant link's credential: `source` reads its Secret with the
 /// caller's rights and makes a client at the operator's endpoint.
 pub struct CustomerAccess<'a> {
@@ -151,7 +140,7 @@ pub async fn plan(
             ),
             // The abandon annotation releases a held link as the controller does, leaving
             // its customer side behind.
-            Unwound::Held(h) if abandons(&link, &h) => (status.clone(), Some(Released::Abandoned)),
+            Unwound::Held(h) if h.released_by(&link) => (status.clone(), Some(Released::Abandoned)),
             Unwound::Held(h) => (
                 failed_status(&status, h.condition, &h.fail, link.metadata.generation),
                 Some(Released::No),

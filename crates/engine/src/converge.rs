@@ -276,6 +276,20 @@ pub struct Held {
     pub gateway_route: Result<(), StepFail>,
 }
 
+impl Held {
+    /// Whether the abandon annotation on `link` releases this held deletion (the controller
+    /// releases it; `plan` says it would).
+    pub fn released_by(&self, link: &bnerd_api::ClusterLink) -> bool {
+        let annotation = link
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(bnerd_api::names::ANNOTATION_ABANDON))
+            .map(String::as_str);
+        plan::unwind::may_abandon(annotation, self.gateway_route.is_ok())
+    }
+}
+
 /// Delete a cross-tenant link (docs/design.md, "The unwind order"): the
 /// gateway route on the operator's credential first, always; then, when the link never built
 /// anything on the customer side, nothing more (no customer call); otherwise the customer

@@ -13,7 +13,7 @@
 use std::sync::Arc;
 
 use bnerd_api::gateway::ReverseTarget;
-use bnerd_api::names::{ANNOTATION_ABANDON, FIELD_MANAGER, FINALIZER};
+use bnerd_api::names::{FIELD_MANAGER, FINALIZER};
 use bnerd_api::{ClusterLink, ClusterLinkStatus, ConditionType, EventReason};
 use bnerd_cloud::Neutron;
 use bnerd_cloud::OpenStack;
@@ -39,7 +39,7 @@ use crate::engine::resync::{RecordedLeg, Snapshots, aligned_requeue, check_legs,
 use crate::engine::{
     Batch, Counted, Customers, GatewayProblem, Held, Input, LinkEngine, LinkEvent,
     OperatorIdentity, Peer, Reconciled, ResyncPath, Retry, Severity, Unwound, deleting_status,
-    events, failed_status, may_abandon,
+    events, failed_status,
 };
 use crate::finalizer;
 use crate::gateways::{NotSynced, TargetIndex, fan_out};
@@ -419,11 +419,7 @@ async fn hold_or_abandon(
 ) -> Result<Action, Error> {
     let name = link.name_any();
     let reference = link.object_ref(&());
-    let annotation = link
-        .annotations()
-        .get(ANNOTATION_ABANDON)
-        .map(String::as_str);
-    if may_abandon(annotation, held.gateway_route.is_ok()) {
+    if held.released_by(link) {
         let note = abandoned(status);
         warn!(clusterlink = %name, "{note}");
         publish(

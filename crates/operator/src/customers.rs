@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
 use bnerd_api::SecretRef;
-use bnerd_cloud::{AuthConfig, AuthMethod, OpenStack};
+use bnerd_cloud::OpenStack;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 use kube::{Client, ResourceExt};
@@ -99,19 +99,11 @@ impl CredentialSource for LinkSource<'_> {
         if let Some(e) = entries.get(self.link).filter(|e| e.version == version) {
             return e.client.clone();
         }
-        let operator = self.clients.operator.auth_config();
-        let auth = AuthConfig {
-            auth_url: operator.auth_url.clone(),
-            region: operator.region.clone(),
-            interface: operator.interface.clone(),
-            method: AuthMethod::ApplicationCredential {
-                id: c.id.clone(),
-                secret: c.secret.clone(),
-            },
-            // Not read by `sibling`, which keeps the operator's pool; kept equal for clarity.
-            tls: operator.tls.clone(),
-        };
-        let client = Arc::new(self.clients.operator.sibling(auth));
+        let client = Arc::new(
+            self.clients
+                .operator
+                .on_application_credential(c.id.clone(), c.secret.clone()),
+        );
         entries.insert(
             self.link.to_string(),
             Entry {

@@ -16,9 +16,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use tokio::sync::Mutex;
 
-use crate::auth::AuthConfig;
+use crate::auth::{AuthConfig, AuthMethod};
 use crate::error::Result;
 use crate::observe::{Call, CallObserver, Service};
+use crate::secret::SecretString;
 
 pub use answer::MAX_BODY_BYTES;
 pub use client::POOL_IDLE;
@@ -73,6 +74,15 @@ impl OpenStack {
             observer: self.observer.clone(),
             not_before: std::sync::Mutex::new(None),
         }
+    }
+
+    /// A client at this one's endpoint (Keystone URL, region, interface) on an application
+    /// credential: how a customer's credential is used, never at an endpoint a Secret names.
+    pub fn on_application_credential(&self, id: String, secret: SecretString) -> Self {
+        self.sibling(AuthConfig {
+            method: AuthMethod::ApplicationCredential { id, secret },
+            ..self.auth.clone()
+        })
     }
 
     /// Neutron requests sent so far as (reads, writes); a retry after a 401 counts twice,

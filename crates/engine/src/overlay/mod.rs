@@ -57,11 +57,11 @@ pub enum Credential {
 }
 
 impl Credential {
-    /// As failure messages prefix it.
+    /// As failure messages name it (`plan::share::Credential::prefix`).
     pub fn as_str(&self) -> &'static str {
         match self {
-            Credential::Operator => "operator credential",
-            Credential::Customer => "customer credential",
+            Credential::Operator => crate::plan::share::OPERATOR_CREDENTIAL,
+            Credential::Customer => crate::plan::share::CUSTOMER_CREDENTIAL,
         }
     }
 }

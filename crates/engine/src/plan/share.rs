@@ -20,11 +20,16 @@ pub enum Credential<'a> {
     Customer(&'a str),
 }
 
+/// How messages and plans name the operator's credential.
+pub const OPERATOR_CREDENTIAL: &str = "operator credential";
+/// How messages and plans name a customer's credential.
+pub const CUSTOMER_CREDENTIAL: &str = "customer credential";
+
 impl Credential<'_> {
     pub fn prefix(self) -> String {
         match self {
-            Credential::Operator => "operator credential: ".into(),
-            Credential::Customer(s) => format!("customer credential (secret {s}): "),
+            Credential::Operator => format!("{OPERATOR_CREDENTIAL}: "),
+            Credential::Customer(s) => format!("{CUSTOMER_CREDENTIAL} (secret {s}): "),
         }
     }
 }
