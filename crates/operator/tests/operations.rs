@@ -101,7 +101,12 @@ async fn two_replicas_one_leader_and_a_takeover() {
     })
     .await;
 
-    let leader = metrics_of(&a).await;
+    // The reconcile writes Ready before it returns and is counted: wait for the count.
+    let leader = wait_for("the leader's reconcile counted", 10, async || {
+        let m = metrics_of(&a).await;
+        (sum_of(&m, "bnerd_reconciles_total", &[r#"result="ok""#]) >= 1.0).then_some(m)
+    })
+    .await;
     assert_eq!(sample(&leader, "bnerd_leader"), Some(1.0), "{leader}");
     assert!(
         sum_of(
@@ -110,7 +115,6 @@ async fn two_replicas_one_leader_and_a_takeover() {
             &[r#"service="neutron""#]
         ) > 0.0
     );
-    assert!(sum_of(&leader, "bnerd_reconciles_total", &[r#"result="ok""#]) >= 1.0);
     assert_eq!(
         sample(
             &leader,
