@@ -2,6 +2,7 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Plumbs one service cluster into the gateway cluster: a leg port on the transit network
@@ -30,7 +31,11 @@ use serde::{Deserialize, Serialize};
     validation = Rule::new("!has(oldSelf.customerProjectID) || (has(self.customerProjectID) && self.customerProjectID == oldSelf.customerProjectID)")
         .message("customerProjectID is immutable once set: it can be neither changed nor removed"),
     validation = Rule::new("has(self.credentialsSecretRef) == has(oldSelf.credentialsSecretRef)")
-        .message("credentialsSecretRef may not be added to or removed from a live ClusterLink; switching between same-tenant and cross-tenant is delete-and-recreate")
+        .message("credentialsSecretRef may not be added to or removed from a live ClusterLink; switching between same-tenant and cross-tenant is delete-and-recreate"),
+    validation = Rule::new("!has(self.transitIsolation) || has(self.credentialsSecretRef)")
+        .message("transitIsolation is only for a cross-tenant link (one with credentialsSecretRef)"),
+    validation = Rule::new("(has(self.transitIsolation) ? self.transitIsolation : 'Shared') == (has(oldSelf.transitIsolation) ? oldSelf.transitIsolation : 'Shared')")
+        .message("transitIsolation is immutable (absent is Shared): switching between Shared and PerCustomer is delete-and-recreate")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ClusterLinkSpec {
@@ -73,6 +78,27 @@ pub struct ClusterLinkSpec {
         )
     )]
     pub customer_project_id: Option<String>,
+
+    /// Cross-tenant only, immutable: how the link reaches the transit network; absent is
+    /// Shared. The CRD carries [`TransitIsolation`]'s description for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transit_isolation: Option<TransitIsolation>,
+}
+
+/// Cross-tenant only, immutable (switching is delete-and-recreate): how the link reaches the
+/// transit network. Shared, the default when absent: a leg on the transit network, which is
+/// shared with the customer project. PerCustomer: a small network cut from the operator's
+/// pool and shared with the customer project only, behind an operator-owned edge router on
+/// the transit network; it needs no attestation annotation.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum TransitIsolation {
+    /// A leg on the transit network, shared with the customer project: that project reaches
+    /// every other link through it, hence the attestation annotation.
+    #[default]
+    Shared,
+    /// A network of the operator's pool shared with the customer project only, and an
+    /// operator-owned edge router between it and the transit network.
+    PerCustomer,
 }
 
 /// Reference to a Secret by namespace and name.
@@ -116,6 +142,11 @@ pub struct ClusterLinkStatus {
     )]
     pub customer_project_id: Option<String>,
 
+    /// PerCustomer only: what a PerCustomer link uses: its project's network, subnet, edge
+    /// router and the edge router's address on the main transit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub customer_transit: Option<CustomerTransit>,
+
     /// Routes on the service cluster's router back to each reverse-exposure gateway.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub reverse_routes: Vec<ReverseRoute>,
@@ -126,6 +157,40 @@ pub struct ClusterLinkStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
     pub conditions: Vec<Condition>,
+}
+
+/// What a PerCustomer link uses: its project's network, subnet, edge router and the edge
+/// router's address on the main transit.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct CustomerTransit {
+    /// The customer project's network, from the operator's pool.
+    #[serde(rename = "networkID", default, skip_serializing_if = "Option::is_none")]
+    pub network_id: Option<String>,
+
+    /// That network's one subnet.
+    #[serde(rename = "subnetID", default, skip_serializing_if = "Option::is_none")]
+    pub subnet_id: Option<String>,
+
+    /// That subnet's CIDR, a block of the pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cidr: Option<String>,
+
+    /// The operator-owned edge router between that network and the main transit network.
+    #[serde(
+        rename = "edgeRouterID",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub edge_router_id: Option<String>,
+
+    /// The edge router's address on the main transit network.
+    #[serde(
+        rename = "edgeRouterTransitIP",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub edge_router_transit_ip: Option<String>,
 }
 
 /// One static route: destination via nexthop.
@@ -163,6 +228,16 @@ impl ClusterLink {
     /// Same-tenant unless a credentials Secret is referenced.
     pub fn is_cross_tenant(&self) -> bool {
         self.spec.credentials_secret_ref.is_some()
+    }
+}
+
+impl ClusterLinkSpec {
+    /// `spec.transitIsolation` is PerCustomer (absent is Shared). Read from the field alone:
+    /// the apiserver admits it only together with credentialsSecretRef, but a spec that never
+    /// met the apiserver (`kubectl clusterlink plan` on a file) may carry it without, and
+    /// refusing that is validation's call, not this helper's.
+    pub fn per_customer(&self) -> bool {
+        self.transit_isolation == Some(TransitIsolation::PerCustomer)
     }
 }
 
@@ -292,6 +367,116 @@ mod tests {
                 .validate_cel_update(&cross_tenant(None))
                 .is_ok()
         );
+    }
+
+    fn isolated(mut l: ClusterLink, mode: Option<TransitIsolation>) -> ClusterLink {
+        l.spec.transit_isolation = mode;
+        l
+    }
+
+    const ONLY_CROSS_TENANT: &str =
+        "transitIsolation is only for a cross-tenant link (one with credentialsSecretRef)";
+    const IMMUTABLE: &str = "transitIsolation is immutable (absent is Shared): switching between Shared and PerCustomer is delete-and-recreate";
+
+    #[test]
+    fn cel_transit_isolation_is_for_cross_tenant_links_only() {
+        use TransitIsolation::*;
+        for mode in [Shared, PerCustomer] {
+            let err = isolated(same_tenant(), Some(mode))
+                .validate_cel()
+                .unwrap_err();
+            assert!(message(err).contains(ONLY_CROSS_TENANT), "{mode:?}");
+            assert!(
+                isolated(cross_tenant(Some(P1)), Some(mode))
+                    .validate_cel()
+                    .is_ok(),
+                "{mode:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn cel_transit_isolation_is_immutable_with_absent_as_shared() {
+        use TransitIsolation::*;
+        let at = |mode| isolated(cross_tenant(Some(P1)), mode);
+        for (old, new, allowed) in [
+            (None, None, true),
+            (None, Some(Shared), true),
+            (Some(Shared), None, true),
+            (Some(Shared), Some(Shared), true),
+            (Some(PerCustomer), Some(PerCustomer), true),
+            (None, Some(PerCustomer), false),
+            (Some(Shared), Some(PerCustomer), false),
+            (Some(PerCustomer), Some(Shared), false),
+            (Some(PerCustomer), None, false),
+        ] {
+            let got = at(new).validate_cel_update(&at(old));
+            match got {
+                Ok(()) => assert!(allowed, "{old:?} -> {new:?} was allowed"),
+                Err(e) => {
+                    assert!(!allowed, "{old:?} -> {new:?}: {e:?}");
+                    assert!(message(e).contains(IMMUTABLE), "{old:?} -> {new:?}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn transit_isolation_is_spelled_shared_or_per_customer() {
+        let mut spec = serde_json::to_value(cross_tenant(Some(P1)).spec).unwrap();
+        assert!(spec.get("transitIsolation").is_none(), "absent unless set");
+        let parsed: ClusterLinkSpec = serde_json::from_value(spec.clone()).unwrap();
+        assert!(!parsed.per_customer(), "absent is Shared");
+        for (text, mode, per_customer) in [
+            ("Shared", TransitIsolation::Shared, false),
+            ("PerCustomer", TransitIsolation::PerCustomer, true),
+        ] {
+            spec["transitIsolation"] = text.into();
+            let parsed: ClusterLinkSpec = serde_json::from_value(spec.clone()).unwrap();
+            assert_eq!(parsed.transit_isolation, Some(mode));
+            assert_eq!(parsed.per_customer(), per_customer, "{text}");
+            assert_eq!(serde_json::to_value(&parsed).unwrap(), spec);
+        }
+        for bad in ["perCustomer", "per-customer", "Isolated", ""] {
+            spec["transitIsolation"] = bad.into();
+            assert!(
+                serde_json::from_value::<ClusterLinkSpec>(spec.clone()).is_err(),
+                "{bad:?}"
+            );
+        }
+        let crd = serde_json::to_value(ClusterLink::crd()).unwrap();
+        let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+        let field = &schema["properties"]["spec"]["properties"]["transitIsolation"];
+        assert_eq!(field["type"], "string", "{field}");
+        assert_eq!(
+            field["enum"],
+            serde_json::json!(["Shared", "PerCustomer"]),
+            "{field}"
+        );
+    }
+
+    #[test]
+    fn customer_transit_status_names() {
+        let s = ClusterLinkStatus {
+            customer_transit: Some(CustomerTransit {
+                network_id: Some("n".into()),
+                subnet_id: Some("s".into()),
+                cidr: Some("10.255.0.0/28".into()),
+                edge_router_id: Some("r".into()),
+                edge_router_transit_ip: Some("10.254.0.7".into()),
+            }),
+            ..Default::default()
+        };
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(
+            v["customerTransit"],
+            serde_json::json!({
+                "networkID": "n", "subnetID": "s", "cidr": "10.255.0.0/28",
+                "edgeRouterID": "r", "edgeRouterTransitIP": "10.254.0.7",
+            })
+        );
+        let empty = serde_json::to_value(ClusterLinkStatus::default()).unwrap();
+        assert!(empty.get("customerTransit").is_none(), "{empty}");
     }
 
     #[test]

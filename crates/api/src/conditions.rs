@@ -58,6 +58,8 @@ string_enum!(
         // True reasons
         Valid,
         Attested,
+        // TenantIsolationAttested of a PerCustomer link: no attestation needed
+        StructuralIsolation,
         Resolved,
         Shared,
         Attached,
@@ -104,14 +106,16 @@ string_enum!(
 );
 
 impl ConditionType {
-    /// Every reason the operator can set on this condition, True reason first. The single
+    /// Every reason the operator can set on this condition, True reasons first. The single
     /// list docs/crd-reference.md is checked against (crates/api/tests/reference.rs), and
     /// [`set_condition`] refuses (in debug builds) a reason not listed for its condition.
     pub fn reasons(self) -> &'static [Reason] {
         use Reason::*;
         match self {
             ConditionType::Validated => &[Valid, InvalidSpec],
-            ConditionType::TenantIsolationAttested => &[Attested, NotAttested, Blocked],
+            ConditionType::TenantIsolationAttested => {
+                &[Attested, StructuralIsolation, NotAttested, Blocked]
+            }
             ConditionType::CredentialsResolved => &[
                 Resolved,
                 SecretNotFound,
@@ -192,6 +196,18 @@ string_enum!(
         OperatorCredentialPrivileged,
     }
 );
+
+/// TenantIsolationAttested=True/StructuralIsolation's message. The attestation annotation
+/// exists because the shared transit network gives a customer project reach to every other
+/// link (docs/crd-reference.md, "TenantIsolationAttested"); a PerCustomer link's transit
+/// network is shared with its own project only, so there is nothing to attest. `secret` is
+/// `<namespace>/<name>`, named as the other messages of this condition name it.
+pub fn structural_isolation_message(secret: &str) -> String {
+    format!(
+        "spec.transitIsolation is PerCustomer: no {} annotation is needed, the link's transit network is shared with its own project only (secret {secret})",
+        crate::names::ANNOTATION_API_ACCESS
+    )
+}
 
 /// Status of a condition as the API spells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -311,6 +327,24 @@ mod tests {
                 ConditionType::ALL.iter().any(|t| t.reasons().contains(r)),
                 "{r} is set on no condition"
             );
+        }
+    }
+
+    #[test]
+    fn structural_isolation_says_why_no_attestation_is_needed() {
+        assert!(
+            ConditionType::TenantIsolationAttested
+                .reasons()
+                .contains(&Reason::StructuralIsolation)
+        );
+        let m = structural_isolation_message("bnerd-vpn-clusterlinks/clusterlink-x");
+        for want in [
+            "PerCustomer",
+            "no ipsec.bnerd.net/customer-openstack-api-access annotation is needed",
+            "shared with its own project only",
+            "(secret bnerd-vpn-clusterlinks/clusterlink-x)",
+        ] {
+            assert!(m.contains(want), "{want}: {m}");
         }
     }
 

@@ -11,7 +11,7 @@ pub mod names;
 pub mod secrets;
 
 pub use clusterlink::{
-    ClusterLink, ClusterLinkSpec, ClusterLinkStatus, GatewayRef, ReverseRoute, RouteRecord,
-    SecretRef,
+    ClusterLink, ClusterLinkSpec, ClusterLinkStatus, CustomerTransit, GatewayRef, ReverseRoute,
+    RouteRecord, SecretRef, TransitIsolation,
 };
 pub use conditions::{ConditionType, EventReason, Reason};

@@ -273,6 +273,7 @@ async fn spec_property(case: SpecCase) -> Result<(), TestCaseError> {
         transit_ip: case.ip.0.clone(),
         credentials_secret_ref: None,
         customer_project_id: case.customer_project.clone(),
+        transit_isolation: None,
     };
     let link = new_link("hostile", spec, case.annotations.clone());
     let status = Default::default();
@@ -739,6 +740,7 @@ async fn secret_property(case: SecretCase) -> Result<(), TestCaseError> {
             }
             .into(),
         ),
+        transit_isolation: None,
     };
     let annotations: BTreeMap<String, String> = case
         .attestation

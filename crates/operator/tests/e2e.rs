@@ -18,7 +18,9 @@ use bnerd_testkit::operator_proc::{
 };
 use bnerd_testkit::{Env, ovn_env_for, ovn_lab_or_skip, unique};
 use kube::Client;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams,
+};
 use serde_json::json;
 
 fn link(name: &str, spec: serde_json::Value) -> ClusterLink {
@@ -199,6 +201,147 @@ async fn cel_rules_enforced_by_the_apiserver() {
     l2.spec = serde_json::from_value(cross(Some(P1))).expect("spec");
     let msg = rejection(api.replace(&name2, &dry, &l2).await.unwrap_err());
     assert!(msg.contains("may not be added to or removed"), "{msg}");
+    for n in [&name, &name2] {
+        // No operator runs in this test, so nothing holds a finalizer.
+        api.delete(n, &DeleteParams::default())
+            .await
+            .expect("delete");
+    }
+}
+
+/// spec.transitIsolation's enum and CEL rules 4 and 5 (docs/crd-reference.md, "CEL rules
+/// (checked by the apiserver)") as the apiserver applies them.
+#[tokio::test]
+async fn transit_isolation_rules_enforced_by_the_apiserver() {
+    let Some((client, kubeconfig)) =
+        kube_client("transit_isolation_rules_enforced_by_the_apiserver").await
+    else {
+        return;
+    };
+    let _exclusive = kube_lab_exclusive(&kubeconfig).await;
+    const P1: &str = "0123456789abcdef0123456789abcdef";
+    const ONLY_CROSS_TENANT: &str =
+        "transitIsolation is only for a cross-tenant link (one with credentialsSecretRef)";
+    const IMMUTABLE: &str = "transitIsolation is immutable (absent is Shared): switching between Shared and PerCustomer is delete-and-recreate";
+    install_crd(&client).await;
+    let api: Api<ClusterLink> = Api::all(client.clone());
+    let dry = PostParams {
+        dry_run: true,
+        ..Default::default()
+    };
+    let name = unique("celti");
+    let same = |mode: Option<&str>| {
+        let mut s = json!({"serviceClusterRouter": "r", "serviceClusterCIDR": "10.251.0.0/16"});
+        if let Some(m) = mode {
+            s["transitIsolation"] = json!(m);
+        }
+        s
+    };
+    let cross = |n: &str, mode: Option<&str>| {
+        let mut s = json!({"serviceClusterRouter": "r", "serviceClusterCIDR": "10.234.0.0/16",
+            "credentialsSecretRef": {"name": format!("clusterlink-{n}"), "namespace": "bnerd-vpn-clusterlinks"},
+            "customerProjectID": P1});
+        if let Some(m) = mode {
+            s["transitIsolation"] = json!(m);
+        }
+        s
+    };
+
+    // Without credentialsSecretRef: refused, PerCustomer and Shared alike.
+    for mode in ["PerCustomer", "Shared"] {
+        let msg = rejection(
+            api.create(&dry, &link(&name, same(Some(mode))))
+                .await
+                .unwrap_err(),
+        );
+        assert!(msg.contains(ONLY_CROSS_TENANT), "{mode}: {msg}");
+    }
+    // With it: accepted.
+    for mode in [Some("PerCustomer"), Some("Shared"), None] {
+        api.create(&dry, &link(&name, cross(&name, mode)))
+            .await
+            .unwrap_or_else(|e| panic!("cross-tenant with {mode:?} refused: {e}"));
+    }
+    // Another value: refused by the schema's enum, before any rule. So is an explicit null
+    // (unlike the other optional fields): the enum does not list it.
+    let untyped: Api<DynamicObject> =
+        Api::all_with(client.clone(), &ApiResource::erase::<ClusterLink>(&()));
+    for bad in [
+        json!("perCustomer"),
+        json!("Isolated"),
+        json!(""),
+        json!(null),
+    ] {
+        let mut spec = cross(&name, None);
+        spec["transitIsolation"] = bad.clone();
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "ipsec.bnerd.net/v1alpha1", "kind": "ClusterLink",
+            "metadata": {"name": name, "labels": {TEST_LABEL: "true"}},
+            "spec": spec,
+        }))
+        .expect("object");
+        let msg = rejection(untyped.create(&dry, &obj).await.unwrap_err());
+        assert!(
+            msg.contains("spec.transitIsolation")
+                && msg.contains("supported values: \"Shared\", \"PerCustomer\""),
+            "{bad:?}: {msg}"
+        );
+    }
+
+    // Updates (not dry-run creates, so that the rule has an old object).
+    let per_customer = api
+        .create(
+            &PostParams::default(),
+            &link(&name, cross(&name, Some("PerCustomer"))),
+        )
+        .await
+        .expect("a PerCustomer link");
+    let name2 = unique("celti");
+    let absent = api
+        .create(&PostParams::default(), &link(&name2, cross(&name2, None)))
+        .await
+        .expect("a link without transitIsolation");
+    let upd = |live: &ClusterLink, n: &str, mode: Option<&str>| {
+        let mut l = live.clone();
+        l.spec = serde_json::from_value(cross(n, mode)).expect("spec");
+        l
+    };
+    for (live, n, to, allowed) in [
+        (&per_customer, &name, Some("PerCustomer"), true),
+        (&per_customer, &name, Some("Shared"), false),
+        (&per_customer, &name, None, false),
+        // Absent and Shared mean the same.
+        (&absent, &name2, Some("Shared"), true),
+        (&absent, &name2, None, true),
+        (&absent, &name2, Some("PerCustomer"), false),
+    ] {
+        let got = api.replace(n, &dry, &upd(live, n, to)).await;
+        let from = &live.spec.transit_isolation;
+        match (got, allowed) {
+            (Ok(_), true) => {}
+            (Err(e), false) => {
+                let msg = rejection(e);
+                assert!(msg.contains(IMMUTABLE), "{from:?} -> {to:?}: {msg}");
+            }
+            (Ok(_), false) => panic!("{from:?} -> {to:?} was accepted"),
+            (Err(e), true) => panic!("{from:?} -> {to:?} was refused: {e}"),
+        }
+    }
+    // Shared, once set, is as fixed as PerCustomer.
+    let shared = api
+        .replace(
+            &name2,
+            &PostParams::default(),
+            &upd(&absent, &name2, Some("Shared")),
+        )
+        .await
+        .expect("absent -> Shared");
+    let msg = rejection(
+        api.replace(&name2, &dry, &upd(&shared, &name2, Some("PerCustomer")))
+            .await
+            .unwrap_err(),
+    );
+    assert!(msg.contains(IMMUTABLE), "{msg}");
     for n in [&name, &name2] {
         // No operator runs in this test, so nothing holds a finalizer.
         api.delete(n, &DeleteParams::default())
