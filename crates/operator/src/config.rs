@@ -83,6 +83,14 @@ pub struct Args {
         default_value_t = 0
     )]
     pub gateway_cidr_min_prefix_length: u8,
+    /// The IPv4 pool PerCustomer links' customer networks are cut from (e.g. 10.255.0.0/16);
+    /// unset: spec.transitIsolation PerCustomer is not configured.
+    #[arg(long, env = "IPSEC_PER_CUSTOMER_TRANSIT_POOL")]
+    pub per_customer_transit_pool: Option<String>,
+    /// The prefix length of each customer network cut from that pool, from the pool's own
+    /// up to 29; default 28. Only with the pool.
+    #[arg(long, env = "IPSEC_PER_CUSTOMER_TRANSIT_PREFIX_LENGTH")]
+    pub per_customer_transit_prefix_length: Option<String>,
 }
 
 /// The private and shared-address ranges (RFC 1918, RFC 6598): where service clusters'
@@ -123,6 +131,98 @@ fn cidr_policy(
     })
 }
 
+/// Where PerCustomer links' customer networks come from (spec.transitIsolation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PerCustomerTransit {
+    /// The pool, in canonical form (no host bits).
+    pub pool: Ipv4Net,
+    /// Each customer network's prefix length: at least the pool's, at most
+    /// [`PER_CUSTOMER_MAX_PREFIX_LEN`].
+    pub prefix_len: u8,
+}
+
+/// A customer network's prefix length when none is set.
+pub const PER_CUSTOMER_DEFAULT_PREFIX_LEN: u8 = 28;
+
+/// The longest prefix a customer network may have: a /29 still holds the edge router's
+/// interface, Neutron's DHCP port and the customer router's leg besides the network and
+/// broadcast addresses; a /30 does not.
+pub const PER_CUSTOMER_MAX_PREFIX_LEN: u8 = 29;
+
+const POOL_SETTING: &str = "IPSEC_PER_CUSTOMER_TRANSIT_POOL (--per-customer-transit-pool)";
+const PREFIX_SETTING: &str =
+    "IPSEC_PER_CUSTOMER_TRANSIT_PREFIX_LENGTH (--per-customer-transit-prefix-length)";
+
+/// The PerCustomer pool and prefix length; None when no pool is set. A blank value counts as
+/// unset, as the chart leaves the variables out rather than empty.
+fn per_customer_transit(
+    pool: Option<&str>,
+    prefix_len: Option<&str>,
+) -> Result<Option<PerCustomerTransit>, ConfigError> {
+    let pool = pool.map(str::trim).filter(|s| !s.is_empty());
+    let prefix_len = prefix_len.map(str::trim).filter(|s| !s.is_empty());
+    let Some(pool_text) = pool else {
+        return match prefix_len {
+            // A prefix length alone is a half-made setup: say so rather than ignore it.
+            Some(p) => Err(ConfigError::Invalid {
+                setting: PREFIX_SETTING,
+                message: format!(
+                    "{p:?} is set but IPSEC_PER_CUSTOMER_TRANSIT_POOL is not: set the pool too, or unset this"
+                ),
+            }),
+            None => Ok(None),
+        };
+    };
+    let pool: Ipv4Net = pool_text.parse().map_err(|_| ConfigError::Invalid {
+        setting: POOL_SETTING,
+        message: format!("{pool_text:?} is not an IPv4 CIDR (e.g. 10.255.0.0/16)"),
+    })?;
+    if pool.trunc() != pool {
+        return Err(ConfigError::Invalid {
+            setting: POOL_SETTING,
+            message: format!(
+                "{pool_text} has host bits set (did you mean {}?)",
+                pool.trunc()
+            ),
+        });
+    }
+    if pool.prefix_len() > PER_CUSTOMER_MAX_PREFIX_LEN {
+        return Err(ConfigError::Invalid {
+            setting: POOL_SETTING,
+            message: format!(
+                "{pool} is smaller than one customer network (at most /{PER_CUSTOMER_MAX_PREFIX_LEN})"
+            ),
+        });
+    }
+    let (prefix, given) = match prefix_len {
+        Some(p) => {
+            let n: u8 = p.parse().map_err(|_| ConfigError::Invalid {
+                setting: PREFIX_SETTING,
+                message: format!(
+                    "{p:?} is not a prefix length ({} to {PER_CUSTOMER_MAX_PREFIX_LEN} for the pool {pool})",
+                    pool.prefix_len()
+                ),
+            })?;
+            (n, true)
+        }
+        None => (PER_CUSTOMER_DEFAULT_PREFIX_LEN, false),
+    };
+    if prefix < pool.prefix_len() || prefix > PER_CUSTOMER_MAX_PREFIX_LEN {
+        return Err(ConfigError::Invalid {
+            setting: PREFIX_SETTING,
+            message: format!(
+                "{prefix}{} is outside {} to {PER_CUSTOMER_MAX_PREFIX_LEN}: a customer network is cut from the pool {pool} and holds at least a /{PER_CUSTOMER_MAX_PREFIX_LEN}",
+                if given { "" } else { " (the default)" },
+                pool.prefix_len()
+            ),
+        });
+    }
+    Ok(Some(PerCustomerTransit {
+        pool,
+        prefix_len: prefix,
+    }))
+}
+
 /// Validated settings.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -138,6 +238,8 @@ pub struct Config {
     pub lease: Option<LeaseConfig>,
     /// What the operator routes: link and gateway CIDR bounds.
     pub admission: Admission,
+    /// None: spec.transitIsolation PerCustomer is not configured.
+    pub per_customer_transit: Option<PerCustomerTransit>,
 }
 
 /// The leader election's settings.
@@ -258,8 +360,13 @@ impl TryFrom<Args> for Config {
                 "IPSEC_GATEWAY_CIDR_MIN_PREFIX_LENGTH (--gateway-cidr-min-prefix-length)",
             )?,
         };
+        let per_customer_transit = per_customer_transit(
+            a.per_customer_transit_pool.as_deref(),
+            a.per_customer_transit_prefix_length.as_deref(),
+        )?;
         Ok(Config {
             admission,
+            per_customer_transit,
             gateway_router_id: need(
                 a.gateway_router_id,
                 "IPSEC_GATEWAY_ROUTER_ID (--gateway-router-id)",
@@ -377,6 +484,143 @@ mod tests {
             Args::try_parse_from(["op", "--log-format", "xml"]).is_err(),
             "clap names the allowed values"
         );
+    }
+
+    #[test]
+    fn per_customer_transit_is_optional_and_checked() {
+        let ids = ["--gateway-router-id", "r", "--transit-network-id", "n"];
+        let with = |extra: &[&str]| {
+            let mut v = ids.to_vec();
+            v.extend_from_slice(extra);
+            Config::try_from(args(&v))
+        };
+        let net = |s: &str| s.parse::<Ipv4Net>().unwrap();
+        assert_eq!(with(&[]).unwrap().per_customer_transit, None, "unset");
+        const POOL: &str = "--per-customer-transit-pool";
+        const LEN: &str = "--per-customer-transit-prefix-length";
+        // (pool, prefix length, the setting or the error's start and a piece of it)
+        let ok = |pool: &str, prefix_len: u8| {
+            Ok::<_, (&str, &str)>(Some(PerCustomerTransit {
+                pool: net(pool),
+                prefix_len,
+            }))
+        };
+        let refused = |setting, piece| Err((setting, piece));
+        let pool_env = "IPSEC_PER_CUSTOMER_TRANSIT_POOL (--per-customer-transit-pool): ";
+        let len_env =
+            "IPSEC_PER_CUSTOMER_TRANSIT_PREFIX_LENGTH (--per-customer-transit-prefix-length): ";
+        for (pool, len, want) in [
+            (None, None, Ok(None)),
+            (Some(""), None, Ok(None)),
+            (Some("  "), Some(""), Ok(None)),
+            (Some("10.255.0.0/16"), None, ok("10.255.0.0/16", 28)),
+            (Some(" 10.255.0.0/16 "), Some("29"), ok("10.255.0.0/16", 29)),
+            (Some("10.255.0.0/16"), Some("16"), ok("10.255.0.0/16", 16)),
+            (Some("10.255.0.0/16"), Some("24"), ok("10.255.0.0/16", 24)),
+            (Some("192.168.7.0/28"), None, ok("192.168.7.0/28", 28)),
+            (Some("192.168.7.0/29"), Some("29"), ok("192.168.7.0/29", 29)),
+            (
+                Some("10.255.0.1/16"),
+                None,
+                refused(
+                    pool_env,
+                    "10.255.0.1/16 has host bits set (did you mean 10.255.0.0/16?)",
+                ),
+            ),
+            (
+                Some("10.255.0.0"),
+                None,
+                refused(pool_env, "\"10.255.0.0\" is not an IPv4 CIDR"),
+            ),
+            (
+                Some("fd00::/64"),
+                None,
+                refused(pool_env, "\"fd00::/64\" is not an IPv4 CIDR"),
+            ),
+            (
+                Some("pool"),
+                None,
+                refused(pool_env, "\"pool\" is not an IPv4 CIDR"),
+            ),
+            (
+                Some("10.255.0.0/30"),
+                Some("30"),
+                refused(
+                    pool_env,
+                    "10.255.0.0/30 is smaller than one customer network",
+                ),
+            ),
+            (
+                None,
+                Some("28"),
+                refused(
+                    len_env,
+                    "\"28\" is set but IPSEC_PER_CUSTOMER_TRANSIT_POOL is not",
+                ),
+            ),
+            (
+                Some(""),
+                Some("28"),
+                refused(len_env, "is set but IPSEC_PER_CUSTOMER_TRANSIT_POOL is not"),
+            ),
+            (
+                Some("10.255.0.0/16"),
+                Some("30"),
+                refused(len_env, "30 is outside 16 to 29"),
+            ),
+            (
+                Some("10.255.0.0/16"),
+                Some("15"),
+                refused(len_env, "15 is outside 16 to 29"),
+            ),
+            (
+                Some("10.255.0.0/16"),
+                Some("0"),
+                refused(len_env, "0 is outside 16 to 29"),
+            ),
+            (
+                Some("10.255.0.0/16"),
+                Some("/28"),
+                refused(
+                    len_env,
+                    "\"/28\" is not a prefix length (16 to 29 for the pool 10.255.0.0/16)",
+                ),
+            ),
+            (
+                Some("10.255.0.0/16"),
+                Some("-1"),
+                refused(len_env, "\"-1\" is not a prefix length"),
+            ),
+            (
+                Some("10.255.0.0/16"),
+                Some("300"),
+                refused(len_env, "\"300\" is not a prefix length"),
+            ),
+            (
+                Some("192.168.7.0/29"),
+                None,
+                refused(len_env, "28 (the default) is outside 29 to 29"),
+            ),
+        ] {
+            // `--flag=value`, so that clap takes "-1" as a value, not a flag.
+            let mut extra = vec![];
+            if let Some(p) = pool {
+                extra.push(format!("{POOL}={p}"));
+            }
+            if let Some(l) = len {
+                extra.push(format!("{LEN}={l}"));
+            }
+            let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+            let got = with(&extra);
+            match (got, want) {
+                (Ok(c), Ok(w)) => assert_eq!(c.per_customer_transit, w, "{extra:?}"),
+                (Err(e), Err((start, piece))) => {
+                    let e = e.to_string();
+                    assert!(e.starts_with(start) && e.contains(piece), "{extra:?}: {e}");
+                }
+                (got, want) => panic!("{extra:?}: got {got:?}, want {want:?}"),
+            }
+        }
     }
 
     #[test]
