@@ -207,6 +207,13 @@ expect_fail "metrics.bindAddress=localhost" "at '/metrics/bindAddress'" "${SET_R
 expect_fail "a misspelt key (replicas)" "additional properties 'replicas' not allowed" "${SET_REQ[@]}" --set replicas=3
 expect_fail "podAntiAffinity.type=sometimes" "at '/podAntiAffinity/type'" "${SET_REQ[@]}" --set podAntiAffinity.type=sometimes
 expect_fail "crds.keep as a string" "at '/crds/keep'" "${SET_REQ[@]}" --set-string crds.keep=yes
+expect_fail "perCustomerTransit.pool not a CIDR" "at '/perCustomerTransit/pool'" "${SET_REQ[@]}" --set perCustomerTransit.pool=10.255.0.0
+expect_fail "perCustomerTransit.prefixLength=30" "at '/perCustomerTransit/prefixLength': maximum" "${SET_REQ[@]}" \
+  --set perCustomerTransit.pool=10.255.0.0/16 --set perCustomerTransit.prefixLength=30
+expect_fail "perCustomerTransit.prefixLength as a string" "at '/perCustomerTransit/prefixLength': got string, want integer" \
+  "${SET_REQ[@]}" --set perCustomerTransit.pool=10.255.0.0/16 --set-string perCustomerTransit.prefixLength=28
+expect_fail "a misspelt key under perCustomerTransit" "additional properties 'prefixLen' not allowed" "${SET_REQ[@]}" \
+  --set perCustomerTransit.prefixLen=28
 # the chart's own checks across values
 expect_fail "replicaCount=2 without leader election" "replicaCount > 1 needs leaderElection.enabled=true" \
   "${SET_REQ[@]}" --set leaderElection.enabled=false
@@ -254,6 +261,26 @@ for kv in IPSEC_GATEWAY_ROUTER_ID=$ROUTER IPSEC_TRANSIT_NETWORK_ID=$TRANSIT \
   [[ $v == "${kv#*=}" ]] || fail "env ${kv%%=*} is '$v', want '${kv#*=}'"
 done
 pass "env IPSEC_*/OS_*/RUST_LOG values (log format json, metrics 0.0.0.0:8080, lease = fullname, 15s)"
+# PerCustomer transit isolation: both variables or neither (the operator refuses a prefix
+# length without a pool), so nothing by default, even with prefixLength changed.
+for e in IPSEC_PER_CUSTOMER_TRANSIT_POOL IPSEC_PER_CUSTOMER_TRANSIT_PREFIX_LENGTH; do
+  [[ -z $(env_value "$e") ]] || fail "$e is passed without perCustomerTransit.pool: $(env_value "$e")"
+done
+n=$(helm template "$REL" "$CHART" -n "$NS" "${SET_REQ[@]}" --set perCustomerTransit.prefixLength=26 \
+  | yq -c 'select(.kind == "Deployment") | [.spec.template.spec.containers[0].env[] | select(.name | startswith("IPSEC_PER_CUSTOMER_"))] | length')
+[[ $n == 0 ]] || fail "perCustomerTransit.prefixLength without a pool renders $n IPSEC_PER_CUSTOMER_* variables"
+pass "no IPSEC_PER_CUSTOMER_TRANSIT_* without perCustomerTransit.pool (not even with prefixLength set)"
+per_customer_env() {
+  helm template "$REL" "$CHART" -n "$NS" "${SET_REQ[@]}" "$@" | yq -c 'select(.kind == "Deployment")' \
+    | jq -r '[.spec.template.spec.containers[0].env[] | select(.name | startswith("IPSEC_PER_CUSTOMER_")) | "\(.name)=\(.value)"] | join(" ")'
+}
+v=$(per_customer_env --set perCustomerTransit.pool=10.255.0.0/16)
+[[ $v == "IPSEC_PER_CUSTOMER_TRANSIT_POOL=10.255.0.0/16 IPSEC_PER_CUSTOMER_TRANSIT_PREFIX_LENGTH=28" ]] \
+  || fail "perCustomerTransit.pool=10.255.0.0/16 renders '$v'"
+v=$(per_customer_env --set perCustomerTransit.pool=100.127.0.0/20 --set perCustomerTransit.prefixLength=29)
+[[ $v == "IPSEC_PER_CUSTOMER_TRANSIT_POOL=100.127.0.0/20 IPSEC_PER_CUSTOMER_TRANSIT_PREFIX_LENGTH=29" ]] \
+  || fail "perCustomerTransit.pool/prefixLength render '$v'"
+pass "perCustomerTransit.pool and .prefixLength reach the env once a pool is set (prefix length 28 by default)"
 [[ $(env_value POD_NAME) == '{"fieldRef":{"fieldPath":"metadata.name"}}' ]] \
   || fail "POD_NAME does not come from fieldRef metadata.name: $(env_value POD_NAME)"
 [[ $(env_value POD_NAMESPACE) == '{"fieldRef":{"fieldPath":"metadata.namespace"}}' ]] \
