@@ -84,6 +84,8 @@ string_enum!(
         EnsureNetworkSharedFailed,
         NetworkVisibilityCheckFailed,
         TransitNetworkNotShared,
+        CustomerTransitNotConfigured,
+        CustomerTransitPoolExhausted,
         // LegAttached
         RouterResolveFailed,
         TransitIPUnavailable,
@@ -135,6 +137,9 @@ impl ConditionType {
                 EnsureNetworkSharedFailed,
                 NetworkVisibilityCheckFailed,
                 TransitNetworkNotShared,
+                CustomerTransitNotConfigured,
+                CustomerTransitPoolExhausted,
+                TransitIPUnavailable,
                 Blocked,
             ],
             ConditionType::LegAttached => &[
@@ -177,6 +182,8 @@ string_enum!(
         RouteRemoved,
         TransitNetworkShared,
         ReverseRouteRestored,
+        CustomerTransitBuilt,
+        CustomerTransitRemoved,
         // On the ClusterLink, a Warning: a port of another project carries its UID.
         ForeignLegMarker,
         // On the ClusterLink, a Warning: a reconcile of a Ready link put back what was

@@ -61,6 +61,20 @@ pub fn leg_port_name(link_name: &str) -> String {
     format!("clusterlink-{link_name}")
 }
 
+/// A customer project's per-customer transit network (and its subnet) behind the transit
+/// network `transit`. Unlike a leg, these are the operator's own objects in its own project,
+/// one per customer project and gateway fabric (one operator project may serve several
+/// gateway clusters, each with its transit network): the name is their identity, and the
+/// operator finds them again by it (docs/design.md, "Per-customer transit").
+pub fn customer_transit_name(transit: &str, project: &str) -> String {
+    format!("bnerd-vpn-customer-{project}-on-{transit}")
+}
+
+/// A customer project's edge router on the transit network `transit`, and its leg port there.
+pub fn edge_router_name(transit: &str, project: &str) -> String {
+    format!("bnerd-vpn-edge-{project}-on-{transit}")
+}
+
 /// The Secret keys of a cross-tenant link's application credential.
 pub const KEY_AC_ID: &str = "OS_APPLICATION_CREDENTIAL_ID";
 pub const KEY_AC_SECRET: &str = "OS_APPLICATION_CREDENTIAL_SECRET";

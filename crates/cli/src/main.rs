@@ -32,6 +32,13 @@ struct Cli {
     /// The namespace of the customer credential Secrets, as the operator is configured.
     #[arg(long, env = "IPSEC_CLUSTERLINK_CREDENTIALS_NAMESPACE", global = true, default_value = bnerd_api::names::DEFAULT_CREDENTIALS_NAMESPACE)]
     credentials_namespace: String,
+    /// The pool PerCustomer links' customer transits come from, as the operator is configured
+    /// (`plan` of such a link needs it).
+    #[arg(long, env = "IPSEC_PER_CUSTOMER_TRANSIT_POOL", global = true)]
+    per_customer_transit_pool: Option<String>,
+    /// Each customer transit's prefix length, as the operator is configured.
+    #[arg(long, env = "IPSEC_PER_CUSTOMER_TRANSIT_PREFIX_LENGTH", global = true)]
+    per_customer_transit_prefix_length: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -252,9 +259,15 @@ async fn run(cli: Cli) -> Result<Verdict, String> {
             let targets = bnerd_api::gateway::reverse_targets(&client)
                 .await
                 .map_err(|e| format!("listing gateways: {}", error_chain(&e)))?;
-            let fabric = bnerd_cloud::fabric::Fabric::discover(&cloud, &network, &gw)
+            let pool = bnerd_cloud::fabric::CustomerTransitPool::from_settings(
+                cli.per_customer_transit_pool.as_deref(),
+                cli.per_customer_transit_prefix_length.as_deref(),
+            )
+            .map_err(|e| format!("{}: {}", e.setting, e.message))?;
+            let mut fabric = bnerd_cloud::fabric::Fabric::discover(&cloud, &network, &gw)
                 .await
                 .map_err(|e| e.to_string())?;
+            fabric.customer_transit = pool;
             let token = cloud
                 .token_info()
                 .await

@@ -15,9 +15,7 @@ use bnerd_api::names::{is_managed, leg_owner_uid, link_name_in_tags};
 use bnerd_api::{ClusterLink, ConditionType, Reason};
 use bnerd_cloud::fabric::Fabric;
 use bnerd_cloud::{Neutron, Port, PortQuery, RouterQuery};
-use bnerd_engine::overlay::{
-    Credential, CustomerSide, Overlay, PICKED, PlannedWrite, planned_pick,
-};
+use bnerd_engine::overlay::{Credential, CustomerSide, Overlay, PICKED, PlannedWrite};
 use bnerd_engine::view::{input_of, peers_of};
 use bnerd_engine::{
     CredentialSource, Customers, LinkEngine, Unwound, deleting_status, failed_status,
@@ -151,18 +149,7 @@ pub async fn plan(
     };
     let by = rec.writes_by();
     // A leg whose address Neutron picks stands at `planned_pick` in the simulation: name it so.
-    let picked = by
-        .iter()
-        .any(|(_, w)| {
-            matches!(
-                w,
-                PlannedWrite::CreatePort {
-                    ip_address: None,
-                    ..
-                }
-            )
-        })
-        .then(|| planned_pick(fabric.transit_subnet).to_string());
+    let picked = rec.picked().into_iter().next();
     let named = |text: &str| match &picked {
         Some(ip) => text.replace(ip.as_str(), PICKED),
         None => text.to_string(),

@@ -613,7 +613,7 @@ async fn plan_of_a_cross_tenant_link_reads_its_secret_with_the_callers_rights() 
     };
     let customer = bnerd_testkit::lab_app_cred_client(&lab, "CUSTOMER");
     let svc = {
-        use bnerd_cloud::NeutronAdmin;
+        use bnerd_cloud::Neutron;
         customer
             .create_router(&bnerd_testkit::unique("plan-ct-bin"))
             .await
@@ -744,7 +744,7 @@ async fn plan_of_a_cross_tenant_link_reads_its_secret_with_the_callers_rights() 
         .await
         .expect("delete secret");
     {
-        use bnerd_cloud::NeutronAdmin;
+        use bnerd_cloud::Neutron;
         customer
             .delete_router(&svc.id)
             .await

@@ -8,6 +8,8 @@ pub enum Op {
     Extensions,
     GetNetwork,
     GetSubnet,
+    ListNetworks,
+    ListSubnets,
     ListPorts,
     GetPort,
     CreatePort,
@@ -42,6 +44,8 @@ impl Op {
             Op::Extensions
                 | Op::GetNetwork
                 | Op::GetSubnet
+                | Op::ListNetworks
+                | Op::ListSubnets
                 | Op::ListPorts
                 | Op::GetPort
                 | Op::GetRouter

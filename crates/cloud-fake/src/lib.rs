@@ -19,8 +19,8 @@ mod world;
 
 use async_trait::async_trait;
 use bnerd_cloud::{
-    CreatePort, CreateRouter, Identity, Network, Neutron, NeutronAdmin, Port, PortQuery,
-    RbacPolicy, Result, Route, Router, RouterQuery, ShareNetwork, Subnet, TokenInfo,
+    CreatePort, CreateRouter, Identity, Network, NetworkQuery, Neutron, Port, PortQuery,
+    RbacPolicy, Result, Route, Router, RouterQuery, ShareNetwork, Subnet, SubnetQuery, TokenInfo,
 };
 
 pub use faults::{Fault, Op};
@@ -119,10 +119,15 @@ impl Neutron for FakeNeutron {
     async fn probe_admin_read(&self) -> Result<()> {
         self.quota_details_probe().await
     }
-}
 
-#[async_trait]
-impl NeutronAdmin for FakeNeutron {
+    async fn list_networks(&self, q: &NetworkQuery) -> Result<Vec<Network>> {
+        self.network_list(q).await
+    }
+
+    async fn list_subnets(&self, q: &SubnetQuery) -> Result<Vec<Subnet>> {
+        self.subnet_list(q).await
+    }
+
     async fn create_network(&self, name: &str) -> Result<Network> {
         self.network_create(name).await
     }

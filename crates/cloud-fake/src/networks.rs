@@ -1,7 +1,7 @@
 //! Networks and subnets: read as the operator reads the transit network, built and torn down
 //! as tests and the lab build their fabrics.
 
-use bnerd_cloud::{Network, Result, Subnet};
+use bnerd_cloud::{Network, NetworkQuery, Result, Subnet, SubnetQuery};
 use ipnet::Ipv4Net;
 
 use crate::faults::Op;
@@ -102,6 +102,36 @@ impl FakeNeutron {
                         format!("Subnet {id} could not be found."),
                     )
                 })
+        })
+        .await
+    }
+
+    /// Networks the caller may use, as `GET /networks` lists them (shared ones too).
+    pub(crate) async fn network_list(&self, q: &NetworkQuery) -> Result<Vec<Network>> {
+        self.run(Op::ListNetworks, "GET", "/networks", |w| {
+            Ok(w.networks
+                .values()
+                .filter(|n| self.can_use(w, n) && q.matches(n))
+                .map(|n| self.network_view(w, n))
+                .collect())
+        })
+        .await
+    }
+
+    /// Subnets the caller owns or whose network it may use.
+    pub(crate) async fn subnet_list(&self, q: &SubnetQuery) -> Result<Vec<Subnet>> {
+        self.run(Op::ListSubnets, "GET", "/subnets", |w| {
+            Ok(w.subnets
+                .values()
+                .filter(|s| {
+                    q.matches(s)
+                        && (self.owns(&s.project_id)
+                            || w.networks
+                                .get(&s.network_id)
+                                .is_some_and(|n| self.can_use(w, n)))
+                })
+                .cloned()
+                .collect())
         })
         .await
     }

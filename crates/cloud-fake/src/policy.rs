@@ -101,14 +101,6 @@ impl FakeNeutron {
         w.routers
             .get(id)
             .filter(|r| self.owns(&r.project_id))
-            .ok_or_else(|| {
-                api(
-                    method,
-                    path,
-                    404,
-                    "RouterNotFound",
-                    format!("Router {id} could not be found"),
-                )
-            })
+            .ok_or_else(|| bnerd_cloud::refusals::router_not_found(method, path, id))
     }
 }

@@ -1,7 +1,7 @@
 //! Message texts the parity table does not compare (it compares status and type), as
 //! measured on the lab (Neutron 29): operators read them in conditions and events.
 
-use bnerd_cloud::{CloudError, CreatePort, CreateRouter, Neutron, NeutronAdmin};
+use bnerd_cloud::{CloudError, CreatePort, CreateRouter, Neutron};
 use bnerd_cloud_fake::FakeCloud;
 
 fn message(e: CloudError) -> String {

@@ -8,8 +8,8 @@
 use std::sync::Arc;
 
 use bnerd_cloud::{
-    ACCESS_AS_SHARED, CreatePort, CreateRouter, Identity, Neutron, NeutronAdmin, OpenStack,
-    PortQuery, Result, Route, Router, RouterQuery, ShareNetwork,
+    ACCESS_AS_SHARED, CreatePort, CreateRouter, Identity, Neutron, OpenStack, PortQuery, Result,
+    Route, Router, RouterQuery, ShareNetwork,
 };
 use bnerd_cloud_fake::FakeCloud;
 use bnerd_testkit::{
@@ -33,11 +33,11 @@ fn obs<T>(r: Result<T>) -> String {
 }
 
 struct Clouds {
-    op: Arc<dyn NeutronAdmin>,
-    cust: Arc<dyn NeutronAdmin>,
+    op: Arc<dyn Neutron>,
+    cust: Arc<dyn Neutron>,
     cust_identity: Arc<dyn Identity>,
     /// A cloud admin (for the rule an admin made by hand, and HA/DVR routers).
-    admin: Arc<dyn NeutronAdmin>,
+    admin: Arc<dyn Neutron>,
     /// The project `op` works in.
     op_project: String,
     /// An application credential that was deleted after it worked once.

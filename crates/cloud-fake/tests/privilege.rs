@@ -3,7 +3,7 @@
 //! (`FakeCloud::privileged_roles`), as measured on the lab (lab/openstack/up.sh writes
 //! `context_is_admin: role:admin or role:net_operator`).
 
-use bnerd_cloud::{Identity, Neutron, NeutronAdmin, Result};
+use bnerd_cloud::{Identity, Neutron, Result};
 use bnerd_cloud_fake::{FakeCloud, Op};
 
 fn obs<T>(r: Result<T>) -> String {

@@ -1,6 +1,6 @@
 //! The builder switches that model how clouds differ: hidden extensions and the route quota.
 
-use bnerd_cloud::{CreatePort, Neutron, NeutronAdmin, Result, Route, Router};
+use bnerd_cloud::{CreatePort, Neutron, Result, Route, Router};
 use bnerd_cloud_fake::{FakeCloud, FakeNeutron};
 
 fn obs<T>(r: Result<T>) -> String {

@@ -41,6 +41,108 @@ pub struct Fabric {
     /// Which destinations the operator routes on this fabric (operator settings; `discover`
     /// admits everything, the operator sets them at startup).
     pub admission: Admission,
+    /// Where a `PerCustomer` link's customer transit subnets come from (an operator setting;
+    /// `None`: the mode is not configured).
+    pub customer_transit: Option<CustomerTransitPool>,
+}
+
+/// The pool per-customer transit subnets are cut from, and their prefix length
+/// (docs/design.md, "Per-customer transit").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CustomerTransitPool {
+    pub pool: Ipv4Net,
+    pub prefix_len: u8,
+}
+
+/// A customer network's prefix length when none is set.
+pub const PER_CUSTOMER_DEFAULT_PREFIX_LEN: u8 = 28;
+
+/// The longest prefix a customer network may have: a /29 still holds the edge router's
+/// interface, Neutron's DHCP port and the customer router's leg besides the network and
+/// broadcast addresses; a /30 does not.
+pub const PER_CUSTOMER_MAX_PREFIX_LEN: u8 = 29;
+
+const POOL_SETTING: &str = "IPSEC_PER_CUSTOMER_TRANSIT_POOL (--per-customer-transit-pool)";
+const PREFIX_SETTING: &str =
+    "IPSEC_PER_CUSTOMER_TRANSIT_PREFIX_LENGTH (--per-customer-transit-prefix-length)";
+
+/// A PerCustomer setting that is wrong: which one (as an operator setting names it), and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolSettingError {
+    pub setting: &'static str,
+    pub message: String,
+}
+
+impl CustomerTransitPool {
+    /// The PerCustomer pool and prefix length; None when no pool is set. A blank value counts as
+    /// unset, as the chart leaves the variables out rather than empty.
+    pub fn from_settings(
+        pool: Option<&str>,
+        prefix_len: Option<&str>,
+    ) -> Result<Option<Self>, PoolSettingError> {
+        let pool = pool.map(str::trim).filter(|s| !s.is_empty());
+        let prefix_len = prefix_len.map(str::trim).filter(|s| !s.is_empty());
+        let Some(pool_text) = pool else {
+            return match prefix_len {
+                // A prefix length alone is a half-made setup: say so rather than ignore it.
+                Some(p) => Err(PoolSettingError {
+                    setting: PREFIX_SETTING,
+                    message: format!(
+                        "{p:?} is set but IPSEC_PER_CUSTOMER_TRANSIT_POOL is not: set the pool too, or unset this"
+                    ),
+                }),
+                None => Ok(None),
+            };
+        };
+        let pool: Ipv4Net = pool_text.parse().map_err(|_| PoolSettingError {
+            setting: POOL_SETTING,
+            message: format!("{pool_text:?} is not an IPv4 CIDR (e.g. 10.255.0.0/16)"),
+        })?;
+        if pool.trunc() != pool {
+            return Err(PoolSettingError {
+                setting: POOL_SETTING,
+                message: format!(
+                    "{pool_text} has host bits set (did you mean {}?)",
+                    pool.trunc()
+                ),
+            });
+        }
+        if pool.prefix_len() > PER_CUSTOMER_MAX_PREFIX_LEN {
+            return Err(PoolSettingError {
+                setting: POOL_SETTING,
+                message: format!(
+                    "{pool} is smaller than one customer network (at most /{PER_CUSTOMER_MAX_PREFIX_LEN})"
+                ),
+            });
+        }
+        let (prefix, given) = match prefix_len {
+            Some(p) => {
+                let n: u8 = p.parse().map_err(|_| PoolSettingError {
+                    setting: PREFIX_SETTING,
+                    message: format!(
+                        "{p:?} is not a prefix length ({} to {PER_CUSTOMER_MAX_PREFIX_LEN} for the pool {pool})",
+                        pool.prefix_len()
+                    ),
+                })?;
+                (n, true)
+            }
+            None => (PER_CUSTOMER_DEFAULT_PREFIX_LEN, false),
+        };
+        if prefix < pool.prefix_len() || prefix > PER_CUSTOMER_MAX_PREFIX_LEN {
+            return Err(PoolSettingError {
+                setting: PREFIX_SETTING,
+                message: format!(
+                    "{prefix}{} is outside {} to {PER_CUSTOMER_MAX_PREFIX_LEN}: a customer network is cut from the pool {pool} and holds at least a /{PER_CUSTOMER_MAX_PREFIX_LEN}",
+                    if given { "" } else { " (the default)" },
+                    pool.prefix_len()
+                ),
+            });
+        }
+        Ok(Some(Self {
+            pool,
+            prefix_len: prefix,
+        }))
+    }
 }
 
 /// Which CIDRs the operator installs routes to: the ranges a CIDR must lie in (none: any)
@@ -245,6 +347,7 @@ impl Fabric {
             tags_at_create: ext.tags_at_create,
             router_subnets_by_cidr: ext.router_subnets_by_cidr,
             admission: Admission::default(),
+            customer_transit: None,
         })
     }
 }
@@ -399,6 +502,30 @@ mod tests {
             unused()
         }
         async fn delete_rbac_policy(&self, _: &str) -> Result<()> {
+            unused()
+        }
+        async fn list_networks(&self, _: &NetworkQuery) -> Result<Vec<Network>> {
+            unused()
+        }
+        async fn list_subnets(&self, _: &SubnetQuery) -> Result<Vec<Subnet>> {
+            unused()
+        }
+        async fn create_network(&self, _: &str) -> Result<Network> {
+            unused()
+        }
+        async fn delete_network(&self, _: &str) -> Result<()> {
+            unused()
+        }
+        async fn create_subnet(&self, _: &str, _: &str, _: &str) -> Result<Subnet> {
+            unused()
+        }
+        async fn create_router_with(&self, _: &CreateRouter) -> Result<Router> {
+            unused()
+        }
+        async fn delete_router(&self, _: &str) -> Result<()> {
+            unused()
+        }
+        async fn add_router_subnet(&self, _: &str, _: &str) -> Result<String> {
             unused()
         }
         async fn probe_admin_read(&self) -> Result<()> {

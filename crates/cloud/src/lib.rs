@@ -65,21 +65,15 @@ pub trait Neutron: Send + Sync {
     /// `AdminRequired` for a member (a project `manager` too, measured, where `GET
     /// /quotas/{id}` would answer it 200). A pure read: Neutron counts, writes no usage rows.
     async fn probe_admin_read(&self) -> Result<()>;
-}
 
-/// The project [`Neutron::probe_admin_read`] asks about. Neutron does not check that it
-/// exists, and Keystone never issues it (its project IDs are random UUIDs), so it is never the
-/// caller's own project, for which a member is answered 200.
-pub const ADMIN_READ_PROBE_PROJECT: &str = "00000000000000000000000000000000";
-
-/// [`Neutron::probe_admin_read`]'s call as condition messages name it.
-pub const ADMIN_READ_PROBE: &str = "GET /v2.0/quotas/00000000000000000000000000000000/details";
-
-/// What only tests, the lab and benchmarks do: build and tear down fabrics. The operator never
-/// creates or deletes networks, subnets or routers, so its port does not offer it.
-#[async_trait]
-pub trait NeutronAdmin: Neutron {
+    // The per-customer fabric (docs/design.md, "Per-customer transit"): the operator builds a
+    // small network, its subnet and an edge router per customer project; tests and the lab
+    // build whole fabrics with the same calls.
+    async fn list_networks(&self, query: &NetworkQuery) -> Result<Vec<Network>>;
+    async fn list_subnets(&self, query: &SubnetQuery) -> Result<Vec<Subnet>>;
     async fn create_network(&self, name: &str) -> Result<Network>;
+    /// Deletes its subnets too; refused (409 NetworkInUse) while ports other than Neutron's
+    /// own are on it.
     async fn delete_network(&self, id: &str) -> Result<()>;
     async fn create_subnet(&self, network_id: &str, cidr: &str, gateway_ip: &str)
     -> Result<Subnet>;
@@ -97,6 +91,14 @@ pub trait NeutronAdmin: Neutron {
     /// Attach a subnet (Neutron creates the port at the subnet's gateway IP); returns the port ID.
     async fn add_router_subnet(&self, router_id: &str, subnet_id: &str) -> Result<String>;
 }
+
+/// The project [`Neutron::probe_admin_read`] asks about. Neutron does not check that it
+/// exists, and Keystone never issues it (its project IDs are random UUIDs), so it is never the
+/// caller's own project, for which a member is answered 200.
+pub const ADMIN_READ_PROBE_PROJECT: &str = "00000000000000000000000000000000";
+
+/// [`Neutron::probe_admin_read`]'s call as condition messages name it.
+pub const ADMIN_READ_PROBE: &str = "GET /v2.0/quotas/00000000000000000000000000000000/details";
 
 /// Keystone as the operator uses it: who the current credential is.
 #[async_trait]

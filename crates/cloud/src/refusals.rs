@@ -50,14 +50,42 @@ pub fn second_router_interface_refused(
     )
 }
 
-/// A port that does not exist, or that the caller cannot see (Neutron answers both alike).
-pub fn port_not_found(method: &str, path: &str, id: &str) -> CloudError {
+/// An object of `kind` (Neutron's resource name, capitalised) that does not exist, or that
+/// the caller cannot see (Neutron answers both alike).
+fn not_found(kind: &str, method: &str, path: &str, id: &str) -> CloudError {
     refusal(
         method,
         path,
         404,
-        "PortNotFound",
-        format!("Port {id} could not be found."),
+        &format!("{kind}NotFound"),
+        format!("{kind} {id} could not be found."),
+    )
+}
+
+/// A port that does not exist, or that the caller cannot see.
+pub fn port_not_found(method: &str, path: &str, id: &str) -> CloudError {
+    not_found("Port", method, path, id)
+}
+
+/// A network that does not exist, or that the caller cannot see.
+pub fn network_not_found(method: &str, path: &str, id: &str) -> CloudError {
+    not_found("Network", method, path, id)
+}
+
+/// A subnet that does not exist, or that the caller cannot see.
+pub fn subnet_not_found(method: &str, path: &str, id: &str) -> CloudError {
+    not_found("Subnet", method, path, id)
+}
+
+/// A router that does not exist, or that the caller cannot see (Neutron's message for a
+/// router has no full stop).
+pub fn router_not_found(method: &str, path: &str, id: &str) -> CloudError {
+    refusal(
+        method,
+        path,
+        404,
+        "RouterNotFound",
+        format!("Router {id} could not be found"),
     )
 }
 

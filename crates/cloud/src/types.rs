@@ -154,6 +154,36 @@ impl PortQuery {
     }
 }
 
+/// Filters for `GET /networks`; every set field narrows the result.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NetworkQuery {
+    pub name: Option<String>,
+    pub project_id: Option<String>,
+}
+
+impl NetworkQuery {
+    /// Whether Neutron lists `n` for this query.
+    pub fn matches(&self, n: &Network) -> bool {
+        self.name.as_ref().is_none_or(|x| *x == n.name)
+            && self.project_id.as_ref().is_none_or(|x| *x == n.project_id)
+    }
+}
+
+/// Filters for `GET /subnets`; every set field narrows the result.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SubnetQuery {
+    pub network_id: Option<String>,
+    pub project_id: Option<String>,
+}
+
+impl SubnetQuery {
+    /// Whether Neutron lists `s` for this query.
+    pub fn matches(&self, s: &Subnet) -> bool {
+        self.network_id.as_ref().is_none_or(|x| *x == s.network_id)
+            && self.project_id.as_ref().is_none_or(|x| *x == s.project_id)
+    }
+}
+
 /// Neutron's per-resource tag limit.
 pub const MAX_TAGS: usize = 50;
 

@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use bnerd_cloud::{CloudError, Neutron, NeutronAdmin, POOL_IDLE};
+use bnerd_cloud::{CloudError, Neutron, POOL_IDLE};
 use support::{Reply, Request, Server};
 
 fn networks(req: &Request) -> Reply {

@@ -15,7 +15,7 @@
 
 use std::collections::BTreeSet;
 
-use bnerd_cloud::{CreatePort, Neutron, NeutronAdmin, OpenStack, PortQuery, RouterQuery};
+use bnerd_cloud::{CreatePort, Neutron, OpenStack, PortQuery, RouterQuery};
 use bnerd_testkit::{lab_client, lab_or_skip, unique};
 
 fn reads(c: &OpenStack) -> u64 {

@@ -9,8 +9,7 @@
 use std::time::Instant;
 
 use bnerd_cloud::{
-    AuthConfig, CloudError, CreatePort, Identity, Neutron, NeutronAdmin, OpenStack, PortQuery,
-    TlsConfig,
+    AuthConfig, CloudError, CreatePort, Identity, Neutron, OpenStack, PortQuery, TlsConfig,
 };
 use bnerd_testkit::{lab_tls_client, lab_tls_or_skip, unique};
 

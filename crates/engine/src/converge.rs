@@ -8,6 +8,7 @@ use bnerd_api::ConditionType;
 use bnerd_cloud::Neutron;
 use bnerd_cloud::fabric::Fabric;
 
+use crate::customer_transit::CustomerTransit;
 use crate::door::Customers;
 use crate::model::{Action, ActionKind, Input, Outcome};
 use crate::plan::share::Credential;
@@ -23,6 +24,16 @@ pub struct Engine<'a> {
     pub fabric: &'a Fabric,
     /// A cross-tenant link's customer credential: its router, leg port and reverse routes.
     pub customer: Option<Customer<'a>>,
+    /// A `PerCustomer` link's customer transit, once found or built: its legs stand there.
+    pub(crate) customer_transit: Option<CustomerTransit>,
+}
+
+/// The network a link's legs stand on.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LegNetwork<'a> {
+    pub network_id: &'a str,
+    pub subnet_id: &'a str,
+    pub subnet: ipnet::Ipv4Net,
 }
 
 /// The customer side of a cross-tenant link, once its credential is resolved.
@@ -41,6 +52,42 @@ impl<'a> Engine<'a> {
             net,
             fabric,
             customer: None,
+            customer_transit: None,
+        }
+    }
+
+    /// A cross-tenant link whose customer credential is already resolved.
+    pub fn cross_tenant(net: &'a dyn Neutron, fabric: &'a Fabric, customer: Customer<'a>) -> Self {
+        Self {
+            net,
+            fabric,
+            customer: Some(customer),
+            customer_transit: None,
+        }
+    }
+
+    /// The operator's router that routes via the leg: the gateway router, or a `PerCustomer`
+    /// link's edge router.
+    pub(crate) fn leg_router(&self) -> &str {
+        match &self.customer_transit {
+            Some(t) => &t.edge_router_id,
+            None => &self.fabric.gateway_router_id,
+        }
+    }
+
+    /// The main transit network, or a `PerCustomer` link's customer transit.
+    pub(crate) fn leg_network(&self) -> LegNetwork<'_> {
+        match &self.customer_transit {
+            Some(t) => LegNetwork {
+                network_id: &t.network_id,
+                subnet_id: &t.subnet_id,
+                subnet: t.cidr,
+            },
+            None => LegNetwork {
+                network_id: &self.fabric.transit_network_id,
+                subnet_id: &self.fabric.transit_subnet_id,
+                subnet: self.fabric.transit_subnet,
+            },
         }
     }
 
@@ -147,7 +194,7 @@ impl Engine<'_> {
             ),
         );
 
-        match gateway_route::ensure(self, input, valid, &leg, &mut r.actions).await {
+        match gateway_route::ensure(self, input, valid, &leg, None, &mut r.actions).await {
             Ok((msg, route)) => {
                 r.status.gateway_route = Some(route);
                 r.pass(ConditionType::RouteInstalled, msg);
@@ -159,7 +206,16 @@ impl Engine<'_> {
         }
         // Reverse routes do not depend on the forward route: a broken one never reads as the
         // forward path being down, and vice versa.
-        let rev = reverse_routes::ensure(self, input, &leg).await;
+        let rev = reverse_routes::ensure(
+            self,
+            input,
+            &leg,
+            reverse_routes::Hop {
+                via: None,
+                transit_ports: &leg.ports,
+            },
+        )
+        .await;
         if !rev.restored.is_empty() {
             let list: Vec<String> = rev
                 .restored
@@ -229,7 +285,7 @@ pub async fn reconcile_cross_tenant(
         return Engine::same_tenant(net, fabric).reconcile(input).await;
     };
     match credentials::attestation(input, secret_ref) {
-        Ok(msg) => r.pass(ConditionType::TenantIsolationAttested, msg),
+        Ok((reason, msg)) => r.pass_with(ConditionType::TenantIsolationAttested, reason, msg),
         Err(f) => {
             r.fail(ConditionType::TenantIsolationAttested, f);
             return r.finish();
@@ -259,8 +315,14 @@ pub async fn reconcile_cross_tenant(
         net,
         fabric,
         customer: Some(resolved.customer()),
+        customer_transit: None,
     };
-    engine.converge(input, &valid, &mut r).await;
+    match &engine.customer {
+        Some(c) if input.spec.per_customer() => {
+            crate::per_customer::converge(&engine, c, input, &valid, &mut r).await;
+        }
+        _ => engine.converge(input, &valid, &mut r).await,
+    }
     r.finish()
 }
 
@@ -339,8 +401,15 @@ pub async fn unwind_cross_tenant(
         net,
         fabric,
         customer: Some(resolved.customer()),
+        customer_transit: None,
     };
-    match unwind::unwind_rounds(&engine, input, targets).await {
+    let unwound = match &engine.customer {
+        Some(c) if input.spec.per_customer() => {
+            crate::per_customer::unwind(&engine, c, input, targets).await
+        }
+        _ => unwind::unwind_rounds(&engine, input, targets).await,
+    };
+    match unwound {
         Ok(done) => Ok(Ok(done)),
         // The gateway route went in that same round, before the customer side refused.
         Err(s) if s.customer_refused => Err(Held {

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use bnerd_api::SecretRef;
 use bnerd_api::names::ANNOTATION_API_ACCESS;
+use bnerd_api::{Reason, SecretRef};
 use bnerd_cloud::{Identity, Neutron};
 
 use super::model::Input;
@@ -94,8 +94,9 @@ fn with_requeue(f: StepFail) -> (StepFail, Requeue) {
 
 /// "Without it, the condition TenantIsolationAttested reads False/NotAttested and no
 /// OpenStack call is made at all — not even to resolve the credential."
-pub fn attestation(input: &Input<'_>, r: &SecretRef) -> Result<String, StepFail> {
+pub fn attestation(input: &Input<'_>, r: &SecretRef) -> Result<(Reason, String), StepFail> {
     attested(
+        input.spec.per_customer(),
         input
             .annotations
             .get(ANNOTATION_API_ACCESS)

@@ -17,11 +17,14 @@ use super::plan::validated::Valid;
 
 /// Converge the gateway route. `Ok` carries the condition message and the route to record;
 /// the `Err` side carries the route status may still record (none after a refusal).
+/// `via`: a `PerCustomer` link's next hop, its project's edge router leg (shared by the
+/// project's links); `None`: the leg itself.
 pub(crate) async fn ensure(
     e: &Engine<'_>,
     input: &Input<'_>,
     valid: &Valid,
     leg: &Leg,
+    via: Option<std::net::Ipv4Addr>,
     actions: &mut Vec<Action>,
 ) -> Result<(String, RouteRecord), (StepFail, Option<RouteRecord>)> {
     let gw = &e.fabric.gateway_router_id;
@@ -35,7 +38,8 @@ pub(crate) async fn ensure(
         gateway_router_id: gw,
         routes: &router.routes,
         cidr: valid.cidr,
-        leg_ip: leg.ip,
+        leg_ip: via.unwrap_or(leg.ip),
+        shared_next_hop: via.is_some(),
         recorded: input.status.gateway_route.as_ref(),
         peers: input.peers,
     });
@@ -79,7 +83,8 @@ pub(crate) async fn withdraw_orphaned(
         return false;
     };
     let gw = &e.fabric.gateway_router_id;
-    let (Ok(ports), Ok(router)) = (ops::transit_ports(e).await, e.net.get_router(gw).await) else {
+    let (Ok(ports), Ok(router)) = (ops::leg_network_ports(e).await, e.net.get_router(gw).await)
+    else {
         return false;
     };
     let own_ips: Vec<String> = ports

@@ -131,7 +131,7 @@ async fn observe_new(
     // Started in the sequential path's order, so a cloud that answers at once (the fake)
     // sees the calls in that order and a fault injected at call k hits the same call.
     let (ports, found, gateway) = futures::join!(
-        ops::transit_ports(e),
+        ops::leg_network_ports(e),
         lookup_router(e.net, value),
         e.net.get_router(&e.fabric.gateway_router_id),
     );
@@ -194,6 +194,14 @@ fn leg_side(f: StepFail) -> (Who, StepFail) {
     (Who::Leg, f)
 }
 
+impl Resolved {
+    /// The same router, with the ports of the network the leg goes on: a `PerCustomer`
+    /// link's router is found before its customer transit is.
+    pub(crate) fn with_ports(self, ports: Vec<Port>) -> Self {
+        Self { ports, ..self }
+    }
+}
+
 /// The router the spec names, and what was read finding it. On a cross-tenant link this
 /// comes first: "RouterResolveFailed is checked before the transit network is shared, so it
 /// leaves no share behind".
@@ -213,7 +221,7 @@ pub(crate) async fn resolve(e: &Engine<'_>, input: &Input<'_>) -> Result<Resolve
                 .await
                 .map_err(|err| operator(call_failed(LegCall::ListPorts, &err)))?
         } else {
-            let ports = ops::transit_ports(e)
+            let ports = ops::leg_network_ports(e)
                 .await
                 .map_err(|err| operator(call_failed(LegCall::ListPorts, &err)))?;
             let own: Vec<&Port> = ports
@@ -262,7 +270,7 @@ async fn refuse_mismatch(
     f: StepFail,
     actions: &mut Vec<Action>,
 ) -> (Who, StepFail) {
-    let gw_id = &e.fabric.gateway_router_id;
+    let gw_id = e.leg_router();
     let mut f = f;
     let removed = async {
         let gw = e.net.get_router(gw_id).await?;
@@ -332,7 +340,7 @@ async fn ensure_leg(
     for _ in 0..MAX_ROUNDS {
         let mut ports = match listed.take() {
             Some(p) => p,
-            None => ops::transit_ports(e)
+            None => ops::leg_network_ports(e)
                 .await
                 .map_err(|err| operator(call_failed(LegCall::ListPorts, &err)))?,
         };
@@ -344,7 +352,7 @@ async fn ensure_leg(
                 recorded_ip,
                 router_id: &router.id,
                 pinned: valid.pinned_ip,
-                subnet: e.fabric.transit_subnet,
+                subnet: e.leg_network().subnet,
                 ports: &ports,
                 peers: input.peers,
                 lost_races: &lost,
@@ -355,7 +363,7 @@ async fn ensure_leg(
                 LegPlan::Refuse(f) => return Err(leg_side(f)),
                 LegPlan::Unwind(list) => {
                     for (p, why) in &list {
-                        let gw = ops::router(e.net, None, &e.fabric.gateway_router_id)
+                        let gw = ops::router(e.net, None, e.leg_router())
                             .await
                             .map_err(|err| operator(call_failed(LegCall::Unwind(p), &err)))?;
                         ops::unwind_port(
@@ -397,7 +405,7 @@ async fn ensure_leg(
                     // Others are creating legs right now: one read shows every address they
                     // took since our list, where walking on would spend a failed create on
                     // each of them.
-                    ports = ops::transit_ports(e)
+                    ports = ops::leg_network_ports(e)
                         .await
                         .map_err(|err| operator(call_failed(LegCall::ListPorts, &err)))?;
                 }

@@ -8,12 +8,14 @@
 
 mod converge;
 mod credentials;
+mod customer_transit;
 mod door;
 mod gateway_route;
 mod leg;
 mod model;
 mod ops;
 pub mod overlay;
+mod per_customer;
 pub mod plan;
 mod report;
 pub mod resync;

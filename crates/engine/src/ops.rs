@@ -18,8 +18,18 @@ const IF_MATCH_RETRIES: usize = 3;
 /// Neutron's limit on a port's name and description.
 const MAX_PORT_TEXT: usize = 255;
 
-/// Every port on the transit network (the operator owns the network, so it sees them all).
-pub(crate) async fn transit_ports(e: &Engine<'_>) -> Result<Vec<Port>, CloudError> {
+/// Every port on the network the link's legs stand on: the transit network, or a
+/// `PerCustomer` link's customer transit (the operator owns both, so it sees every port).
+pub(crate) async fn leg_network_ports(e: &Engine<'_>) -> Result<Vec<Port>, CloudError> {
+    let q = PortQuery {
+        network_id: Some(e.leg_network().network_id.to_string()),
+        ..Default::default()
+    };
+    e.net.list_ports(&q).await
+}
+
+/// Every port on the main transit network.
+pub(crate) async fn main_transit_ports(e: &Engine<'_>) -> Result<Vec<Port>, CloudError> {
     let q = PortQuery {
         network_id: Some(e.fabric.transit_network_id.clone()),
         ..Default::default()
@@ -96,8 +106,8 @@ pub(crate) async fn create_leg(
     ip: Option<std::net::Ipv4Addr>,
 ) -> Result<Port, CloudError> {
     let req = CreatePort {
-        network_id: e.fabric.transit_network_id.clone(),
-        subnet_id: Some(e.fabric.transit_subnet_id.clone()),
+        network_id: e.leg_network().network_id.to_string(),
+        subnet_id: Some(e.leg_network().subnet_id.to_string()),
         ip_address: ip.map(|ip| ip.to_string()),
         name: bounded(&leg_port_name(name), MAX_PORT_TEXT).to_string(),
         description: leg_description(name, uid),
@@ -240,7 +250,7 @@ pub(crate) async fn unwind_port(
                     .into_iter()
                     .filter(|r| !reverse.contains(r))
                     .collect();
-                return Err(detach_blocked(port, rid, &left, e.fabric.transit_subnet));
+                return Err(detach_blocked(port, rid, &left, e.leg_network().subnet));
             }
             Err(err) => {
                 return Err(cloud(format!(

@@ -89,6 +89,11 @@ impl Report {
         self.set(t, Status::True, true_reason(t), message.into());
     }
 
+    /// True with a reason of its own (a condition with more than one True reason).
+    pub fn pass_with(&mut self, t: ConditionType, reason: Reason, message: impl Into<String>) {
+        self.set(t, Status::True, reason, message.into());
+    }
+
     pub fn fail(&mut self, t: ConditionType, f: StepFail) {
         self.retryable |= f.retryable;
         self.first_failure.get_or_insert(t);

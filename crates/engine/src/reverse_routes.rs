@@ -24,9 +24,28 @@ pub(crate) struct ReverseOutcome {
     pub restored: Vec<ReverseRoute>,
     pub verdict: Result<String, StepFail>,
     pub problems: Vec<GatewayProblem>,
+    /// The routes the screened gateways ask for, each via its gateway port (a `PerCustomer`
+    /// link's edge router carries these).
+    pub wanted: Vec<ReverseRoute>,
 }
 
-pub(crate) async fn ensure(e: &Engine<'_>, input: &Input<'_>, leg: &Leg) -> ReverseOutcome {
+/// Where the service router's reverse routes point, and what the gateways are screened
+/// against.
+pub(crate) struct Hop<'a> {
+    /// A `PerCustomer` link's edge router address on the customer transit: every reverse
+    /// route of the service router goes there (the edge router carries them on). `None`: to
+    /// each gateway port itself.
+    pub via: Option<std::net::Ipv4Addr>,
+    /// Every port on the main transit network (a gateway port must be one of them).
+    pub transit_ports: &'a [bnerd_cloud::Port],
+}
+
+pub(crate) async fn ensure(
+    e: &Engine<'_>,
+    input: &Input<'_>,
+    leg: &Leg,
+    hop: Hop<'_>,
+) -> ReverseOutcome {
     let mut link_cidrs = vec![];
     if let Ok(c) = input.spec.service_cluster_cidr.parse() {
         link_cidrs.push(c);
@@ -44,12 +63,23 @@ pub(crate) async fn ensure(e: &Engine<'_>, input: &Input<'_>, leg: &Leg) -> Reve
         &ScreenView {
             transit: e.fabric.transit_subnet,
             link_cidrs: &link_cidrs,
-            ports: &leg.ports,
+            ports: hop.transit_ports,
             operator_project: &e.fabric.operator_project_id,
             claimed: &claimed,
             policy: &e.fabric.admission.gateway_cidrs,
         },
     );
+    let wanted = desired.clone();
+    let desired: Vec<ReverseRoute> = match hop.via {
+        Some(via) => desired
+            .into_iter()
+            .map(|d| ReverseRoute {
+                next_hop: via.to_string(),
+                ..d
+            })
+            .collect(),
+        None => desired,
+    };
     let recorded = &input.status.reverse_routes;
     if desired.is_empty() && recorded.is_empty() {
         return ReverseOutcome {
@@ -57,6 +87,7 @@ pub(crate) async fn ensure(e: &Engine<'_>, input: &Input<'_>, leg: &Leg) -> Reve
             restored: vec![],
             verdict: verdict(&leg.router_id, 0, &problems),
             problems,
+            wanted,
         };
     }
     let fail = |f: StepFail, installed: Vec<ReverseRoute>| ReverseOutcome {
@@ -64,6 +95,7 @@ pub(crate) async fn ensure(e: &Engine<'_>, input: &Input<'_>, leg: &Leg) -> Reve
         restored: vec![],
         verdict: Err(f),
         problems: vec![],
+        wanted: vec![],
     };
     let rid = &leg.router_id;
     let router = match ops::router(e.leg_net(), leg.seen.service.as_ref(), rid).await {
@@ -134,5 +166,6 @@ pub(crate) async fn ensure(e: &Engine<'_>, input: &Input<'_>, leg: &Leg) -> Reve
         installed,
         restored,
         problems,
+        wanted,
     }
 }

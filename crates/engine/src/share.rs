@@ -11,15 +11,17 @@ use super::plan::share::{
     AfterCreate, after_create, after_visibility, already_shared, list_failed, shared_message,
 };
 
-/// Share the transit network with the customer's project, or prove it already is. Runs at
-/// every reconcile (self-healing a removed rule); writes nothing when one of the operator's
-/// rules is in place. A rule it creates is reported in `actions`.
+/// Share the network the link's leg stands on (the transit network, or a `PerCustomer` link's
+/// customer transit) with the customer's project, or prove it already is. Runs at every
+/// reconcile (self-healing a removed rule); writes nothing when one of the operator's rules is
+/// in place. A rule it creates is reported in `actions`.
 pub(crate) async fn ensure(
     e: &Engine<'_>,
     c: &Customer<'_>,
     actions: &mut Vec<Action>,
 ) -> Result<String, StepFail> {
-    let network = &e.fabric.transit_network_id;
+    let network = e.leg_network().network_id.to_string();
+    let network = &network;
     let project = c.project_id;
     let own = e
         .net
@@ -30,7 +32,7 @@ pub(crate) async fn ensure(
         return Ok(shared_message(network, project));
     }
     let req = ShareNetwork {
-        network_id: network.clone(),
+        network_id: network.to_string(),
         action: ACCESS_AS_SHARED.into(),
         target_tenant: project.to_string(),
     };

@@ -112,7 +112,7 @@ pub async fn unwind_gateway_route(
 /// router, let `plan::unwind` say what is the link's, and remove its gateway routes first (they
 /// cut the data path). The plan names the legs still to go.
 async fn look_and_cut(e: &Engine<'_>, input: &Input<'_>) -> Result<UnwindPlan, StepFail> {
-    let ports = ops::transit_ports(e)
+    let ports = ops::leg_network_ports(e)
         .await
         .map_err(cloud("listing transit ports"))?;
     let gw_id = &e.fabric.gateway_router_id;

@@ -93,13 +93,17 @@ pub fn same_tenant_routers<'a>(links: impl IntoIterator<Item = &'a ClusterLink>)
 }
 
 /// The converged cross-tenant links whose legs the short leg check looks at: Ready at their
-/// generation, not being deleted, with a leg and its address in status.
+/// generation, not being deleted, with a leg and its address in status. A `PerCustomer`
+/// link's leg is not on the transit network but on its project's customer transit, shared
+/// with that project only: an address it frees can go to no other tenant's port, so the
+/// resync is soon enough for it.
 pub fn legs_to_check<'a>(
     links: impl IntoIterator<Item = &'a ClusterLink>,
 ) -> Vec<crate::resync::RecordedLeg> {
     links
         .into_iter()
         .filter(|l| l.is_cross_tenant() && l.metadata.deletion_timestamp.is_none())
+        .filter(|l| !l.spec.per_customer())
         .filter_map(|l| {
             let status = l.status.as_ref()?;
             // The forward path is what a freed address endangers: a link whose reverse routes

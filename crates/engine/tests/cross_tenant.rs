@@ -16,7 +16,7 @@ use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::names::{ANNOTATION_API_ACCESS, TAG_MANAGED, tag_link_uid};
 use bnerd_api::{ClusterLinkSpec, GatewayRef, SecretRef};
 use bnerd_cloud::{
-    ACCESS_AS_SHARED, AuthConfig, AuthMethod, CreatePort, NeutronAdmin, OpenStack, Port, Route,
+    ACCESS_AS_SHARED, AuthConfig, AuthMethod, CreatePort, Neutron, OpenStack, Port, Route,
     ShareNetwork,
 };
 use bnerd_cloud_fake::FakeCloud;
@@ -80,7 +80,7 @@ impl CredentialSource for Source {
 impl Backend {
     /// A client on this application credential (the test fixtures also create routers
     /// with it, so it keeps the lab-only calls).
-    fn clients(&self, c: &CustomerCredential) -> (Arc<dyn NeutronAdmin>, Arc<dyn CustomerCloud>) {
+    fn clients(&self, c: &CustomerCredential) -> (Arc<dyn Neutron>, Arc<dyn CustomerCloud>) {
         match self {
             Backend::Fake(cloud) => {
                 let client = Arc::new(cloud.client_with_app_cred(&c.id, c.secret.expose()));
@@ -113,7 +113,7 @@ struct Side {
     source: Source,
     operator: OperatorIdentity,
     project: String,
-    net: Arc<dyn NeutronAdmin>,
+    net: Arc<dyn Neutron>,
     /// (id, secret) of the customer's member application credential.
     member: (String, String),
 }
@@ -219,7 +219,7 @@ async fn customer_side(env: &Env) -> Side {
 }
 
 /// A cloud admin on the same cloud (for a share made by hand).
-fn admin_of(env: &Env) -> Arc<dyn NeutronAdmin> {
+fn admin_of(env: &Env) -> Arc<dyn Neutron> {
     match &env.fake {
         Some(cloud) => Arc::new(cloud.admin("admin")),
         None => {
@@ -288,15 +288,15 @@ async fn delete(env: &mut Env, name: &str, side: &Side) {
     let secret = format!("{NS}/clusterlink-{name}");
     let input = link_input(&l, &status, &[], &env.reverse).expect("uid");
     let customer_net: &dyn bnerd_cloud::Neutron = side.net.as_ref();
-    let engine = Engine {
-        net: env.net.as_ref(),
-        fabric: &env.fabric,
-        customer: Some(Customer {
+    let engine = Engine::cross_tenant(
+        env.net.as_ref(),
+        &env.fabric,
+        Customer {
             net: customer_net,
             project_id: &side.project,
             secret: &secret,
-        }),
-    };
+        },
+    );
     unwind(&engine, &input, &env.reverse)
         .await
         .unwrap_or_else(|f| panic!("unwind of {name}: {f:?}"));

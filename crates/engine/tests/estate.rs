@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::names::tag_link_uid;
 use bnerd_api::{ClusterLink, GatewayRef};
-use bnerd_cloud::{NeutronAdmin, OpenStack, PortQuery, Route};
+use bnerd_cloud::{Neutron, OpenStack, PortQuery, Route};
 use bnerd_cloud_fake::FakeCloud;
 use bnerd_engine::resync::{Resynced, Snapshots, resync_from};
 use bnerd_engine::{Engine, unwind};
@@ -364,11 +364,7 @@ async fn fifty(mut env: Env, client: Arc<OpenStack>, routers: Vec<String>) {
     );
 }
 
-async fn teardown(
-    net: &dyn NeutronAdmin,
-    fabric: &bnerd_cloud::fabric::Fabric,
-    routers: &[String],
-) {
+async fn teardown(net: &dyn Neutron, fabric: &bnerd_cloud::fabric::Fabric, routers: &[String]) {
     // Whatever a failed run left: legs first (detach deletes them), then routes, routers,
     // the gateway router's own leg and the network.
     let ports = net

@@ -13,7 +13,7 @@ use bnerd_api::ReverseRoute;
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::names::{TAG_MANAGED, tag_link_name, tag_link_uid};
 use bnerd_api::{ClusterLink, GatewayRef};
-use bnerd_cloud::{CreatePort, CreateRouter, NeutronAdmin, Route, Router};
+use bnerd_cloud::{CreatePort, CreateRouter, Neutron, Route, Router};
 use bnerd_cloud_fake::{Fault, Op};
 use bnerd_engine::{Engine, unwind};
 use bnerd_testkit::link_input;
@@ -370,7 +370,7 @@ both!(bad_gateways_never_block_good_ones);
 
 /// An admin handle on the same cloud and the operator's project, to make routers the
 /// operator cannot (L3-HA, DVR).
-fn admin_of(env: &Env) -> (Arc<dyn NeutronAdmin>, String) {
+fn admin_of(env: &Env) -> (Arc<dyn Neutron>, String) {
     match &env.fake {
         Some(cloud) => (Arc::new(cloud.admin("admin")), "operator".into()),
         None => {

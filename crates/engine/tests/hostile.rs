@@ -703,7 +703,7 @@ async fn secret_property(case: SecretCase) -> Result<(), TestCaseError> {
     let env = fake_env_with(cloud.clone()).await;
     let (ac_id, ac_secret) = cloud.application_credential("customer", &["member"]);
     let customer = cloud.client_with_app_cred(&ac_id, &ac_secret);
-    let router = bnerd_cloud::NeutronAdmin::create_router(&customer, "cust-router")
+    let router = bnerd_cloud::Neutron::create_router(&customer, "cust-router")
         .await
         .expect("customer router");
     let value = |c: &Cred, real: &str| match c {

@@ -17,14 +17,14 @@ use bnerd_vpn_operator::engine::{
 
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::{ClusterLink, ClusterLinkSpec, GatewayRef};
+use bnerd_cloud::Neutron;
 use bnerd_cloud::fabric::Fabric;
-use bnerd_cloud::{Neutron, NeutronAdmin};
 use bnerd_cloud_fake::{FakeCloud, FakeNeutron};
 use bnerd_testkit::{lab_client, lab_env, lab_tagged_client, reconcile_one, unique};
 use bnerd_vpn_operator::controller::link_input;
 use bnerd_vpn_operator::engine::{Engine, Outcome};
 
-async fn fabric(net: &dyn NeutronAdmin) -> Fabric {
+async fn fabric(net: &dyn Neutron) -> Fabric {
     let n = net.create_network("vpn-transit").await.unwrap();
     let s = net
         .create_subnet(&n.id, "10.254.0.0/24", "10.254.0.1")
@@ -50,7 +50,7 @@ fn link(name: &str, router: &str, cidr: &str) -> ClusterLink {
 
 /// Reconcile link `i` and keep its new status, as the controller's status patch would.
 async fn run(
-    net: &dyn NeutronAdmin,
+    net: &dyn Neutron,
     fabric: &Fabric,
     links: &mut [ClusterLink],
     i: usize,

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use bnerd_api::gateway::{ReverseTarget, reverse_target};
 use bnerd_api::{ClusterLink, ClusterLinkSpec};
 use bnerd_cloud::fabric::Fabric;
-use bnerd_cloud::{Neutron, NeutronAdmin, PortQuery, Route};
+use bnerd_cloud::{Neutron, PortQuery, Route};
 use bnerd_cloud_fake::{FakeCloud, FakeNeutron};
 use bnerd_vpn_operator::controller::{link_input, peers_of};
 use bnerd_vpn_operator::engine::resync::{Resynced, Snapshots, resync_from};

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bnerd_api::ClusterLink;
-use bnerd_cloud::{CreatePort, Neutron, NeutronAdmin, OpenStack, PortQuery, Route};
+use bnerd_cloud::{CreatePort, Neutron, OpenStack, PortQuery, Route};
 use bnerd_testkit::kube_lab::{install_crd, kube_client};
 use bnerd_testkit::operator_proc::{
     OperatorCommand, OperatorProcess, TEST_LABEL, http_get, install_gateway_crds, is_ready,

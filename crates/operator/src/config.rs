@@ -131,96 +131,21 @@ fn cidr_policy(
     })
 }
 
-/// Where PerCustomer links' customer networks come from (spec.transitIsolation).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PerCustomerTransit {
-    /// The pool, in canonical form (no host bits).
-    pub pool: Ipv4Net,
-    /// Each customer network's prefix length: at least the pool's, at most
-    /// [`PER_CUSTOMER_MAX_PREFIX_LEN`].
-    pub prefix_len: u8,
-}
+/// Where PerCustomer links' customer networks come from (spec.transitIsolation): the pool
+/// (canonical, no host bits) and each customer network's prefix length (at least the pool's,
+/// at most [`PER_CUSTOMER_MAX_PREFIX_LEN`]). The engine's own type: the fabric carries it.
+pub use bnerd_cloud::fabric::CustomerTransitPool as PerCustomerTransit;
 
-/// A customer network's prefix length when none is set.
-pub const PER_CUSTOMER_DEFAULT_PREFIX_LEN: u8 = 28;
-
-/// The longest prefix a customer network may have: a /29 still holds the edge router's
-/// interface, Neutron's DHCP port and the customer router's leg besides the network and
-/// broadcast addresses; a /30 does not.
-pub const PER_CUSTOMER_MAX_PREFIX_LEN: u8 = 29;
-
-const POOL_SETTING: &str = "IPSEC_PER_CUSTOMER_TRANSIT_POOL (--per-customer-transit-pool)";
-const PREFIX_SETTING: &str =
-    "IPSEC_PER_CUSTOMER_TRANSIT_PREFIX_LENGTH (--per-customer-transit-prefix-length)";
-
-/// The PerCustomer pool and prefix length; None when no pool is set. A blank value counts as
-/// unset, as the chart leaves the variables out rather than empty.
+/// The PerCustomer pool and prefix length; None when no pool is set (the one parser, shared
+/// with `kubectl clusterlink plan`).
 fn per_customer_transit(
     pool: Option<&str>,
     prefix_len: Option<&str>,
 ) -> Result<Option<PerCustomerTransit>, ConfigError> {
-    let pool = pool.map(str::trim).filter(|s| !s.is_empty());
-    let prefix_len = prefix_len.map(str::trim).filter(|s| !s.is_empty());
-    let Some(pool_text) = pool else {
-        return match prefix_len {
-            // A prefix length alone is a half-made setup: say so rather than ignore it.
-            Some(p) => Err(ConfigError::Invalid {
-                setting: PREFIX_SETTING,
-                message: format!(
-                    "{p:?} is set but IPSEC_PER_CUSTOMER_TRANSIT_POOL is not: set the pool too, or unset this"
-                ),
-            }),
-            None => Ok(None),
-        };
-    };
-    let pool: Ipv4Net = pool_text.parse().map_err(|_| ConfigError::Invalid {
-        setting: POOL_SETTING,
-        message: format!("{pool_text:?} is not an IPv4 CIDR (e.g. 10.255.0.0/16)"),
-    })?;
-    if pool.trunc() != pool {
-        return Err(ConfigError::Invalid {
-            setting: POOL_SETTING,
-            message: format!(
-                "{pool_text} has host bits set (did you mean {}?)",
-                pool.trunc()
-            ),
-        });
-    }
-    if pool.prefix_len() > PER_CUSTOMER_MAX_PREFIX_LEN {
-        return Err(ConfigError::Invalid {
-            setting: POOL_SETTING,
-            message: format!(
-                "{pool} is smaller than one customer network (at most /{PER_CUSTOMER_MAX_PREFIX_LEN})"
-            ),
-        });
-    }
-    let (prefix, given) = match prefix_len {
-        Some(p) => {
-            let n: u8 = p.parse().map_err(|_| ConfigError::Invalid {
-                setting: PREFIX_SETTING,
-                message: format!(
-                    "{p:?} is not a prefix length ({} to {PER_CUSTOMER_MAX_PREFIX_LEN} for the pool {pool})",
-                    pool.prefix_len()
-                ),
-            })?;
-            (n, true)
-        }
-        None => (PER_CUSTOMER_DEFAULT_PREFIX_LEN, false),
-    };
-    if prefix < pool.prefix_len() || prefix > PER_CUSTOMER_MAX_PREFIX_LEN {
-        return Err(ConfigError::Invalid {
-            setting: PREFIX_SETTING,
-            message: format!(
-                "{prefix}{} is outside {} to {PER_CUSTOMER_MAX_PREFIX_LEN}: a customer network is cut from the pool {pool} and holds at least a /{PER_CUSTOMER_MAX_PREFIX_LEN}",
-                if given { "" } else { " (the default)" },
-                pool.prefix_len()
-            ),
-        });
-    }
-    Ok(Some(PerCustomerTransit {
-        pool,
-        prefix_len: prefix,
-    }))
+    PerCustomerTransit::from_settings(pool, prefix_len).map_err(|e| ConfigError::Invalid {
+        setting: e.setting,
+        message: e.message,
+    })
 }
 
 /// Validated settings.

@@ -669,7 +669,11 @@ mod tests {
             Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                 k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
             ));
+        // A PerCustomer leg is on its project's own network: no other tenant takes its address.
+        let mut per_customer = (*link("per-customer", true, Some(2), true)).clone();
+        per_customer.spec.transit_isolation = Some(bnerd_api::TransitIsolation::PerCustomer);
         let links = vec![
+            Arc::new(per_customer),
             link("converged", true, Some(2), true),
             link("same-tenant", false, Some(2), true),
             link("not-ready", true, None, true),

@@ -80,6 +80,7 @@ async fn check(cloud: &OpenStack, config: &Config) -> Result<Checked, Problem> {
     // A same-tenant leg is a port in the project the operator's creates land in.
     fabric.operator_project_id = token.project_id.clone();
     fabric.admission = config.admission.clone();
+    fabric.customer_transit = config.per_customer_transit;
     // The probe only when the names pass, as for a customer credential: one read per check.
     let probe = match privileged_role(&token.roles) {
         Some(_) => None,
@@ -397,6 +398,7 @@ mod tests {
             tags_at_create: false,
             router_subnets_by_cidr: false,
             admission: Default::default(),
+            customer_transit: None,
         }
     }
 

@@ -1000,7 +1000,7 @@ async fn operator_binary_cross_tenant_link() {
     let env = ovn_env_for("e2e").await.expect("lab");
     let g = |k: &str| lab.get(k).cloned().unwrap_or_default();
     let customer = bnerd_testkit::lab_app_cred_client(&lab, "CUSTOMER");
-    let router = bnerd_cloud::NeutronAdmin::create_router(&customer, &unique("e2e-cust"))
+    let router = bnerd_cloud::Neutron::create_router(&customer, &unique("e2e-cust"))
         .await
         .expect("customer router");
     let project = g("LAB_CUSTOMER_PROJECT_ID");
@@ -1164,7 +1164,7 @@ async fn operator_binary_cross_tenant_link() {
     }
     // Lab hygiene: the abandoned leg is the customer's to remove by hand.
     let _ = customer.remove_router_interface(&router.id, &leg2).await;
-    let _ = bnerd_cloud::NeutronAdmin::delete_router(&customer, &router.id).await;
+    let _ = bnerd_cloud::Neutron::delete_router(&customer, &router.id).await;
     env.teardown(&[&customer]).await;
 }
 
@@ -1186,7 +1186,7 @@ async fn a_freed_cross_tenant_leg_address_stops_being_routed_within_the_leg_chec
     let env = ovn_env_for("e2e-legcheck").await.expect("lab");
     let customer = bnerd_testkit::lab_app_cred_client(&lab, "CUSTOMER");
     let admin = bnerd_testkit::lab_client(&lab, "ADMIN");
-    let router = bnerd_cloud::NeutronAdmin::create_router(&customer, &unique("e2e-legcheck"))
+    let router = bnerd_cloud::Neutron::create_router(&customer, &unique("e2e-legcheck"))
         .await
         .expect("customer router");
     let _exclusive = kube_lab_exclusive(&kubeconfig).await;
@@ -1274,7 +1274,7 @@ async fn a_freed_cross_tenant_leg_address_stops_being_routed_within_the_leg_chec
     delete_credentials_secret(&client, &name).await;
     let _ = op.stop().await;
     env.net.delete_port(&squatter.id).await.expect("squatter");
-    let _ = bnerd_cloud::NeutronAdmin::delete_router(&customer, &router.id).await;
+    let _ = bnerd_cloud::Neutron::delete_router(&customer, &router.id).await;
     env.teardown(&[&customer]).await;
 }
 
@@ -1294,7 +1294,7 @@ async fn recreate_brings_a_transit_ip_mismatch_link_back() {
     install_crd(&client).await;
     let env = ovn_env_for("e2e-recreate").await.expect("lab");
     let customer = bnerd_testkit::lab_app_cred_client(&lab, "CUSTOMER");
-    let router = bnerd_cloud::NeutronAdmin::create_router(&customer, &unique("e2e-recreate"))
+    let router = bnerd_cloud::Neutron::create_router(&customer, &unique("e2e-recreate"))
         .await
         .expect("customer router");
     let _exclusive = kube_lab_exclusive(&kubeconfig).await;
@@ -1360,7 +1360,7 @@ async fn recreate_brings_a_transit_ip_mismatch_link_back() {
     delete_credentials_secret(&client, &name).await;
     let _ = op.stop().await;
     env.net.delete_port(&squatter.id).await.expect("squatter");
-    let _ = bnerd_cloud::NeutronAdmin::delete_router(&customer, &router.id).await;
+    let _ = bnerd_cloud::Neutron::delete_router(&customer, &router.id).await;
     env.teardown(&[&customer]).await;
 }
 
@@ -1384,7 +1384,7 @@ async fn operator_binary_releases_what_it_may() {
     let env = ovn_env_for("e2e-release").await.expect("lab");
     let g = |k: &str| lab.get(k).cloned().unwrap_or_default();
     let customer = bnerd_testkit::lab_app_cred_client(&lab, "CUSTOMER");
-    let router = bnerd_cloud::NeutronAdmin::create_router(&customer, &unique("e2e-release"))
+    let router = bnerd_cloud::Neutron::create_router(&customer, &unique("e2e-release"))
         .await
         .expect("customer router");
     let _exclusive = kube_lab_exclusive(&kubeconfig).await;
@@ -1527,6 +1527,6 @@ async fn operator_binary_releases_what_it_may() {
         .await
         .expect("routes");
     let _ = customer.remove_router_interface(&router.id, &leg).await;
-    let _ = bnerd_cloud::NeutronAdmin::delete_router(&customer, &router.id).await;
+    let _ = bnerd_cloud::Neutron::delete_router(&customer, &router.id).await;
     env.teardown(&[&customer]).await;
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use bnerd_api::ClusterLink;
 use bnerd_api::gateway::GATEWAY_KINDS;
-use bnerd_cloud::{Neutron, NeutronAdmin, OpenStack, PortQuery};
+use bnerd_cloud::{Neutron, OpenStack, PortQuery};
 use bnerd_testkit::kube_lab::{apiserver_requests, install_crd, kube_client};
 use bnerd_testkit::operator_proc::{
     OperatorCommand, TEST_LABEL, http_get, install_gateway_crds, is_ready, kube_lab_exclusive,

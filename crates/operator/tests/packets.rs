@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use bnerd_api::ClusterLink;
-use bnerd_cloud::{Neutron, NeutronAdmin, Port, Route, Router};
+use bnerd_cloud::{Neutron, Port, Route, Router};
 use bnerd_testkit::dataplane::{DataPlane, Endpoint, ServiceNet};
 use bnerd_testkit::kube_lab::{install_crd, kube_client};
 use bnerd_testkit::operator_proc::{
@@ -79,7 +79,7 @@ impl Fixture {
             .spawn()
     }
 
-    fn net(&self) -> &dyn NeutronAdmin {
+    fn net(&self) -> &dyn Neutron {
         self.env.net.as_ref()
     }
 
@@ -146,7 +146,7 @@ impl Fixture {
     }
 }
 
-async fn wait_route(net: &dyn NeutronAdmin, router_id: &str, route: &Route, present: bool) {
+async fn wait_route(net: &dyn Neutron, router_id: &str, route: &Route, present: bool) {
     wait_for("route on the router", 60, async || {
         let has = net.get_router(router_id).await.ok()?.routes.contains(route);
         (has == present).then_some(())
@@ -322,10 +322,10 @@ async fn cross_tenant_links_carry_packets_and_the_shared_transit_gap_is_real() {
     let net = f.net();
     let a = lab_app_cred_client(&f.lab, "CUSTOMER");
     let b = lab_app_cred_client(&f.lab, "CUSTOMER2");
-    let ra = NeutronAdmin::create_router(&a, &unique("pk-ct-a"))
+    let ra = Neutron::create_router(&a, &unique("pk-ct-a"))
         .await
         .expect("router A");
-    let rb = NeutronAdmin::create_router(&b, &unique("pk-ct-b"))
+    let rb = Neutron::create_router(&b, &unique("pk-ct-b"))
         .await
         .expect("router B");
     let svc_a = ServiceNet::make(&a, &ra.id, "10.252.0.0/16", "10.252.0.1", "10.252.0.5").await;
@@ -447,8 +447,8 @@ async fn cross_tenant_links_carry_packets_and_the_shared_transit_gap_is_real() {
     drop((pod, vm_a, vm_b));
     svc_a.teardown(&a).await;
     svc_b.teardown(&b).await;
-    let _ = NeutronAdmin::delete_router(&a, &ra.id).await;
-    let _ = NeutronAdmin::delete_router(&b, &rb.id).await;
+    let _ = Neutron::delete_router(&a, &ra.id).await;
+    let _ = Neutron::delete_router(&b, &rb.id).await;
     f.env.teardown(&[&a as &dyn bnerd_cloud::Neutron, &b]).await;
 }
 

@@ -14,8 +14,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use bnerd_cloud::{
-    CloudError, CreatePort, Identity, Network, Neutron, Port, PortQuery, RbacPolicy, Result, Route,
-    Router, RouterQuery, ShareNetwork, Subnet, TokenInfo,
+    CloudError, CreatePort, CreateRouter, Identity, Network, NetworkQuery, Neutron, Port,
+    PortQuery, RbacPolicy, Result, Route, Router, RouterQuery, ShareNetwork, Subnet, SubnetQuery,
+    TokenInfo,
 };
 use tokio::sync::Notify;
 
@@ -325,6 +326,57 @@ impl Neutron for Crashing {
     async fn probe_admin_read(&self) -> Result<()> {
         self.crash
             .gate("probe_admin_read", self.inner.probe_admin_read())
+            .await
+    }
+    async fn list_networks(&self, q: &NetworkQuery) -> Result<Vec<Network>> {
+        self.crash
+            .gate("list_networks", self.inner.list_networks(q))
+            .await
+    }
+    async fn list_subnets(&self, q: &SubnetQuery) -> Result<Vec<Subnet>> {
+        self.crash
+            .gate("list_subnets", self.inner.list_subnets(q))
+            .await
+    }
+    async fn create_network(&self, name: &str) -> Result<Network> {
+        self.crash
+            .gate("create_network", self.inner.create_network(name))
+            .await
+    }
+    async fn delete_network(&self, id: &str) -> Result<()> {
+        self.crash
+            .gate("delete_network", self.inner.delete_network(id))
+            .await
+    }
+    async fn create_subnet(
+        &self,
+        network_id: &str,
+        cidr: &str,
+        gateway_ip: &str,
+    ) -> Result<Subnet> {
+        self.crash
+            .gate(
+                "create_subnet",
+                self.inner.create_subnet(network_id, cidr, gateway_ip),
+            )
+            .await
+    }
+    async fn create_router_with(&self, req: &CreateRouter) -> Result<Router> {
+        self.crash
+            .gate("create_router", self.inner.create_router_with(req))
+            .await
+    }
+    async fn delete_router(&self, id: &str) -> Result<()> {
+        self.crash
+            .gate("delete_router", self.inner.delete_router(id))
+            .await
+    }
+    async fn add_router_subnet(&self, router_id: &str, subnet_id: &str) -> Result<String> {
+        self.crash
+            .gate(
+                "add_router_subnet",
+                self.inner.add_router_subnet(router_id, subnet_id),
+            )
             .await
     }
 }

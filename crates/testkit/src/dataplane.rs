@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use bnerd_cloud::{CreatePort, Neutron, NeutronAdmin, Port, PortQuery};
+use bnerd_cloud::{CreatePort, Neutron, Port, PortQuery};
 
 /// Prefix of every namespace and veth made here; `lab/openstack/ovn.sh down` removes leftovers.
 const PREFIX: &str = "bnl-";
@@ -268,7 +268,7 @@ impl Endpoint {
 
     /// `ovn-trace` of an echo request from this endpoint to `dst` through its first-hop
     /// router (whose MAC it learns from Neutron), every connection state `new`.
-    pub async fn trace(&self, net: &dyn NeutronAdmin, dst: &str) -> String {
+    pub async fn trace(&self, net: &dyn Neutron, dst: &str) -> String {
         let ports = ports_on(net, &self.network_id).await;
         let Some(gw) = ports.iter().find(|p| p.has_ip(&self.gateway)) else {
             return format!(
@@ -300,7 +300,7 @@ impl Endpoint {
     }
 
     /// Asserts that an echo request to `dst` gets its reply; else panics with the trace.
-    pub async fn assert_delivered(&self, net: &dyn NeutronAdmin, dst: &str, what: &str) {
+    pub async fn assert_delivered(&self, net: &dyn Neutron, dst: &str, what: &str) {
         let got = self.ping(dst, 3).await;
         if got.received == 0 {
             panic!(
@@ -312,7 +312,7 @@ impl Endpoint {
     }
 
     /// Asserts that no echo reply comes back from `dst`; else panics with the trace.
-    pub async fn assert_not_delivered(&self, net: &dyn NeutronAdmin, dst: &str, what: &str) {
+    pub async fn assert_not_delivered(&self, net: &dyn Neutron, dst: &str, what: &str) {
         let got = self.ping(dst, 3).await;
         if got.received != 0 {
             panic!(
@@ -366,7 +366,7 @@ pub struct ServiceNet {
 
 impl ServiceNet {
     pub async fn make(
-        net: &dyn NeutronAdmin,
+        net: &dyn Neutron,
         router_id: &str,
         cidr: &str,
         gateway: &str,
@@ -401,7 +401,7 @@ impl ServiceNet {
     }
 
     /// Removes the VM port, the router's interface and the network (best effort).
-    pub async fn teardown(self, net: &dyn NeutronAdmin) {
+    pub async fn teardown(self, net: &dyn Neutron) {
         let _ = net.delete_port(&self.vm.id).await;
         let ports = ports_on(net, &self.network_id).await;
         for p in ports.iter().filter(|p| p.device_id == self.router_id) {
@@ -412,7 +412,7 @@ impl ServiceNet {
 }
 
 /// The ports on a network (none when the read fails: callers are diagnostics and teardown).
-async fn ports_on(net: &dyn NeutronAdmin, network_id: &str) -> Vec<Port> {
+async fn ports_on(net: &dyn Neutron, network_id: &str) -> Vec<Port> {
     net.list_ports(&PortQuery {
         network_id: Some(network_id.into()),
         ..Default::default()

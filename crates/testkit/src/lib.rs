@@ -31,8 +31,8 @@ use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::{ClusterLink, ClusterLinkSpec};
 use bnerd_cloud::fabric::Fabric;
 use bnerd_cloud::{
-    AuthConfig, AuthMethod, CloudError, CreatePort, NeutronAdmin, OpenStack, Port, PortQuery,
-    Route, Router, SecretString, TlsConfig,
+    AuthConfig, AuthMethod, CloudError, CreatePort, Neutron, OpenStack, Port, PortQuery, Route,
+    Router, SecretString, TlsConfig,
 };
 use bnerd_cloud_fake::FakeCloud;
 #[cfg(feature = "engine")]
@@ -114,7 +114,7 @@ pub fn ovn_lab_or_skip(test: &str) -> Option<BTreeMap<String, String>> {
 /// [`lab_env_for`] on the ML2/OVN Neutron: a fresh fabric there.
 pub async fn ovn_env_for(test: &str) -> Option<Env> {
     let env = ovn_lab_or_skip(test)?;
-    let net: Arc<dyn NeutronAdmin> = Arc::new(lab_client(&env, "OPERATOR"));
+    let net: Arc<dyn Neutron> = Arc::new(lab_client(&env, "OPERATOR"));
     Some(build(net, None).await)
 }
 
@@ -309,7 +309,7 @@ pub fn is_neutron_owned(p: &Port) -> bool {
 /// A fresh transit network (10.254.0.0/24, gateway .1) and gateway router, per test, so
 /// tests on the shared lab never see each other's addresses.
 pub struct Env {
-    pub net: Arc<dyn NeutronAdmin>,
+    pub net: Arc<dyn Neutron>,
     pub fabric: Fabric,
     pub fake: Option<FakeCloud>,
     pub links: Vec<ClusterLink>,
@@ -322,7 +322,7 @@ pub struct Env {
 /// What [`Env::teardown`] needs, taken before a scenario consumes its Env (the `both!`
 /// scenarios take it by value), so the lab fabric is removed when the scenario returns.
 pub struct Cleanup {
-    net: Arc<dyn NeutronAdmin>,
+    net: Arc<dyn Neutron>,
     transit_network_id: String,
     gateway_router_id: String,
     made_routers: Arc<std::sync::Mutex<Vec<String>>>,
@@ -381,13 +381,13 @@ pub async fn fake_env() -> Env {
 }
 
 pub async fn fake_env_with(cloud: FakeCloud) -> Env {
-    let net: Arc<dyn NeutronAdmin> = Arc::new(cloud.client("operator"));
+    let net: Arc<dyn Neutron> = Arc::new(cloud.client("operator"));
     build(net, Some(cloud)).await
 }
 
 pub async fn lab_env_for(test: &str) -> Option<Env> {
     let env = lab_or_skip(test)?;
-    let net: Arc<dyn NeutronAdmin> = Arc::new(lab_client(&env, "OPERATOR"));
+    let net: Arc<dyn Neutron> = Arc::new(lab_client(&env, "OPERATOR"));
     Some(build(net, None).await)
 }
 
@@ -405,16 +405,16 @@ pub fn lab_tagged_client(env: &BTreeMap<String, String>) -> OpenStack {
 
 pub async fn lab_tagged_env_for(test: &str) -> Option<Env> {
     let env = lab_or_skip(test)?;
-    let net: Arc<dyn NeutronAdmin> = Arc::new(lab_tagged_client(&env));
+    let net: Arc<dyn Neutron> = Arc::new(lab_tagged_client(&env));
     Some(build(net, None).await)
 }
 
 /// A fresh fabric on the lab through this client (to count its calls, say).
-pub async fn env_on(net: Arc<dyn NeutronAdmin>) -> Env {
+pub async fn env_on(net: Arc<dyn Neutron>) -> Env {
     build(net, None).await
 }
 
-async fn build(net: Arc<dyn NeutronAdmin>, fake: Option<FakeCloud>) -> Env {
+async fn build(net: Arc<dyn Neutron>, fake: Option<FakeCloud>) -> Env {
     let n = net
         .create_network(&unique("vpn-transit"))
         .await
@@ -673,7 +673,7 @@ pub fn peers_of(me: &ClusterLink, all: &[Arc<ClusterLink>]) -> Vec<Peer> {
 
 #[cfg(feature = "engine")]
 pub async fn reconcile_one(
-    net: &dyn NeutronAdmin,
+    net: &dyn Neutron,
     fabric: &Fabric,
     links: &[ClusterLink],
     i: usize,

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use bnerd_cloud::{CreatePort, NeutronAdmin, Route};
+use bnerd_cloud::{CreatePort, Neutron, Route};
 use bnerd_clusterlink_cli::doctor::{Finding, diagnose};
 use bnerd_testkit::{Env, both, spec, unique};
 
@@ -124,7 +124,7 @@ async fn doctor_names_a_forged_leg_marker(mut env: Env) {
     env.assert_ready("marked");
     let uid = env.link("marked").metadata.uid.clone().unwrap();
     // A cloud admin's port is in the admin's project, not the operator's.
-    let admin: Arc<dyn NeutronAdmin> = match &env.fake {
+    let admin: Arc<dyn Neutron> = match &env.fake {
         Some(cloud) => Arc::new(cloud.admin("admin")),
         None => Arc::new(bnerd_testkit::lab_client(
             &bnerd_testkit::lab_env().expect("lab.env"),

@@ -11,9 +11,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bnerd_api::SecretRef;
 use bnerd_api::names::{ANNOTATION_ABANDON, ANNOTATION_API_ACCESS, KEY_AC_ID, KEY_AC_SECRET};
-use bnerd_cloud::{
-    AuthConfig, AuthMethod, NeutronAdmin, OpenStack, Route, RouterQuery, SecretString,
-};
+use bnerd_cloud::{AuthConfig, AuthMethod, Neutron, OpenStack, Route, RouterQuery, SecretString};
 use bnerd_clusterlink_cli::plan::{CustomerAccess, Plan, Released, plan};
 use bnerd_engine::overlay::{Credential, CustomerSide, Overlay, PICKED, PlannedWrite};
 use bnerd_engine::view::{input_of, peers_of};
@@ -271,7 +269,7 @@ impl Customer {
     }
 
     /// A client on the customer's credential.
-    fn net(&self, id: &str, secret: &str) -> Arc<dyn NeutronAdmin> {
+    fn net(&self, id: &str, secret: &str) -> Arc<dyn Neutron> {
         match &self.fake {
             Some(cloud) => Arc::new(cloud.client_with_app_cred(id, secret)),
             None => self.lab_client(id, SecretString::new(secret.to_string())),
@@ -424,7 +422,17 @@ async fn plan_and_run(
             .collect();
         planned_conditions.sort();
         applied.sort();
-        assert_eq!(planned_conditions, applied, "{name}: conditions");
+        let failed: Vec<&str> = out
+            .status
+            .conditions
+            .iter()
+            .filter(|c| c.status == "False")
+            .map(|c| c.message.as_str())
+            .collect();
+        assert_eq!(
+            planned_conditions, applied,
+            "{name}: conditions (the real run's failures: {failed:?})"
+        );
         out.status
     };
     // The address Neutron picked for a leg created without one, as the plan names it.
@@ -623,3 +631,89 @@ async fn plan_predicts_a_cross_tenant_link(mut env: Env) {
         .expect("router removed");
 }
 both!(plan_predicts_a_cross_tenant_link);
+
+/// A `PerCustomer` link's plan shows its project's customer transit being built (network,
+/// subnet, edge router, its interface and transit leg, the share), then the leg and the three
+/// routes; the real reconcile writes the same list, and so does the unwind of the project's
+/// last link (the customer transit taken down).
+async fn plan_predicts_a_per_customer_link(mut env: Env) {
+    // A pool of its own per variant: the lab variants run side by side in one operator
+    // project, and a plan cannot foresee a block another run takes between it and the run.
+    let pool = if env.fabric.tags_at_create {
+        "10.255.161.0/24"
+    } else {
+        "10.255.160.0/24"
+    };
+    let block = pool.replace(".0/24", ".0/28");
+    let gateway = pool.replace(".0/24", ".1");
+    env.fabric.customer_transit = Some(bnerd_cloud::fabric::CustomerTransitPool {
+        pool: pool.parse().unwrap(),
+        prefix_len: 28,
+    });
+    let customer = Customer::of(&env);
+    let cnet = customer.net(&customer.id, &customer.secret);
+    let router = cnet
+        .create_router(&bnerd_testkit::unique("plan-pc"))
+        .await
+        .expect("customer router");
+    let mut s = spec(&router.id, "10.91.0.0/16", None);
+    s.credentials_secret_ref = Some(SecretRef {
+        name: "clusterlink-pc".into(),
+        namespace: NS.into(),
+    });
+    s.customer_project_id = Some(customer.project.clone());
+    s.transit_isolation = Some(bnerd_api::TransitIsolation::PerCustomer);
+    env.add_link("pc", s);
+
+    let (p, planned, applied) = plan_then_run(&mut env, "pc", Some(&customer)).await;
+    assert_eq!(planned, applied, "PerCustomer create");
+    assert!(p.ready && p.cross_tenant, "{p:?}");
+    let text = planned.join("\n");
+    let project = &customer.project;
+    for want in [
+        format!(
+            "operator credential: create network bnerd-vpn-customer-{project}-on-{}",
+            env.fabric.transit_network_id
+        ),
+        format!("operator credential: create subnet {block} on network <new network>"),
+        format!(
+            "operator credential: create router bnerd-vpn-edge-{project}-on-{}",
+            env.fabric.transit_network_id
+        ),
+        "operator credential: attach subnet <new subnet> to router <new router>".to_string(),
+        format!("operator credential: share network <new network> with project {project}"),
+        "customer credential: create port".to_string(),
+    ] {
+        assert!(text.contains(&want), "{want}: {text}");
+    }
+    // The routes, added one by one or by a guarded rewrite (If-Match) as the cloud allows.
+    let line_with = |parts: &[&str]| planned.iter().any(|l| parts.iter().all(|p| l.contains(p)));
+    let edge_route = format!("10.91.0.0/16 via {PICKED}");
+    let back = format!("{} via {gateway}", env.fabric.transit_subnet);
+    assert!(
+        line_with(&["operator credential:", &edge_route, "router <new router>"]),
+        "{text}"
+    );
+    assert!(
+        line_with(&["customer credential:", &back, &router.id]),
+        "{text}"
+    );
+    let (_, planned, applied) = plan_then_run(&mut env, "pc", Some(&customer)).await;
+    assert!(planned.is_empty() && applied.is_empty(), "{planned:?}");
+
+    mark_deleting(&mut env, "pc");
+    let (p, planned, applied) = plan_then_run(&mut env, "pc", Some(&customer)).await;
+    assert_eq!(
+        planned, applied,
+        "PerCustomer unwind of the project's last link"
+    );
+    assert_eq!(p.deleting, Some(Released::Yes));
+    let text = planned.join("\n");
+    for want in ["delete router", "delete network", "delete RBAC policy"] {
+        assert!(text.contains(want), "{want}: {text}");
+    }
+    cnet.delete_router(&router.id)
+        .await
+        .expect("router removed");
+}
+both!(plan_predicts_a_per_customer_link);

@@ -7,9 +7,9 @@ use serde_json::json;
 
 use super::OpenStack;
 use super::answer::decode;
+use crate::Neutron;
 use crate::error::Result;
 use crate::types::*;
-use crate::{Neutron, NeutronAdmin};
 
 impl OpenStack {
     /// `PUT /routers/{id}/{action}` of extraroute-atomic.
@@ -197,15 +197,30 @@ impl Neutron for OpenStack {
             .await?;
         Ok(())
     }
-}
 
-/// [`crate::ADMIN_READ_PROBE`] relative to the Neutron endpoint.
-fn admin_read_probe_path() -> String {
-    format!("/quotas/{}/details", enc(crate::ADMIN_READ_PROBE_PROJECT))
-}
+    async fn list_networks(&self, q: &NetworkQuery) -> Result<Vec<Network>> {
+        let mut p = vec![];
+        if let Some(n) = &q.name {
+            p.push(("name", n.clone()));
+        }
+        if let Some(n) = &q.project_id {
+            p.push(("project_id", n.clone()));
+        }
+        self.list(&format!("/networks{}", query(&p)), "networks")
+            .await
+    }
 
-#[async_trait]
-impl NeutronAdmin for OpenStack {
+    async fn list_subnets(&self, q: &SubnetQuery) -> Result<Vec<Subnet>> {
+        let mut p = vec![];
+        if let Some(n) = &q.network_id {
+            p.push(("network_id", n.clone()));
+        }
+        if let Some(n) = &q.project_id {
+            p.push(("project_id", n.clone()));
+        }
+        self.list(&format!("/subnets{}", query(&p)), "subnets")
+            .await
+    }
     async fn add_router_subnet(&self, router_id: &str, subnet_id: &str) -> Result<String> {
         let path = format!("/routers/{}/add_router_interface", enc(router_id));
         self.send(
@@ -273,6 +288,11 @@ impl NeutronAdmin for OpenStack {
             .await?;
         Ok(())
     }
+}
+
+/// [`crate::ADMIN_READ_PROBE`] relative to the Neutron endpoint.
+fn admin_read_probe_path() -> String {
+    format!("/quotas/{}/details", enc(crate::ADMIN_READ_PROBE_PROJECT))
 }
 
 /// Percent-encode a query value (tags carry '=' and names may carry anything).

@@ -31,8 +31,9 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use bnerd_cloud::refusals::{self, SubnetRef};
 use bnerd_cloud::{
-    CloudError, CreatePort, FixedIp, Identity, Network, Neutron, Port, PortQuery, RbacPolicy,
-    Result, Route, Router, RouterQuery, ShareNetwork, Subnet, TokenInfo,
+    CloudError, CreatePort, CreateRouter, FixedIp, Identity, Network, NetworkQuery, Neutron, Port,
+    PortQuery, RbacPolicy, Result, Route, Router, RouterQuery, ShareNetwork, Subnet, SubnetQuery,
+    TokenInfo,
 };
 
 use crate::credentials::CustomerCloud;
@@ -87,10 +88,19 @@ struct State {
     /// Ports as the recorded writes leave them; `None`: deleted.
     ports: BTreeMap<String, Option<Port>>,
     routers: BTreeMap<String, Router>,
+    /// Routers the recorded writes deleted.
+    routers_gone: std::collections::BTreeSet<String>,
+    /// Networks and subnets as the recorded writes leave them; `None`: deleted.
+    networks: BTreeMap<String, Option<Network>>,
+    subnets: BTreeMap<String, Option<Subnet>>,
     log: Vec<(Credential, Recorded)>,
     created: usize,
-    /// Tap: the ports this run created, by their cloud ID, as a plan names them.
+    /// How many networks, subnets and routers the writes created, for their planned names.
+    made: BTreeMap<&'static str, usize>,
+    /// Tap: the objects this run created, by their cloud ID, as a plan names them.
     names: BTreeMap<String, String>,
+    /// The addresses planned ports stand at because Neutron would pick them.
+    picked: Vec<String>,
 }
 
 /// The simulated Neutron (see the module).
@@ -129,6 +139,15 @@ pub const PICKED: &str = "<the address Neutron picks>";
 
 /// The id a planned port goes by until Neutron gives it one.
 pub const PLANNED_PORT: &str = "<new port>";
+
+/// The id the `n`th planned object of a kind goes by: `<new network>`, `<new router 2>`.
+fn planned_name(kind: &str, n: usize) -> String {
+    if n == 1 {
+        format!("<new {kind}>")
+    } else {
+        format!("<new {kind} {n}>")
+    }
+}
 
 impl<'a> Overlay<'a> {
     fn new(known: Option<&'a Known>, below: Option<&'a dyn Neutron>, tap: bool) -> Self {
@@ -218,6 +237,12 @@ impl<'a> Overlay<'a> {
         })
     }
 
+    /// The addresses planned ports stand at where Neutron would pick them ([`planned_pick`]
+    /// of their subnet), for a plan to name as [`PICKED`].
+    pub fn picked(&self) -> Vec<String> {
+        self.with(|s| s.picked.clone())
+    }
+
     /// Everything recorded, writes and misses, in order.
     pub fn recorded(&self) -> Vec<Recorded> {
         self.with(|s| s.log.iter().map(|(_, r)| r.clone()).collect())
@@ -292,6 +317,21 @@ impl<'a> Overlay<'a> {
         }
     }
 
+    /// The next planned object of `kind` (network, subnet, router).
+    fn next_made(s: &mut State, kind: &'static str) -> String {
+        let n = s.made.entry(kind).or_default();
+        *n += 1;
+        planned_name(kind, *n)
+    }
+
+    /// Tap: name the object the cloud just made as a plan names it.
+    fn name_made(&self, id: &str, kind: &'static str) {
+        self.with(|s| {
+            let called = Self::next_made(s, kind);
+            s.names.insert(id.to_string(), called);
+        });
+    }
+
     async fn port_now(&self, id: &str) -> Result<Port> {
         match self.with(|s| s.ports.get(id).cloned()) {
             Some(Some(p)) => return Ok(p),
@@ -309,6 +349,13 @@ impl<'a> Overlay<'a> {
     }
 
     async fn router_now(&self, id: &str) -> Result<Router> {
+        if self.with(|s| s.routers_gone.contains(id)) {
+            return Err(refusals::router_not_found(
+                "GET",
+                &format!("/routers/{id}"),
+                id,
+            ));
+        }
         if let Some(r) = self.with(|s| s.routers.get(id).cloned()) {
             return Ok(r);
         }
@@ -321,12 +368,30 @@ impl<'a> Overlay<'a> {
     }
 
     async fn subnet_now(&self, id: &str) -> Result<Subnet> {
+        match self.with(|s| s.subnets.get(id).cloned()) {
+            Some(Some(sub)) => return Ok(sub),
+            Some(None) => {
+                return Err(refusals::subnet_not_found(
+                    "GET",
+                    &format!("/subnets/{id}"),
+                    id,
+                ));
+            }
+            None => {}
+        }
         if let Some(s) = self.known.and_then(|k| k.subnet(id)) {
             return Ok(s);
         }
         self.below(|| format!("GET /subnets/{id}"))?
             .get_subnet(id)
             .await
+    }
+
+    /// The CIDR of a subnet the recorded writes created.
+    fn planned_subnet(&self, id: Option<&str>) -> Option<ipnet::Ipv4Net> {
+        let id = id?;
+        self.with(|s| s.subnets.get(id).cloned().flatten())
+            .and_then(|sub| sub.cidr.parse().ok())
     }
 
     fn keep_port(&self, p: Port) {
@@ -437,6 +502,17 @@ impl Neutron for Overlay<'_> {
     }
 
     async fn get_network(&self, id: &str) -> Result<Network> {
+        match self.with(|s| s.networks.get(id).cloned()) {
+            Some(Some(n)) => return Ok(n),
+            Some(None) => {
+                return Err(refusals::network_not_found(
+                    "GET",
+                    &format!("/networks/{id}"),
+                    id,
+                ));
+            }
+            None => {}
+        }
         self.below(|| format!("GET /networks/{id}"))?
             .get_network(id)
             .await
@@ -481,7 +557,7 @@ impl Neutron for Overlay<'_> {
 
     async fn create_port(&self, req: &CreatePort) -> Result<Port> {
         let planned = PlannedWrite::CreatePort {
-            network_id: req.network_id.clone(),
+            network_id: self.called(&req.network_id),
             ip_address: req.ip_address.clone(),
             name: req.name.clone(),
         };
@@ -503,7 +579,14 @@ impl Neutron for Overlay<'_> {
             fixed_ips: req
                 .ip_address
                 .clone()
-                .or_else(|| self.transit.map(|t| planned_pick(t).to_string()))
+                .or_else(|| {
+                    let pick = self
+                        .planned_subnet(req.subnet_id.as_deref())
+                        .or(self.transit)
+                        .map(|t| planned_pick(t).to_string());
+                    self.with(|s| s.picked.extend(pick.clone()));
+                    pick
+                })
                 .iter()
                 .map(|ip| FixedIp {
                     subnet_id: req.subnet_id.clone().unwrap_or_default(),
@@ -604,16 +687,29 @@ impl Neutron for Overlay<'_> {
             .list_routers(query)
             .await?;
         Ok(self.with(|s| {
-            listed
-                .into_iter()
-                .map(|r| s.routers.get(&r.id).cloned().unwrap_or(r))
-                .collect()
+            let mut out: Vec<Router> = listed
+                .iter()
+                .filter(|r| !s.routers_gone.contains(&r.id))
+                .map(|r| s.routers.get(&r.id).cloned().unwrap_or_else(|| r.clone()))
+                .collect();
+            // Routers the recorded writes created, when the query names them.
+            out.extend(
+                s.routers
+                    .values()
+                    .filter(|r| !listed.iter().any(|l| l.id == r.id))
+                    .filter(|r| {
+                        query.name.as_ref().is_none_or(|n| *n == r.name)
+                            && (query.ids.is_empty() || query.ids.contains(&r.id))
+                    })
+                    .cloned(),
+            );
+            out
         }))
     }
 
     async fn add_router_interface(&self, router_id: &str, port_id: &str) -> Result<()> {
         let planned = || PlannedWrite::Attach {
-            router_id: router_id.into(),
+            router_id: self.called(router_id),
             port_id: self.called(port_id),
         };
         if let Some(cloud) = self.tapping() {
@@ -643,7 +739,7 @@ impl Neutron for Overlay<'_> {
 
     async fn remove_router_interface(&self, router_id: &str, port_id: &str) -> Result<()> {
         let planned = || PlannedWrite::Detach {
-            router_id: router_id.into(),
+            router_id: self.called(router_id),
             port_id: self.called(port_id),
         };
         if let Some(cloud) = self.tapping() {
@@ -677,7 +773,7 @@ impl Neutron for Overlay<'_> {
 
     async fn add_extraroutes(&self, router_id: &str, routes: &[Route]) -> Result<Router> {
         let planned = PlannedWrite::AddRoutes {
-            router_id: router_id.into(),
+            router_id: self.called(router_id),
             routes: routes.to_vec(),
         };
         if let Some(cloud) = self.tapping() {
@@ -697,7 +793,7 @@ impl Neutron for Overlay<'_> {
 
     async fn remove_extraroutes(&self, router_id: &str, routes: &[Route]) -> Result<Router> {
         let planned = PlannedWrite::RemoveRoutes {
-            router_id: router_id.into(),
+            router_id: self.called(router_id),
             routes: routes.to_vec(),
         };
         if let Some(cloud) = self.tapping() {
@@ -718,7 +814,7 @@ impl Neutron for Overlay<'_> {
         if_revision: Option<u64>,
     ) -> Result<Router> {
         let planned = PlannedWrite::SetRoutes {
-            router_id: router_id.into(),
+            router_id: self.called(router_id),
             routes: routes.to_vec(),
         };
         if let Some(cloud) = self.tapping() {
@@ -732,7 +828,7 @@ impl Neutron for Overlay<'_> {
 
     async fn create_rbac_policy(&self, req: &ShareNetwork) -> Result<RbacPolicy> {
         let planned = PlannedWrite::Share {
-            network_id: req.network_id.clone(),
+            network_id: self.called(&req.network_id),
             project: req.target_tenant.clone(),
         };
         if let Some(cloud) = self.tapping() {
@@ -770,6 +866,211 @@ impl Neutron for Overlay<'_> {
         self.below(|| bnerd_cloud::ADMIN_READ_PROBE.into())?
             .probe_admin_read()
             .await
+    }
+
+    async fn list_networks(&self, query: &NetworkQuery) -> Result<Vec<Network>> {
+        let listed = self
+            .below(|| format!("GET /networks {query:?}"))?
+            .list_networks(query)
+            .await?;
+        Ok(self.with(|s| {
+            let mut out: Vec<Network> = listed
+                .into_iter()
+                .filter(|n| !matches!(s.networks.get(&n.id), Some(None)))
+                .collect();
+            out.extend(
+                s.networks
+                    .values()
+                    .flatten()
+                    .filter(|n| query.matches(n))
+                    .cloned(),
+            );
+            out
+        }))
+    }
+
+    async fn list_subnets(&self, query: &SubnetQuery) -> Result<Vec<Subnet>> {
+        let listed = self
+            .below(|| format!("GET /subnets {query:?}"))?
+            .list_subnets(query)
+            .await?;
+        Ok(self.with(|s| {
+            let mut out: Vec<Subnet> = listed
+                .into_iter()
+                .filter(|n| !matches!(s.subnets.get(&n.id), Some(None)))
+                .collect();
+            out.extend(
+                s.subnets
+                    .values()
+                    .flatten()
+                    .filter(|n| query.matches(n))
+                    .cloned(),
+            );
+            out
+        }))
+    }
+
+    async fn create_network(&self, name: &str) -> Result<Network> {
+        let planned = PlannedWrite::CreateNetwork { name: name.into() };
+        if let Some(cloud) = self.tapping() {
+            let n = self.tapped(planned, cloud.create_network(name)).await?;
+            self.name_made(&n.id, "network");
+            return Ok(n);
+        }
+        self.note(planned);
+        let project = self
+            .project
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        Ok(self.with(|s| {
+            let n = Network {
+                id: Self::next_made(s, "network"),
+                name: name.into(),
+                project_id: project,
+                ..Default::default()
+            };
+            s.networks.insert(n.id.clone(), Some(n.clone()));
+            n
+        }))
+    }
+
+    async fn delete_network(&self, id: &str) -> Result<()> {
+        let planned = || PlannedWrite::DeleteNetwork {
+            network_id: self.called(id),
+        };
+        if let Some(cloud) = self.tapping() {
+            return self.tapped(planned(), cloud.delete_network(id)).await;
+        }
+        self.get_network(id).await?;
+        self.note(planned());
+        let subnets = self
+            .list_subnets(&SubnetQuery {
+                network_id: Some(id.into()),
+                ..Default::default()
+            })
+            .await?;
+        self.with(|s| {
+            s.networks.insert(id.into(), None);
+            for sub in subnets {
+                s.subnets.insert(sub.id, None);
+            }
+        });
+        Ok(())
+    }
+
+    async fn create_subnet(
+        &self,
+        network_id: &str,
+        cidr: &str,
+        gateway_ip: &str,
+    ) -> Result<Subnet> {
+        let planned = PlannedWrite::CreateSubnet {
+            network_id: self.called(network_id),
+            cidr: cidr.into(),
+        };
+        if let Some(cloud) = self.tapping() {
+            let sub = self
+                .tapped(planned, cloud.create_subnet(network_id, cidr, gateway_ip))
+                .await?;
+            self.name_made(&sub.id, "subnet");
+            return Ok(sub);
+        }
+        let network = self.get_network(network_id).await?;
+        self.note(planned);
+        Ok(self.with(|s| {
+            let sub = Subnet {
+                id: Self::next_made(s, "subnet"),
+                network_id: network_id.into(),
+                cidr: cidr.into(),
+                gateway_ip: Some(gateway_ip.into()),
+                project_id: network.project_id.clone(),
+            };
+            s.subnets.insert(sub.id.clone(), Some(sub.clone()));
+            if let Some(Some(n)) = s.networks.get_mut(network_id) {
+                n.subnets.push(sub.id.clone());
+            }
+            sub
+        }))
+    }
+
+    async fn create_router_with(&self, req: &CreateRouter) -> Result<Router> {
+        let planned = PlannedWrite::CreateRouter {
+            name: req.name.clone(),
+        };
+        if let Some(cloud) = self.tapping() {
+            let r = self.tapped(planned, cloud.create_router_with(req)).await?;
+            self.name_made(&r.id, "router");
+            return Ok(r);
+        }
+        self.note(planned);
+        let project = self
+            .project
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        let id = self.with(|s| Self::next_made(s, "router"));
+        Ok(self.keep_router(Router {
+            id,
+            name: req.name.clone(),
+            project_id: req.project_id.clone().unwrap_or(project),
+            ..Default::default()
+        }))
+    }
+
+    async fn delete_router(&self, id: &str) -> Result<()> {
+        let planned = || PlannedWrite::DeleteRouter {
+            router_id: self.called(id),
+        };
+        if let Some(cloud) = self.tapping() {
+            return self.tapped(planned(), cloud.delete_router(id)).await;
+        }
+        self.router_now(id).await?;
+        self.note(planned());
+        self.with(|s| {
+            s.routers.remove(id);
+            s.routers_gone.insert(id.to_string());
+        });
+        Ok(())
+    }
+
+    async fn add_router_subnet(&self, router_id: &str, subnet_id: &str) -> Result<String> {
+        let planned = || PlannedWrite::AttachSubnet {
+            router_id: self.called(router_id),
+            subnet_id: self.called(subnet_id),
+        };
+        if let Some(cloud) = self.tapping() {
+            let port = self
+                .tapped(planned(), cloud.add_router_subnet(router_id, subnet_id))
+                .await?;
+            self.with(|s| {
+                let called = Self::next_planned(s);
+                s.names.insert(port.clone(), called);
+            });
+            return Ok(port);
+        }
+        let router = self.router_now(router_id).await?;
+        let subnet = self.subnet_now(subnet_id).await?;
+        self.note(planned());
+        let port = Port {
+            id: self.with(Self::next_planned),
+            network_id: subnet.network_id.clone(),
+            project_id: router.project_id.clone(),
+            device_id: router_id.into(),
+            device_owner: bnerd_cloud::OWNER_ROUTER_INTERFACE.into(),
+            fixed_ips: subnet
+                .gateway_ip
+                .iter()
+                .map(|ip| FixedIp {
+                    subnet_id: subnet_id.into(),
+                    ip_address: ip.clone(),
+                })
+                .collect(),
+            ..Default::default()
+        };
+        let id = port.id.clone();
+        self.keep_port(port);
+        Ok(id)
     }
 }
 

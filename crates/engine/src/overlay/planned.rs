@@ -44,6 +44,27 @@ pub enum PlannedWrite {
     Unshare {
         policy_id: String,
     },
+    CreateNetwork {
+        name: String,
+    },
+    DeleteNetwork {
+        network_id: String,
+    },
+    CreateSubnet {
+        network_id: String,
+        cidr: String,
+    },
+    CreateRouter {
+        name: String,
+    },
+    DeleteRouter {
+        router_id: String,
+    },
+    /// An interface on a subnet, at its gateway address.
+    AttachSubnet {
+        router_id: String,
+        subnet_id: String,
+    },
 }
 
 impl std::fmt::Display for PlannedWrite {
@@ -100,6 +121,22 @@ impl std::fmt::Display for PlannedWrite {
                 project,
             } => write!(f, "share network {network_id} with project {project}"),
             PlannedWrite::Unshare { policy_id } => write!(f, "delete RBAC policy {policy_id}"),
+            PlannedWrite::CreateNetwork { name } => write!(f, "create network {name}"),
+            PlannedWrite::DeleteNetwork { network_id } => {
+                write!(f, "delete network {network_id} (and its subnet)")
+            }
+            PlannedWrite::CreateSubnet { network_id, cidr } => {
+                write!(f, "create subnet {cidr} on network {network_id}")
+            }
+            PlannedWrite::CreateRouter { name } => write!(f, "create router {name}"),
+            PlannedWrite::DeleteRouter { router_id } => write!(f, "delete router {router_id}"),
+            PlannedWrite::AttachSubnet {
+                router_id,
+                subnet_id,
+            } => write!(
+                f,
+                "attach subnet {subnet_id} to router {router_id} at its gateway address"
+            ),
         }
     }
 }

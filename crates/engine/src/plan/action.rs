@@ -19,6 +19,10 @@ pub enum ActionKind {
     ReverseRouteRestored,
     /// A port of another project carries this link's UID: left alone, reported (a Warning).
     ForeignLegMarker,
+    /// A piece of a `PerCustomer` link's customer transit was built.
+    CustomerTransitBuilt,
+    /// The last link of a project took its customer transit down.
+    CustomerTransitRemoved,
 }
 
 impl ActionKind {
@@ -35,6 +39,8 @@ impl ActionKind {
             ActionKind::TransitNetworkShared => EventReason::TransitNetworkShared,
             ActionKind::ReverseRouteRestored => EventReason::ReverseRouteRestored,
             ActionKind::ForeignLegMarker => EventReason::ForeignLegMarker,
+            ActionKind::CustomerTransitBuilt => EventReason::CustomerTransitBuilt,
+            ActionKind::CustomerTransitRemoved => EventReason::CustomerTransitRemoved,
         }
     }
 

@@ -19,8 +19,12 @@ pub(crate) struct RouteView<'a> {
     /// The gateway router's routes as just read.
     pub routes: &'a [Route],
     pub cidr: Ipv4Net,
-    /// The address of this link's leg: the port carrying our UID tag.
+    /// The route's next hop: the address of this link's leg (the port carrying our UID tag),
+    /// or a `PerCustomer` link's edge router leg.
     pub leg_ip: Ipv4Addr,
+    /// The next hop is shared by every link of one customer project (the edge router's leg):
+    /// a route via it is ours only for our CIDR.
+    pub shared_next_hop: bool,
     /// status.gateway_route: a hint only (a lost status patch must not leak a route).
     pub recorded: Option<&'a RouteRecord>,
     pub peers: &'a [Peer],
@@ -39,7 +43,9 @@ pub(crate) struct RoutePlan {
 /// of the port carrying our UID tag, or status recorded it (docs/design.md, "The ownership
 /// rule": status records it too, but status can be lost).
 fn is_ours(r: &Route, v: &RouteView<'_>) -> bool {
-    r.nexthop == v.leg_ip.to_string() || v.recorded.is_some_and(|rec| route_of(rec) == *r)
+    let via_ours = r.nexthop == v.leg_ip.to_string()
+        && (!v.shared_next_hop || r.destination == v.cidr.to_string());
+    via_ours || v.recorded.is_some_and(|rec| route_of(rec) == *r)
 }
 
 /// The overlapping link that outranks this one for the same addresses: an installed route
@@ -159,6 +165,7 @@ mod tests {
         leg_ip: &'static str,
         recorded: Option<Route>,
         peers: Vec<Peer>,
+        shared_next_hop: bool,
     }
 
     impl Default for Case {
@@ -169,6 +176,7 @@ mod tests {
                 leg_ip: "10.254.0.3",
                 recorded: None,
                 peers: vec![],
+                shared_next_hop: false,
             }
         }
     }
@@ -187,6 +195,7 @@ mod tests {
             leg_ip: c.leg_ip.parse().unwrap(),
             recorded: rec.as_ref(),
             peers: &c.peers,
+            shared_next_hop: c.shared_next_hop,
         })
     }
 
@@ -237,6 +246,36 @@ mod tests {
         assert_eq!(p.remove, vec![old]);
         assert_eq!(p.add, Some(route("10.251.0.0/16", "10.254.0.4")));
         assert!(p.verdict.is_ok(), "{:?}", p.verdict);
+    }
+
+    #[test]
+    fn via_a_shared_edge_router_only_our_cidr_is_ours() {
+        // Two PerCustomer links of one project route via the same edge router leg: the other
+        // link's route is never taken for a stale one of ours.
+        let other = route("10.252.0.0/16", "10.254.0.3");
+        let p = run(&Case {
+            routes: vec![other.clone()],
+            shared_next_hop: true,
+            ..Default::default()
+        });
+        assert_eq!(p.remove, vec![]);
+        assert_eq!(p.add, Some(want()));
+        // Without the flag the same table would lose the other link's route.
+        let p = run(&Case {
+            routes: vec![other.clone()],
+            ..Default::default()
+        });
+        assert_eq!(p.remove, vec![other.clone()]);
+        // A CIDR change still moves our own route: status recorded it.
+        let old = route("10.250.0.0/16", "10.254.0.3");
+        let p = run(&Case {
+            routes: vec![other, old.clone()],
+            recorded: Some(old.clone()),
+            shared_next_hop: true,
+            ..Default::default()
+        });
+        assert_eq!(p.remove, vec![old]);
+        assert_eq!(p.add, Some(want()));
     }
 
     #[test]

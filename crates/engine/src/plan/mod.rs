@@ -5,6 +5,7 @@
 
 pub mod action;
 pub mod credentials;
+pub mod customer_transit;
 pub mod drift;
 pub mod gateway_route;
 pub mod leg;

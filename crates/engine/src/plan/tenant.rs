@@ -85,12 +85,27 @@ pub fn resolved_message(secret: &str, project: &str) -> String {
 }
 
 /// "TenantIsolationAttested … NotAttested — the annotation above is missing or not exactly
-/// "none". Terminal until it's set; zero OpenStack calls made."
-pub fn attested(annotation: Option<&str>, secret: &SecretRef) -> Result<String, StepFail> {
+/// "none". Terminal until it's set; zero OpenStack calls made." A `PerCustomer` link needs
+/// no annotation (StructuralIsolation): its transit is shared with its own project only.
+/// The True reason and message.
+pub fn attested(
+    per_customer: bool,
+    annotation: Option<&str>,
+    secret: &SecretRef,
+) -> Result<(Reason, String), StepFail> {
     let s = secret_name(secret);
+    if per_customer {
+        return Ok((
+            Reason::StructuralIsolation,
+            bnerd_api::conditions::structural_isolation_message(&s),
+        ));
+    }
     match annotation {
-        Some("none") => Ok(format!(
-            "{ANNOTATION_API_ACCESS}=\"none\": the customer has no OpenStack API access of its own (secret {s})"
+        Some("none") => Ok((
+            Reason::Attested,
+            format!(
+                "{ANNOTATION_API_ACCESS}=\"none\": the customer has no OpenStack API access of its own (secret {s})"
+            ),
         )),
         other => Err(StepFail::terminal(
             Reason::NotAttested,
@@ -310,9 +325,18 @@ mod tests {
     #[test]
     fn attestation_is_exactly_none() {
         let r = sref(NS, "clusterlink-diehl01");
-        assert!(attested(Some("none"), &r).is_ok());
+        assert_eq!(
+            attested(false, Some("none"), &r).unwrap().0,
+            Reason::Attested
+        );
+        // PerCustomer: no annotation needed, whatever it says.
+        for a in [None, Some("none"), Some("yes")] {
+            let (reason, msg) = attested(true, a, &r).unwrap();
+            assert_eq!(reason, Reason::StructuralIsolation);
+            assert!(msg.contains("PerCustomer"), "{msg}");
+        }
         for bad in [None, Some("None"), Some("none "), Some(""), Some("yes")] {
-            let f = attested(bad, &r).unwrap_err();
+            let f = attested(false, bad, &r).unwrap_err();
             assert_eq!(f.reason, Reason::NotAttested, "{bad:?}");
             assert!(
                 f.message.contains(ANNOTATION_API_ACCESS)

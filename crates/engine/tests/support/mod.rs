@@ -16,7 +16,7 @@ use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::names::{ANNOTATION_API_ACCESS, leg_owner_uid};
 use bnerd_api::{ClusterLink, ClusterLinkSpec, ClusterLinkStatus, GatewayRef, SecretRef};
 use bnerd_cloud::{AuthConfig, AuthMethod, OpenStack};
-use bnerd_cloud::{Neutron, NeutronAdmin, Port, Route};
+use bnerd_cloud::{Neutron, Port, Route};
 use bnerd_cloud_fake::FakeCloud;
 use bnerd_engine::{
     CredentialSource, CustomerCloud, CustomerCredential, Customers, LinkEngine, OperatorIdentity,
@@ -62,7 +62,7 @@ pub const SCENARIOS: [Scenario; 7] = [
 /// The customer's side of a cross-tenant stage: its member application credential (written
 /// as the link's Secret), its project, and a client on it for fixtures and checks.
 pub struct Side {
-    pub net: Arc<dyn NeutronAdmin>,
+    pub net: Arc<dyn Neutron>,
     pub project: String,
     pub cred: (String, String),
     pub operator: OperatorIdentity,
@@ -211,7 +211,7 @@ impl Stage {
             created: None,
         }];
         let baseline = port_ids(&env.ports().await);
-        let net: &dyn NeutronAdmin = match &side {
+        let net: &dyn Neutron = match &side {
             Some(s) => s.net.as_ref(),
             None => env.net.as_ref(),
         };
@@ -228,7 +228,7 @@ impl Stage {
         }
     }
 
-    pub fn leg_net(&self) -> &dyn NeutronAdmin {
+    pub fn leg_net(&self) -> &dyn Neutron {
         match &self.side {
             Some(s) => s.net.as_ref(),
             None => self.env.net.as_ref(),

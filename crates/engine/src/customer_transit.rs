@@ -1,0 +1,486 @@
+//! A `PerCustomer` link's customer transit, observe and act (docs/design.md, "Per-customer
+//! transit"): found again by name in the operator's project, or built in order (network,
+//! subnet, edge router, its interface on the subnet, its leg on the main transit); taken down
+//! in reverse order once no link of the project stands on it. Every call is on the operator's
+//! credential; `plan::customer_transit` decides.
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::sync::{Arc, LazyLock, Mutex};
+
+use bnerd_api::names::{customer_transit_name, edge_router_name};
+use bnerd_cloud::{CreatePort, NetworkQuery, PortQuery, RouterQuery, SubnetQuery};
+use ipnet::Ipv4Net;
+
+use super::converge::Engine;
+use super::model::{Action, ActionKind};
+use super::ops::gone_is_done;
+use super::plan::StepFail;
+use super::plan::customer_transit::{
+    Teardown, allocate_subnet, blocked_message, call_failed, edge_interfaces, edge_leg_address,
+    keeper, no_edge_address, not_configured, pool_exhausted, teardown,
+};
+use super::plan::leg::port_ip;
+
+/// A project's customer transit as a link uses it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CustomerTransit {
+    pub network_id: String,
+    pub subnet_id: String,
+    pub cidr: Ipv4Net,
+    /// The edge router's address on the customer transit (its subnet's gateway): the next hop
+    /// of the customer router's routes.
+    pub gateway: Ipv4Addr,
+    pub edge_router_id: String,
+    /// The edge router's leg on the main transit: the gateway router's next hop.
+    pub edge_ip: Ipv4Addr,
+}
+
+/// One lock per customer project: its links build and take down one customer transit, and a
+/// reconcile must not take it down while another builds on it. The leader is the one process
+/// that writes, so a lock in it is enough.
+static BUILDING: LazyLock<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> =
+    LazyLock::new(Default::default);
+
+/// Held while a subnet is cut from the pool: two projects' first links, reconciled side by
+/// side, would otherwise both find the same block free (Neutron lets subnets of two networks
+/// overlap).
+static ALLOCATING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Hold the project's lock until the guard drops.
+pub(crate) async fn hold(project: &str) -> tokio::sync::OwnedMutexGuard<()> {
+    let lock = {
+        let mut all = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
+        all.entry(project.to_string()).or_default().clone()
+    };
+    lock.lock_owned().await
+}
+
+/// Find or build the project's customer transit. `taken`: every link's service CIDR (a new
+/// subnet overlaps none); `claimed`: transit addresses other links claim (the edge leg takes
+/// none of them).
+pub(crate) async fn ensure(
+    e: &Engine<'_>,
+    project: &str,
+    taken: &[Ipv4Net],
+    claimed: &[Ipv4Addr],
+    actions: &mut Vec<Action>,
+) -> Result<CustomerTransit, StepFail> {
+    let pool = e.fabric.customer_transit.ok_or_else(not_configured)?;
+    let operator = &e.fabric.operator_project_id;
+    let name = customer_transit_name(&e.fabric.transit_network_id, project);
+    let networks = e
+        .net
+        .list_networks(&NetworkQuery {
+            name: Some(name.clone()),
+            project_id: Some(operator.clone()),
+        })
+        .await
+        .map_err(|err| call_failed("listing the customer transit networks", &err))?;
+    let network = match keeper(networks, |n| &n.id) {
+        Some(n) => n,
+        None => {
+            let n = e
+                .net
+                .create_network(&name)
+                .await
+                .map_err(|err| call_failed("creating the customer transit network", &err))?;
+            actions.push(Action::new(
+                ActionKind::CustomerTransitBuilt,
+                format!(
+                    "created customer transit network {} for project {project}",
+                    n.id
+                ),
+            ));
+            n
+        }
+    };
+    let subnets = e
+        .net
+        .list_subnets(&SubnetQuery {
+            network_id: Some(network.id.clone()),
+            ..Default::default()
+        })
+        .await
+        .map_err(|err| call_failed("listing the customer transit's subnets", &err))?;
+    let subnet = match keeper(subnets, |s| &s.id) {
+        Some(s) => s,
+        None => {
+            let _allocating = ALLOCATING.lock().await;
+            // Everything of the operator's project counts as taken: the main transit and every
+            // other customer transit live there.
+            let mine = e
+                .net
+                .list_subnets(&SubnetQuery {
+                    project_id: Some(operator.clone()),
+                    ..Default::default()
+                })
+                .await
+                .map_err(|err| call_failed("listing the operator's subnets", &err))?;
+            let mut all: Vec<Ipv4Net> = mine.iter().filter_map(|s| s.cidr.parse().ok()).collect();
+            all.push(e.fabric.transit_subnet);
+            all.extend_from_slice(taken);
+            let cidr = allocate_subnet(&pool, &all).ok_or_else(|| pool_exhausted(&pool))?;
+            let gateway = cidr.hosts().next().unwrap_or(cidr.network());
+            let s = e
+                .net
+                .create_subnet(&network.id, &cidr.to_string(), &gateway.to_string())
+                .await
+                .map_err(|err| call_failed("creating the customer transit's subnet", &err))?;
+            actions.push(Action::new(
+                ActionKind::CustomerTransitBuilt,
+                format!(
+                    "created subnet {} ({cidr}) on customer transit network {}",
+                    s.id, network.id
+                ),
+            ));
+            s
+        }
+    };
+    let cidr: Ipv4Net = subnet.cidr.parse().map_err(|_| {
+        call_failed(
+            "reading the customer transit's subnet",
+            &bnerd_cloud::CloudError::Decode {
+                method: "GET".into(),
+                path: format!("/subnets/{}", subnet.id),
+                message: format!("{} is not an IPv4 CIDR", subnet.cidr),
+            },
+        )
+    })?;
+    let gateway = subnet
+        .gateway_ip
+        .as_deref()
+        .and_then(|g| g.parse().ok())
+        .or_else(|| cidr.hosts().next())
+        .unwrap_or(cidr.network());
+
+    let edge_name = edge_router_name(&e.fabric.transit_network_id, project);
+    let routers = e
+        .net
+        .list_routers(&RouterQuery {
+            name: Some(edge_name.clone()),
+            ..Default::default()
+        })
+        .await
+        .map_err(|err| call_failed("listing the edge routers", &err))?;
+    let routers: Vec<_> = routers
+        .into_iter()
+        .filter(|r| r.project_id == *operator)
+        .collect();
+    let router = match keeper(routers, |r| &r.id) {
+        Some(r) => r,
+        None => {
+            let r = e
+                .net
+                .create_router(&edge_name)
+                .await
+                .map_err(|err| call_failed("creating the edge router", &err))?;
+            actions.push(Action::new(
+                ActionKind::CustomerTransitBuilt,
+                format!("created edge router {} for project {project}", r.id),
+            ));
+            r
+        }
+    };
+    let ports = e
+        .net
+        .list_ports(&PortQuery {
+            device_id: Some(router.id.clone()),
+            ..Default::default()
+        })
+        .await
+        .map_err(|err| call_failed("listing the edge router's interfaces", &err))?;
+    let ifs = edge_interfaces(
+        &ports,
+        &router.id,
+        &network.id,
+        &e.fabric.transit_network_id,
+    );
+    if ifs.on_customer_transit.is_none() {
+        e.net
+            .add_router_subnet(&router.id, &subnet.id)
+            .await
+            .map_err(|err| {
+                call_failed("attaching the customer transit to the edge router", &err)
+            })?;
+        actions.push(Action::new(
+            ActionKind::CustomerTransitBuilt,
+            format!(
+                "attached subnet {} to edge router {} at {gateway}",
+                subnet.id, router.id
+            ),
+        ));
+    }
+    let edge_ip = match ifs.on_main_transit.and_then(port_ip) {
+        Some(ip) => ip,
+        None => edge_leg(e, &router.id, &edge_name, claimed, actions).await?,
+    };
+    Ok(CustomerTransit {
+        network_id: network.id,
+        subnet_id: subnet.id,
+        cidr,
+        gateway,
+        edge_router_id: router.id,
+        edge_ip,
+    })
+}
+
+/// The project's customer transit as it stands, building nothing: `None` without its network
+/// and subnet (no leg can stand on it then). A missing edge router (or its leg) leaves
+/// `edge_router_id` empty (or `edge_ip` unspecified): an unwind skips what is not there.
+pub(crate) async fn find(
+    e: &Engine<'_>,
+    project: &str,
+) -> Result<Option<CustomerTransit>, StepFail> {
+    let operator = &e.fabric.operator_project_id;
+    let networks = e
+        .net
+        .list_networks(&NetworkQuery {
+            name: Some(customer_transit_name(&e.fabric.transit_network_id, project)),
+            project_id: Some(operator.clone()),
+        })
+        .await
+        .map_err(|err| call_failed("listing the customer transit networks", &err))?;
+    let Some(network) = keeper(networks, |n| &n.id) else {
+        return Ok(None);
+    };
+    let subnets = e
+        .net
+        .list_subnets(&SubnetQuery {
+            network_id: Some(network.id.clone()),
+            ..Default::default()
+        })
+        .await
+        .map_err(|err| call_failed("listing the customer transit's subnets", &err))?;
+    let Some((subnet, cidr)) =
+        keeper(subnets, |s| &s.id).and_then(|s| s.cidr.parse::<Ipv4Net>().ok().map(|c| (s, c)))
+    else {
+        return Ok(None);
+    };
+    let gateway = subnet
+        .gateway_ip
+        .as_deref()
+        .and_then(|g| g.parse().ok())
+        .unwrap_or(cidr.network());
+    let routers: Vec<_> = e
+        .net
+        .list_routers(&RouterQuery {
+            name: Some(edge_router_name(&e.fabric.transit_network_id, project)),
+            ..Default::default()
+        })
+        .await
+        .map_err(|err| call_failed("listing the edge routers", &err))?
+        .into_iter()
+        .filter(|r| r.project_id == *operator)
+        .collect();
+    let (edge_router_id, edge_ip) = match keeper(routers, |r| &r.id) {
+        Some(r) => {
+            let ports = e
+                .net
+                .list_ports(&PortQuery {
+                    device_id: Some(r.id.clone()),
+                    ..Default::default()
+                })
+                .await
+                .map_err(|err| call_failed("listing the edge router's interfaces", &err))?;
+            let ip = edge_interfaces(&ports, &r.id, &network.id, &e.fabric.transit_network_id)
+                .on_main_transit
+                .and_then(port_ip)
+                .unwrap_or(Ipv4Addr::UNSPECIFIED);
+            (r.id, ip)
+        }
+        None => (String::new(), Ipv4Addr::UNSPECIFIED),
+    };
+    Ok(Some(CustomerTransit {
+        network_id: network.id,
+        subnet_id: subnet.id,
+        cidr,
+        gateway,
+        edge_router_id,
+        edge_ip,
+    }))
+}
+
+/// The edge router's leg on the main transit: a port of that name left unattached by an
+/// earlier run, else a new one at the walk's address; then attached.
+async fn edge_leg(
+    e: &Engine<'_>,
+    router_id: &str,
+    name: &str,
+    claimed: &[Ipv4Addr],
+    actions: &mut Vec<Action>,
+) -> Result<Ipv4Addr, StepFail> {
+    let transit = super::ops::main_transit_ports(e)
+        .await
+        .map_err(|err| call_failed("listing transit ports", &err))?;
+    let operator = &e.fabric.operator_project_id;
+    let loose = transit
+        .iter()
+        .filter(|p| p.name == name && p.device_id.is_empty() && p.project_id == *operator)
+        .min_by(|a, b| a.id.cmp(&b.id))
+        .cloned();
+    let port = match loose {
+        Some(p) => p,
+        None => {
+            let occupied: Vec<Ipv4Addr> = transit.iter().filter_map(port_ip).collect();
+            let ip = edge_leg_address(e.fabric.transit_subnet, &occupied, claimed)
+                .ok_or_else(|| no_edge_address(e.fabric.transit_subnet))?;
+            e.net
+                .create_port(&CreatePort {
+                    network_id: e.fabric.transit_network_id.clone(),
+                    subnet_id: Some(e.fabric.transit_subnet_id.clone()),
+                    ip_address: Some(ip.to_string()),
+                    name: name.to_string(),
+                    description:
+                        "edge router leg of a customer transit, managed by bnerd-vpn-operator"
+                            .into(),
+                    tags: vec![],
+                })
+                .await
+                .map_err(|err| call_failed("creating the edge router's transit leg", &err))?
+        }
+    };
+    e.net
+        .add_router_interface(router_id, &port.id)
+        .await
+        .map_err(|err| call_failed("attaching the edge router's transit leg", &err))?;
+    let ip = port_ip(&port).ok_or_else(|| no_edge_address(e.fabric.transit_subnet))?;
+    actions.push(Action::new(
+        ActionKind::CustomerTransitBuilt,
+        format!(
+            "attached transit leg {} at {ip} to edge router {router_id}",
+            port.id
+        ),
+    ));
+    Ok(ip)
+}
+
+/// Take the project's customer transit down once nothing but `own_leg` (going, or gone)
+/// stands on it: the shares, every route of the edge router, its interfaces, the router, the
+/// network with its subnet. Nothing to do when it is already gone or another link's leg stands
+/// there; ports the customer made there stop it, named.
+pub(crate) async fn take_down(
+    e: &Engine<'_>,
+    project: &str,
+    own_leg: Option<&str>,
+    actions: &mut Vec<Action>,
+) -> Result<(), StepFail> {
+    let operator = &e.fabric.operator_project_id;
+    let networks = e
+        .net
+        .list_networks(&NetworkQuery {
+            name: Some(customer_transit_name(&e.fabric.transit_network_id, project)),
+            project_id: Some(operator.clone()),
+        })
+        .await
+        .map_err(|err| call_failed("listing the customer transit networks", &err))?;
+    let edge_name = edge_router_name(&e.fabric.transit_network_id, project);
+    let routers: Vec<_> = e
+        .net
+        .list_routers(&RouterQuery {
+            name: Some(edge_name.clone()),
+            ..Default::default()
+        })
+        .await
+        .map_err(|err| call_failed("listing the edge routers", &err))?
+        .into_iter()
+        .filter(|r| r.project_id == *operator)
+        .collect();
+    let mut ports = vec![];
+    for n in &networks {
+        ports.extend(
+            e.net
+                .list_ports(&PortQuery {
+                    network_id: Some(n.id.clone()),
+                    ..Default::default()
+                })
+                .await
+                .map_err(|err| call_failed("listing the customer transit's ports", &err))?,
+        );
+    }
+    let edge_ids: Vec<&str> = routers.iter().map(|r| r.id.as_str()).collect();
+    let not_edge: Vec<_> = ports
+        .iter()
+        .filter(|p| !edge_ids.contains(&p.device_id.as_str()))
+        .cloned()
+        .collect();
+    match teardown(&not_edge, "", own_leg) {
+        Teardown::Keep(_) => return Ok(()),
+        Teardown::Blocked(foreign) => {
+            let network = networks.first().map(|n| n.id.as_str()).unwrap_or("?");
+            return Err(StepFail {
+                reason: bnerd_api::Reason::Deleting,
+                message: blocked_message(network, project, &foreign),
+                retryable: true,
+            });
+        }
+        Teardown::Go => {}
+    }
+    for n in &networks {
+        for policy in e
+            .net
+            .list_rbac_policies(&n.id)
+            .await
+            .map_err(|err| call_failed("listing the customer transit's RBAC rules", &err))?
+        {
+            gone_is_done(e.net.delete_rbac_policy(&policy.id).await)
+                .map_err(|err| call_failed("removing the customer transit's share", &err))?;
+        }
+    }
+    for r in &routers {
+        if !r.routes.is_empty() {
+            e.net
+                .set_routes(&r.id, &[], None)
+                .await
+                .map_err(|err| call_failed("clearing the edge router's routes", &err))?;
+        }
+        let ifs = e
+            .net
+            .list_ports(&PortQuery {
+                device_id: Some(r.id.clone()),
+                ..Default::default()
+            })
+            .await
+            .map_err(|err| call_failed("listing the edge router's interfaces", &err))?;
+        // The transit leg first, then the customer transit's interface: the reverse of how
+        // they were made.
+        let mut ifs: Vec<_> = ifs
+            .into_iter()
+            .filter(|p| p.is_interface_of(&r.id))
+            .collect();
+        ifs.sort_by_key(|p| p.network_id != e.fabric.transit_network_id);
+        for p in ifs {
+            gone_is_done(e.net.remove_router_interface(&r.id, &p.id).await)
+                .map_err(|err| call_failed("detaching the edge router", &err))?;
+        }
+        gone_is_done(e.net.delete_router(&r.id).await)
+            .map_err(|err| call_failed("deleting the edge router", &err))?;
+        actions.push(Action::new(
+            ActionKind::CustomerTransitRemoved,
+            format!("removed edge router {} of project {project}", r.id),
+        ));
+    }
+    // A transit leg made but never attached (a run stopped between the two).
+    let loose: Vec<_> = super::ops::main_transit_ports(e)
+        .await
+        .map_err(|err| call_failed("listing transit ports", &err))?
+        .into_iter()
+        .filter(|p| p.name == edge_name && p.device_id.is_empty() && p.project_id == *operator)
+        .collect();
+    for p in loose {
+        gone_is_done(e.net.delete_port(&p.id).await)
+            .map_err(|err| call_failed("deleting the edge router's loose transit leg", &err))?;
+    }
+    for n in &networks {
+        gone_is_done(e.net.delete_network(&n.id).await)
+            .map_err(|err| call_failed("deleting the customer transit network", &err))?;
+        actions.push(Action::new(
+            ActionKind::CustomerTransitRemoved,
+            format!(
+                "removed customer transit network {} of project {project}",
+                n.id
+            ),
+        ));
+    }
+    Ok(())
+}

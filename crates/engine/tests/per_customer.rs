@@ -1,0 +1,383 @@
+//! `PerCustomer` links (docs/design.md, "Per-customer transit"): the first link of a project
+//! builds its customer transit (network, subnet from the pool, edge router with its two
+//! interfaces, the share to that project only), later links of the project stand on the same
+//! one, every route of the path is where the design puts it, and the project's last link
+//! takes it all down. A reconcile and an unwind stopped at every call (both kinds) leave
+//! nothing the next one does not find and finish; the lab runs a seeded sample.
+
+mod support;
+
+use bnerd_api::names::{customer_transit_name, edge_router_name};
+use bnerd_api::{ClusterLink, TransitIsolation};
+use bnerd_cloud::fabric::CustomerTransitPool;
+use bnerd_cloud::{ACCESS_AS_SHARED, NetworkQuery, PortQuery, Route, RouterQuery};
+use bnerd_cloud_fake::FakeCloud;
+use bnerd_testkit::crash::{Crash, Kind, Sample};
+use bnerd_testkit::{Env, fake_env_with, lab_env_for, report, spec};
+use support::{
+    CIDR, GW_PORT_IP, GW_SERVICE_CIDR, Stage, converge, converge_delete, new_link, reconcile_with,
+    unwind_with,
+};
+
+const POOL: &str = "10.255.128.0/24";
+const CIDR_2: &str = "10.62.0.0/16";
+
+fn pool() -> CustomerTransitPool {
+    CustomerTransitPool {
+        pool: POOL.parse().unwrap(),
+        prefix_len: 28,
+    }
+}
+
+async fn stage(env: Env) -> Stage {
+    let mut env = env;
+    env.fabric.customer_transit = Some(pool());
+    Stage::new(env, true).await
+}
+
+fn per_customer_link(stage: &Stage, router: &str, cidr: &str) -> ClusterLink {
+    let mut s = spec(router, cidr, None);
+    s.transit_isolation = Some(TransitIsolation::PerCustomer);
+    let mut l = new_link(stage, s);
+    // A PerCustomer link needs no attestation: prove it by carrying none.
+    l.metadata.annotations = None;
+    l
+}
+
+/// What the project's customer transit is in the cloud (as the operator sees it).
+struct Fabric {
+    networks: Vec<bnerd_cloud::Network>,
+    routers: Vec<bnerd_cloud::Router>,
+    edge_legs: Vec<bnerd_cloud::Port>,
+}
+
+async fn fabric_of(stage: &Stage) -> Fabric {
+    let env = &stage.env;
+    let project = &stage.side.as_ref().expect("customer").project;
+    let networks = env
+        .net
+        .list_networks(&NetworkQuery {
+            name: Some(customer_transit_name(
+                &env.fabric.transit_network_id,
+                project,
+            )),
+            project_id: Some(env.fabric.operator_project_id.clone()),
+        })
+        .await
+        .unwrap();
+    let routers = env
+        .net
+        .list_routers(&RouterQuery {
+            name: Some(edge_router_name(&env.fabric.transit_network_id, project)),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let edge_legs = env
+        .net
+        .list_ports(&PortQuery {
+            network_id: Some(env.fabric.transit_network_id.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|p| p.name == edge_router_name(&env.fabric.transit_network_id, project))
+        .collect();
+    Fabric {
+        networks,
+        routers,
+        edge_legs,
+    }
+}
+
+/// The invariants of Ready `PerCustomer` links of one project (`links` with their routers).
+async fn check_ready(stage: &Stage, links: &[&ClusterLink], at: &str) {
+    let env = &stage.env;
+    let project = stage.side.as_ref().unwrap().project.clone();
+    let f = fabric_of(stage).await;
+    assert_eq!(f.networks.len(), 1, "{at}: customer transit networks");
+    assert_eq!(f.routers.len(), 1, "{at}: edge routers");
+    assert_eq!(f.edge_legs.len(), 1, "{at}: edge legs on the transit");
+    let anet = &f.networks[0];
+    let edge = &f.routers[0];
+    let edge_leg = &f.edge_legs[0];
+    assert!(
+        edge_leg.is_interface_of(&edge.id),
+        "{at}: the edge leg is attached"
+    );
+    let edge_ip = edge_leg.first_ip().unwrap().to_string();
+    // Shared with the project, and only with it; the main transit shared with nobody.
+    let shares = env.net.list_rbac_policies(&anet.id).await.unwrap();
+    assert_eq!(
+        shares.len(),
+        1,
+        "{at}: shares of the customer transit: {shares:?}"
+    );
+    assert_eq!(
+        (shares[0].action.as_str(), shares[0].target_tenant.as_str()),
+        (ACCESS_AS_SHARED, project.as_str())
+    );
+    let transit_shares = env
+        .net
+        .list_rbac_policies(&env.fabric.transit_network_id)
+        .await
+        .unwrap();
+    assert!(
+        transit_shares.iter().all(|p| p.target_tenant != project),
+        "{at}: the main transit is shared with the customer: {transit_shares:?}"
+    );
+    let subnet = env.net.get_subnet(&anet.subnets[0]).await.unwrap();
+    let cidr: ipnet::Ipv4Net = subnet.cidr.parse().unwrap();
+    assert!(
+        pool().pool.contains(&cidr) && cidr.prefix_len() == 28,
+        "{at}: {cidr}"
+    );
+    let gw = subnet.gateway_ip.clone().unwrap();
+    let anet_ports = env
+        .net
+        .list_ports(&PortQuery {
+            network_id: Some(anet.id.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let edge_router = env.net.get_router(&edge.id).await.unwrap();
+    let mut want_edge = vec![Route::new(GW_SERVICE_CIDR, GW_PORT_IP)];
+    let mut want_gw = vec![];
+    for l in links {
+        let uid = l.metadata.uid.clone().unwrap();
+        let legs = support::own(&anet_ports, &uid);
+        assert_eq!(legs.len(), 1, "{at}: legs of {uid} on the customer transit");
+        let leg = &legs[0];
+        let ip = leg.first_ip().unwrap().to_string();
+        let router = &l.spec.service_cluster_router;
+        assert!(
+            leg.is_interface_of(router),
+            "{at}: leg attached to its router"
+        );
+        assert_eq!(leg.project_id, project, "{at}: the leg is the customer's");
+        let cidr = &l.spec.service_cluster_cidr;
+        want_gw.push(Route::new(cidr, &edge_ip));
+        want_edge.push(Route::new(cidr, &ip));
+        let mut service = stage.leg_net().get_router(router).await.unwrap().routes;
+        service.sort();
+        let mut want = vec![
+            Route::new(env.fabric.transit_subnet.to_string(), &gw),
+            Route::new(GW_SERVICE_CIDR, &gw),
+        ];
+        want.sort();
+        assert_eq!(
+            service, want,
+            "{at}: routes of the customer router {router}"
+        );
+        let st = l.status.clone().unwrap_or_default();
+        let ct = st.customer_transit.expect("status.customerTransit");
+        assert_eq!(ct.network_id.as_deref(), Some(anet.id.as_str()), "{at}");
+        assert_eq!(ct.edge_router_id.as_deref(), Some(edge.id.as_str()), "{at}");
+        assert_eq!(
+            ct.edge_router_transit_ip.as_deref(),
+            Some(edge_ip.as_str()),
+            "{at}"
+        );
+        assert_eq!(ct.cidr.as_deref(), Some(subnet.cidr.as_str()), "{at}");
+        assert_eq!(st.transit_ip.as_deref(), Some(ip.as_str()), "{at}");
+    }
+    let mut got_edge = edge_router.routes.clone();
+    got_edge.sort();
+    want_edge.sort();
+    assert_eq!(got_edge, want_edge, "{at}: edge router routes");
+    let mut got_gw = env.gateway_routes().await;
+    got_gw.sort();
+    want_gw.sort();
+    assert_eq!(got_gw, want_gw, "{at}: gateway router routes");
+}
+
+/// Nothing of the project's customer transit is left, and the stage is as it started.
+async fn check_gone(stage: &Stage, at: &str) {
+    let f = fabric_of(stage).await;
+    assert!(
+        f.networks.is_empty(),
+        "{at}: networks left: {:?}",
+        f.networks
+    );
+    assert!(
+        f.routers.is_empty(),
+        "{at}: edge routers left: {:?}",
+        f.routers
+    );
+    assert!(
+        f.edge_legs.is_empty(),
+        "{at}: edge legs left: {:?}",
+        f.edge_legs
+    );
+    assert!(
+        stage.env.gateway_routes().await.is_empty(),
+        "{at}: gateway routes left"
+    );
+    for r in [&stage.routers.0, &stage.routers.1] {
+        let routes = stage.leg_net().get_router(r).await.unwrap().routes;
+        assert!(routes.is_empty(), "{at}: routes left on {r}: {routes:?}");
+    }
+    assert_eq!(
+        support::port_ids(&stage.env.ports().await),
+        stage.baseline,
+        "{at}: the transit network is not back to its first state"
+    );
+}
+
+async fn two_links_share_one_customer_transit(stage: &Stage) {
+    let (a, b) = stage.routers.clone();
+    let mut one = per_customer_link(stage, &a, CIDR);
+    let n = converge(stage, &mut one, "first link").await;
+    assert_eq!(n, 1, "a new PerCustomer link is Ready in one reconcile");
+    let st = one.status.clone().unwrap();
+    let attested = st
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "TenantIsolationAttested")
+        .expect("TenantIsolationAttested");
+    assert_eq!(
+        (attested.status.as_str(), attested.reason.as_str()),
+        ("True", "StructuralIsolation")
+    );
+    check_ready(stage, &[&one], "first link").await;
+
+    let mut two = per_customer_link(stage, &b, CIDR_2);
+    converge(stage, &mut two, "second link").await;
+    check_ready(stage, &[&one, &two], "second link").await;
+
+    // A resync of a converged link writes nothing.
+    let crash = Crash::counting();
+    let out = reconcile_with(stage, &one, &crash).await;
+    assert_eq!(
+        out.status.conditions.len(),
+        one.status.as_ref().unwrap().conditions.len()
+    );
+    assert!(out.actions.is_empty(), "resync acted: {:?}", out.actions);
+    eprintln!(
+        "NOTE per-customer resync calls: {} ({:?})",
+        crash.calls(),
+        crash.log()
+    );
+
+    // The first link goes: the customer transit stays for the second.
+    converge_delete(stage, &one, "delete first").await;
+    check_ready(stage, &[&two], "after the first link's delete").await;
+    let crash = Crash::counting();
+    unwind_with(stage, &two, &crash).await.expect("unwind");
+    eprintln!(
+        "NOTE per-customer last unwind calls: {} ({:?})",
+        crash.calls(),
+        crash.log()
+    );
+    check_gone(stage, "after the last link's delete").await;
+}
+
+#[tokio::test]
+async fn fake_two_links_share_one_customer_transit_and_the_last_takes_it_down() {
+    let s = stage(fake_env_with(FakeCloud::new()).await).await;
+    two_links_share_one_customer_transit(&s).await;
+    s.teardown().await;
+}
+
+#[tokio::test]
+async fn lab_two_links_share_one_customer_transit_and_the_last_takes_it_down() {
+    let Some(env) = lab_env_for("lab_two_links_share_one_customer_transit").await else {
+        return;
+    };
+    let s = stage(env).await;
+    two_links_share_one_customer_transit(&s).await;
+    s.teardown().await;
+}
+
+/// One crash point: a new link's reconcile (`delete`: false) or its unwind, stopped at call
+/// `k`; a fresh engine converges; the invariants hold. Whether the run was stopped.
+async fn crash_point(stage: &Stage, delete: bool, crash: std::sync::Arc<Crash>, at: &str) -> bool {
+    let (a, _) = stage.routers.clone();
+    let mut link = per_customer_link(stage, &a, CIDR);
+    let stopped = if delete {
+        converge(stage, &mut link, at).await;
+        let done =
+            bnerd_testkit::crash::run_until_crash(&crash, unwind_with(stage, &link, &crash)).await;
+        done.is_none()
+    } else {
+        let out =
+            bnerd_testkit::crash::run_until_crash(&crash, reconcile_with(stage, &link, &crash))
+                .await;
+        if let Some(out) = out {
+            link.status = Some(out.status);
+            false
+        } else {
+            true
+        }
+    };
+    if !delete {
+        converge(stage, &mut link, at).await;
+        check_ready(stage, &[&link], at).await;
+    }
+    converge_delete(stage, &link, at).await;
+    check_gone(stage, at).await;
+    stopped
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fake_every_crash_point_of_a_per_customer_link() {
+    let s = stage(fake_env_with(FakeCloud::new()).await).await;
+    let mut total = 0;
+    for delete in [false, true] {
+        for kind in Kind::ALL {
+            for k in 0.. {
+                let at = format!(
+                    "{} stopped {kind:?} at call {k}",
+                    if delete { "delete" } else { "create" }
+                );
+                if !crash_point(&s, delete, Crash::at(k, kind), &at).await {
+                    break;
+                }
+                total += 1;
+            }
+        }
+    }
+    eprintln!("crash points of a PerCustomer link on the fake: {total}");
+    report::count("crash_points.fake.per_customer", total);
+    assert!(total > 20, "{total}");
+    s.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lab_sampled_crash_points_of_a_per_customer_link() {
+    let Some(env) = lab_env_for("lab_sampled_crash_points_of_a_per_customer_link").await else {
+        return;
+    };
+    let s = stage(env).await;
+    let seed = std::env::var("BNERD_CRASH_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1)
+        });
+    eprintln!("per-customer lab crash sample: BNERD_CRASH_SEED={seed}");
+    let mut sample = Sample::new(seed);
+    let mut covered = 0;
+    for delete in [false, true] {
+        // How many calls the run makes uncrashed, then a few points among them.
+        let counting = Crash::counting();
+        crash_point(&s, delete, counting.clone(), "uncrashed").await;
+        let calls = counting.calls();
+        for k in sample.distinct(2, calls) {
+            let kind = Kind::ALL[(sample.draw() % 2) as usize];
+            let at = format!(
+                "lab {} stopped {kind:?} at call {k} of {calls}",
+                if delete { "delete" } else { "create" }
+            );
+            crash_point(&s, delete, Crash::at(k, kind), &at).await;
+            covered += 1;
+        }
+    }
+    report::count("crash_points.lab.per_customer", covered);
+    s.teardown().await;
+}
