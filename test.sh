@@ -117,6 +117,10 @@ check_count "crash points, fake, cross-tenant" "$(reported crash_points.fake.cro
 check_count "faults at every call, same-tenant" "$(reported faults.same_tenant)" "$(documented "s/${faults_row}/\1/p")"
 check_count "faults at every call, If-Match routes" "$(reported faults.if_match_routes)" "$(documented "s/${faults_row}/\2/p")"
 check_count "faults at every call, cross-tenant" "$(reported faults.cross_tenant)" "$(documented "s/${faults_row}/\3/p")"
+per_customer_row='^\| `PerCustomer`, fake .*\| ([0-9]+) \|.*'
+per_customer_faults_row='^\| `PerCustomer` faults at every call.*\| ([0-9]+) \|.*'
+check_count "crash points, fake, PerCustomer" "$(reported crash_points.fake.per_customer)" "$(documented "s/${per_customer_row}/\1/p")"
+check_count "faults at every call, PerCustomer" "$(reported faults.per_customer)" "$(documented "s/${per_customer_faults_row}/\1/p")"
 lab_same=$(reported crash_points.lab_space.same_tenant); lab_cross=$(reported crash_points.lab_space.cross_tenant)
 check_count "crash points the lab samples from" "$(( ${lab_same:-0} + ${lab_cross:-0} ))" "$(documented 's/^point: ([0-9]+) points, .*/\1/p')"
 rm -f "$TEST_LOG"

@@ -1,5 +1,6 @@
 //! `doctor`: links that are not Ready, leg ports whose ClusterLink is gone, and gateway
-//! routes that point at an address no port holds (or at a leg nobody owns any more).
+//! routes that point at an address no port holds (or at a leg nobody owns any more); the
+//! customer transits of `PerCustomer` links in `customer_transits`.
 //! Every command it prints carries each value it interpolates as one shell word
 //! (`bnerd_api::echo::shell_word`): a port's `device_id` is whatever its owner set.
 //! One module: the checks share one read of the transit network's ports and one kind of
@@ -28,7 +29,7 @@ pub struct Finding {
 }
 
 impl Finding {
-    fn ok(text: String) -> Self {
+    pub(crate) fn ok(text: String) -> Self {
         Self {
             problem: false,
             warning: false,
@@ -36,7 +37,7 @@ impl Finding {
         }
     }
 
-    fn problem(text: String) -> Self {
+    pub(crate) fn problem(text: String) -> Self {
         Self {
             problem: true,
             warning: false,
@@ -44,7 +45,7 @@ impl Finding {
         }
     }
 
-    fn warning(text: String) -> Self {
+    pub(crate) fn warning(text: String) -> Self {
         Self {
             problem: false,
             warning: true,
@@ -213,7 +214,13 @@ pub async fn diagnose(
             };
         }
     };
-    let unchecked = cloud_findings(net, &fabric, links, &mut out).await.err();
+    let mut unchecked = cloud_findings(net, &fabric, links, &mut out).await.err();
+    if unchecked.is_none() {
+        match crate::customer_transits::findings(net, &fabric, links).await {
+            Ok(f) => out.extend(f),
+            Err(e) => unchecked = Some(e),
+        }
+    }
     Report {
         findings: out,
         unchecked,
@@ -254,7 +261,8 @@ async fn cloud_findings(
         )));
     }
     out.extend(forged_findings(&ports, fabric, links));
-    for l in links {
+    // A PerCustomer link's leg is on its customer transit (`customer_transits`).
+    for l in links.iter().filter(|l| !l.spec.per_customer()) {
         let Some(id) = l.status.as_ref().and_then(|s| s.leg_port_id.as_deref()) else {
             continue;
         };

@@ -20,6 +20,8 @@ use super::ops;
 use super::plan::customer_transit::{
     edge_reverse_routes, edge_route, ready_message, return_route, route_call_failed, routes_message,
 };
+use super::plan::leg::{LegCall, call_failed as leg_call_failed};
+use super::plan::reverse_routes::{ReverseCall, call_failed as reverse_call_failed};
 use super::plan::unwind::UnwindPlan;
 use super::plan::validated::Valid;
 use super::plan::{StepFail, reverse_route_of};
@@ -114,13 +116,7 @@ pub(crate) async fn converge(
         Ok(ports) => {
             leg::ensure(&e, input, valid, resolved.with_ports(ports), &mut r.actions).await
         }
-        Err(err) => Err(e.named(
-            super::plan::customer_transit::call_failed(
-                "listing the customer transit's ports",
-                &err,
-            ),
-            false,
-        )),
+        Err(err) => Err(e.named(leg_call_failed(LegCall::ListPorts, &err), false)),
     };
     let leg = match leg {
         Ok(leg) => leg,
@@ -157,7 +153,11 @@ pub(crate) async fn converge(
             r.fail(
                 ConditionType::ReverseRoutesInstalled,
                 e.named(
-                    super::plan::customer_transit::call_failed("listing transit ports", &err),
+                    reverse_call_failed(
+                        ReverseCall::ListTransitPorts,
+                        &transit.edge_router_id,
+                        &err,
+                    ),
                     false,
                 ),
             );
@@ -304,19 +304,17 @@ async fn edge_reverse(
         .net
         .get_router(edge_id)
         .await
-        .map_err(|err| route_call_failed("reading edge", edge_id, &err))?;
+        .map_err(|err| reverse_call_failed(ReverseCall::Read, edge_id, &err))?;
     let (remove, add) = edge_reverse_routes(&router.routes, &wanted, e.fabric.transit_subnet);
     if !remove.is_empty() {
         ops::remove_routes(e, e.net, &router, &remove)
             .await
-            .map_err(|err| {
-                route_call_failed("removing old reverse routes from edge", edge_id, &err)
-            })?;
+            .map_err(|err| reverse_call_failed(ReverseCall::Remove, edge_id, &err))?;
     }
     if !add.is_empty() {
         ops::add_routes(e, e.net, &router, &add)
             .await
-            .map_err(|err| route_call_failed("adding reverse routes to edge", edge_id, &err))?;
+            .map_err(|err| reverse_call_failed(ReverseCall::Add, edge_id, &err))?;
     }
     Ok(())
 }

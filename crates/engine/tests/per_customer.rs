@@ -229,8 +229,16 @@ async fn check_gone(stage: &Stage, at: &str) {
 async fn two_links_share_one_customer_transit(stage: &Stage) {
     let (a, b) = stage.routers.clone();
     let mut one = per_customer_link(stage, &a, CIDR);
-    let n = converge(stage, &mut one, "first link").await;
-    assert_eq!(n, 1, "a new PerCustomer link is Ready in one reconcile");
+    // The project's first link builds its customer transit, in one reconcile.
+    let crash = Crash::counting();
+    let out = reconcile_with(stage, &one, &crash).await;
+    one.status = Some(out.status.clone());
+    assert!(support::ready(&out.status), "{:#?}", out.status.conditions);
+    eprintln!(
+        "NOTE per-customer first link converge calls: {} ({:?})",
+        crash.calls(),
+        crash.log()
+    );
     let st = one.status.clone().unwrap();
     let attested = st
         .conditions
@@ -244,7 +252,15 @@ async fn two_links_share_one_customer_transit(stage: &Stage) {
     check_ready(stage, &[&one], "first link").await;
 
     let mut two = per_customer_link(stage, &b, CIDR_2);
-    converge(stage, &mut two, "second link").await;
+    let crash = Crash::counting();
+    let out = reconcile_with(stage, &two, &crash).await;
+    two.status = Some(out.status.clone());
+    assert!(support::ready(&out.status), "{:#?}", out.status.conditions);
+    eprintln!(
+        "NOTE per-customer second link converge calls: {} ({:?})",
+        crash.calls(),
+        crash.log()
+    );
     check_ready(stage, &[&one, &two], "second link").await;
 
     // A resync of a converged link writes nothing.
@@ -262,7 +278,13 @@ async fn two_links_share_one_customer_transit(stage: &Stage) {
     );
 
     // The first link goes: the customer transit stays for the second.
-    converge_delete(stage, &one, "delete first").await;
+    let crash = Crash::counting();
+    unwind_with(stage, &one, &crash).await.expect("unwind");
+    eprintln!(
+        "NOTE per-customer unwind calls of a link that is not the last: {} ({:?})",
+        crash.calls(),
+        crash.log()
+    );
     check_ready(stage, &[&two], "after the first link's delete").await;
     let crash = Crash::counting();
     unwind_with(stage, &two, &crash).await.expect("unwind");
@@ -342,6 +364,57 @@ async fn fake_every_crash_point_of_a_per_customer_link() {
     eprintln!("crash points of a PerCustomer link on the fake: {total}");
     report::count("crash_points.fake.per_customer", total);
     assert!(total > 20, "{total}");
+    s.teardown().await;
+}
+
+fn api(status: u16, kind: &str) -> bnerd_cloud::CloudError {
+    bnerd_cloud::CloudError::Api {
+        method: "PUT".into(),
+        path: "/injected".into(),
+        status,
+        kind: kind.into(),
+        message: "injected".into(),
+    }
+}
+
+/// Every fault at every call of a project's first link's create and of its delete: the run
+/// fails there (or commits and loses the answer), a fresh engine converges, and nothing of the
+/// customer transit is left after the delete. The faults of `faults.rs`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fake_each_fault_at_each_call_of_a_per_customer_link() {
+    let s = stage(fake_env_with(FakeCloud::new()).await).await;
+    let faults = [
+        ("500", api(500, "InternalServerError"), false),
+        ("503", api(503, "ServiceUnavailable"), false),
+        ("429", api(429, "OverLimit"), false),
+        (
+            "timeout after commit",
+            bnerd_cloud::CloudError::Timeout {
+                method: "PUT".into(),
+                path: "/injected".into(),
+            },
+            true,
+        ),
+        ("409 concurrent writer", api(409, "Conflict"), false),
+    ];
+    let mut covered = 0;
+    for delete in [false, true] {
+        let counting = Crash::counting();
+        crash_point(&s, delete, counting.clone(), "unfaulted").await;
+        let calls = counting.calls();
+        for (name, error, commit) in &faults {
+            for k in 0..calls {
+                let at = format!(
+                    "{} {name} at call {k}",
+                    if delete { "delete" } else { "create" }
+                );
+                crash_point(&s, delete, Crash::fail_at(k, error.clone(), *commit), &at).await;
+                covered += 1;
+            }
+        }
+    }
+    eprintln!("faults at every call of a PerCustomer link on the fake: {covered}");
+    report::count("faults.per_customer", covered);
     s.teardown().await;
 }
 

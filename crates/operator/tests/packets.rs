@@ -20,7 +20,7 @@ use bnerd_cloud::{Neutron, Port, Route, Router};
 use bnerd_testkit::dataplane::{DataPlane, Endpoint, ServiceNet};
 use bnerd_testkit::kube_lab::{install_crd, kube_client};
 use bnerd_testkit::operator_proc::{
-    OperatorCommand, OperatorProcess, TEST_LABEL, create_cross_tenant_as,
+    OperatorCommand, OperatorProcess, TEST_LABEL, create_cross_tenant_as, create_per_customer_as,
     delete_credentials_secret, install_gateway_crds, is_ready, kube_lab_exclusive, sweep_leftovers,
     test_link, wait_for, wait_gone,
 };
@@ -449,6 +449,306 @@ async fn cross_tenant_links_carry_packets_and_the_shared_transit_gap_is_real() {
     svc_b.teardown(&b).await;
     let _ = Neutron::delete_router(&a, &ra.id).await;
     let _ = Neutron::delete_router(&b, &rb.id).await;
+    f.env.teardown(&[&a as &dyn bnerd_cloud::Neutron, &b]).await;
+}
+
+/// The pool the operator cuts customer transits from in the packet tier.
+const POOL: &str = "10.255.0.0/24";
+
+/// What a link's `status.customerTransit` says: (network, its gateway address, edge router).
+fn customer_transit(l: &ClusterLink) -> (String, String, String) {
+    let ct = l
+        .status
+        .as_ref()
+        .and_then(|s| s.customer_transit.clone())
+        .expect("status.customerTransit");
+    let cidr: ipnet::Ipv4Net = ct.cidr.expect("cidr").parse().expect("a CIDR");
+    let gateway = cidr.hosts().next().expect("a host").to_string();
+    (
+        ct.network_id.expect("network"),
+        gateway,
+        ct.edge_router_id.expect("edge router"),
+    )
+}
+
+/// One verdict of the isolation report: what was tried, and whether a reply came back.
+fn verdict(report: &mut Vec<String>, mode: &str, what: &str, delivered: bool) {
+    report.push(format!(
+        "{mode:<11} {what:<72} {}",
+        if delivered { "DELIVERED" } else { "no reply" }
+    ));
+}
+
+/// Per-customer isolation with real packets. Customers A and B each have a `PerCustomer` link
+/// (a VM behind its router) and a `Shared` one next to it. The gateway pod reaches every VM and
+/// every VM the VPN client address; a port of A on A's customer transit reaches nothing of B's
+/// (B's VM, B's leg, B's customer transit), through A's edge router or through A's own router,
+/// also after A routes B's network to its edge router; B's port on its own the same. The
+/// `Shared` links keep the spec's reach: B's port on the shared transit reaches A's `Shared`
+/// VM. The report prints both side by side. The last link of a project takes its customer
+/// transit down: nothing of it is left.
+#[tokio::test]
+async fn per_customer_links_cut_the_gap_packet_by_packet() {
+    let test = "per_customer_links_cut_the_gap_packet_by_packet";
+    let Some(f) = fixture(test).await else {
+        return;
+    };
+    let net = f.net();
+    let a = lab_app_cred_client(&f.lab, "CUSTOMER");
+    let b = lab_app_cred_client(&f.lab, "CUSTOMER2");
+    let mut routers = vec![];
+    for (who, name) in [
+        (&a, "pk-pc-a"),
+        (&b, "pk-pc-b"),
+        (&a, "pk-sh-a"),
+        (&b, "pk-sh-b"),
+    ] {
+        routers.push(
+            Neutron::create_router(who, &unique(name))
+                .await
+                .expect("router"),
+        );
+    }
+    let (ra, rb, ra2, rb2) = (&routers[0], &routers[1], &routers[2], &routers[3]);
+    let svc_a = ServiceNet::make(&a, &ra.id, "10.252.0.0/16", "10.252.0.1", "10.252.0.5").await;
+    let svc_b = ServiceNet::make(&b, &rb.id, "10.253.0.0/16", "10.253.0.1", "10.253.0.5").await;
+    let svc_a2 = ServiceNet::make(&a, &ra2.id, "10.248.0.0/16", "10.248.0.1", "10.248.0.5").await;
+    let svc_b2 = ServiceNet::make(&b, &rb2.id, "10.249.0.0/16", "10.249.0.1", "10.249.0.5").await;
+    let (_pod_port, pod) = f.gateway_pod("pc-pod").await;
+    let vm_a = f.plane.attach(&a, &svc_a.vm, "pc-vm-a").await;
+    let vm_b = f.plane.attach(&b, &svc_b.vm, "pc-vm-b").await;
+    let vm_a2 = f.plane.attach(&a, &svc_a2.vm, "sh-vm-a").await;
+
+    let _op = OperatorCommand::new(env!("CARGO_BIN_EXE_bnerd-vpn-operator"))
+        .lab(
+            &f.kubeconfig,
+            &f.lab,
+            &f.env.fabric.gateway_router_id,
+            &f.env.fabric.transit_network_id,
+            "10s",
+        )
+        .env("IPSEC_PER_CUSTOMER_TRANSIT_POOL", POOL)
+        .spawn();
+    let api = f.links();
+    let (na, nb, na2, nb2) = (
+        unique("pk-pc-a"),
+        unique("pk-pc-b"),
+        unique("pk-sh-a"),
+        unique("pk-sh-b"),
+    );
+    let t0 = Instant::now();
+    let ready = async {
+        let l = create_per_customer_as(
+            &f.client,
+            &api,
+            &f.lab,
+            "CUSTOMER",
+            &na,
+            &ra.id,
+            "10.252.0.0/16",
+        )
+        .await;
+        (l, t0.elapsed())
+    };
+    let first = pod.first_reply_within("10.252.0.5", Duration::from_secs(90));
+    let ((la, to_ready), first) = tokio::join!(ready, first);
+    let to_packet = first.expect("a reply from A's VM within 90 s of the apply");
+    report::note(&format!(
+        "packets PerCustomer (the project's first link builds its customer transit): apply->Ready {} ms, apply->first packet {} ms",
+        ms(to_ready),
+        ms(to_packet)
+    ));
+    let lb = create_per_customer_as(
+        &f.client,
+        &api,
+        &f.lab,
+        "CUSTOMER2",
+        &nb,
+        &rb.id,
+        "10.253.0.0/16",
+    )
+    .await;
+    create_cross_tenant_as(
+        &f.client,
+        &api,
+        &f.lab,
+        "CUSTOMER",
+        &na2,
+        &ra2.id,
+        "10.248.0.0/16",
+    )
+    .await;
+    create_cross_tenant_as(
+        &f.client,
+        &api,
+        &f.lab,
+        "CUSTOMER2",
+        &nb2,
+        &rb2.id,
+        "10.249.0.0/16",
+    )
+    .await;
+    for (dst, what) in [
+        ("10.252.0.5", "gateway pod -> A's VM (PerCustomer)"),
+        ("10.253.0.5", "gateway pod -> B's VM (PerCustomer)"),
+        ("10.248.0.5", "gateway pod -> A's VM (Shared)"),
+    ] {
+        pod.assert_delivered(net, dst, what).await;
+    }
+
+    let gw = f.reverse_exposing_gateway().await;
+    let (anet, anet_gw, edge_a) = customer_transit(&la);
+    let (bnet, bnet_gw, edge_b) = customer_transit(&lb);
+    wait_route(&a, &ra.id, &Route::new(EXPOSURE_CIDR, &anet_gw), true).await;
+    wait_route(net, &edge_a, &Route::new(EXPOSURE_CIDR, POD_IP), true).await;
+    wait_route(&b, &rb.id, &Route::new(EXPOSURE_CIDR, &bnet_gw), true).await;
+    vm_a.assert_delivered(&a, CLIENT, "A's VM -> VPN client via A's edge router")
+        .await;
+    vm_b.assert_delivered(&b, CLIENT, "B's VM -> VPN client via B's edge router")
+        .await;
+
+    // A port of each customer on its own customer transit (Neutron's IPAM gives the address,
+    // as a customer may not choose one on a network shared with it).
+    let port_on = async |who: &bnerd_cloud::OpenStack, network: &str, name: &str| {
+        let p = who
+            .create_port(&bnerd_cloud::CreatePort {
+                network_id: network.into(),
+                name: name.into(),
+                ..Default::default()
+            })
+            .await
+            .expect("a customer makes a port on its customer transit");
+        let ep = f.plane.attach(who, &p, name).await;
+        (p, ep)
+    };
+    let (rogue_a_port, rogue_a) = port_on(&a, &anet, "pc-rog-a").await;
+    let (rogue_b_port, rogue_b) = port_on(&b, &bnet, "pc-rog-b").await;
+    let leg_a = transit_ip(&la);
+    let leg_b = transit_ip(&lb);
+    let mut lines = vec![];
+    for (what, dst) in [
+        (
+            "A's port on its customer transit -> B's VM via A's edge router",
+            "10.253.0.5",
+        ),
+        (
+            "A's port on its customer transit -> B's leg",
+            leg_b.as_str(),
+        ),
+        (
+            "A's port on its customer transit -> B's customer transit",
+            bnet_gw.as_str(),
+        ),
+        (
+            "A's port on its customer transit -> A's Shared VM",
+            "10.248.0.5",
+        ),
+    ] {
+        rogue_a.assert_not_delivered(&a, dst, what).await;
+        verdict(&mut lines, "PerCustomer", what, false);
+    }
+    rogue_b
+        .assert_not_delivered(
+            &b,
+            "10.252.0.5",
+            "B's port on its customer transit -> A's VM",
+        )
+        .await;
+    verdict(
+        &mut lines,
+        "PerCustomer",
+        "B's port on its customer transit -> A's VM",
+        false,
+    );
+    // Through A's own router, and with routes of A's own on it: A's router has no route to
+    // B, and A's edge router none either.
+    rogue_a.add_route("10.253.0.0/16", &leg_a);
+    let what = "A's port -> B's VM via A's own router";
+    rogue_a.assert_not_delivered(&a, "10.253.0.5", what).await;
+    verdict(&mut lines, "PerCustomer", what, false);
+    a.add_extraroutes(&ra.id, &[Route::new("10.253.0.0/16", &anet_gw)])
+        .await
+        .expect("A routes B's network to its edge router");
+    for (ep, what) in [
+        (
+            &rogue_a,
+            "A's port -> B's VM via A's router, A's own route to its edge router",
+        ),
+        (&vm_a, "A's VM -> B's VM, A's own route to its edge router"),
+    ] {
+        ep.assert_not_delivered(&a, "10.253.0.5", what).await;
+        verdict(&mut lines, "PerCustomer", what, false);
+    }
+    a.remove_extraroutes(&ra.id, &[Route::new("10.253.0.0/16", &anet_gw)])
+        .await
+        .expect("A's own route goes");
+
+    // The Shared links next to them: B's port on the shared transit (B's Shared link shares
+    // it with B's project) reaches A's Shared VM, as the spec admits; and A's PerCustomer VM
+    // too, through the gateway router and A's edge router (the edge router has the transit
+    // connected, so the reply finds its way back).
+    let shared_port = b
+        .create_port(&bnerd_cloud::CreatePort {
+            network_id: f.env.fabric.transit_network_id.clone(),
+            name: "sh-rogue".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("B makes a port on the shared transit");
+    let shared = f.plane.attach(&b, &shared_port, "sh-rog-b").await;
+    let what = "B's port on the shared transit -> A's Shared VM";
+    shared.assert_delivered(&b, "10.248.0.5", what).await;
+    verdict(&mut lines, "Shared", what, true);
+    let what = "B's port on the shared transit -> A's PerCustomer VM";
+    let reached = shared.reaches("10.252.0.5").await;
+    verdict(&mut lines, "Shared", what, reached);
+    report::note("packets isolation report, PerCustomer next to Shared (one verdict a line):");
+    for l in &lines {
+        report::note(&format!("packets isolation: {l}"));
+    }
+
+    // Unwind: the test's ports, then the links; A's last link takes A's customer transit down.
+    drop((rogue_a, rogue_b, shared));
+    for (who, p) in [(&a, &rogue_a_port), (&b, &rogue_b_port), (&b, &shared_port)] {
+        let _ = Neutron::delete_port(who, &p.id).await;
+    }
+    for n in [&na, &nb, &na2, &nb2] {
+        let _ = api.delete(n, &DeleteParams::default()).await;
+    }
+    for n in [&na, &nb, &na2, &nb2] {
+        wait_gone(&api, n, 90).await;
+        delete_credentials_secret(&f.client, n).await;
+    }
+    for (network, edge, who) in [(&anet, &edge_a, "A"), (&bnet, &edge_b, "B")] {
+        assert!(
+            net.get_network(network)
+                .await
+                .is_err_and(|e| e.is_not_found()),
+            "{who}'s customer transit {network} is left"
+        );
+        assert!(
+            net.get_router(edge).await.is_err_and(|e| e.is_not_found()),
+            "{who}'s edge router {edge} is left"
+        );
+    }
+    let edge_legs: Vec<Port> = f
+        .env
+        .ports()
+        .await
+        .into_iter()
+        .filter(|p| p.name.starts_with("bnerd-vpn-edge-"))
+        .collect();
+    assert!(edge_legs.is_empty(), "edge legs left: {edge_legs:?}");
+    pod.assert_not_delivered(net, "10.252.0.5", "after the delete: gateway pod -> A's VM")
+        .await;
+    f.delete_gateway(&gw).await;
+    drop((pod, vm_a, vm_b, vm_a2));
+    for (svc, who) in [(svc_a, &a), (svc_b, &b), (svc_a2, &a), (svc_b2, &b)] {
+        svc.teardown(who).await;
+    }
+    for (r, who) in [(ra, &a), (rb, &b), (ra2, &a), (rb2, &b)] {
+        let _ = Neutron::delete_router(who, &r.id).await;
+    }
     f.env.teardown(&[&a as &dyn bnerd_cloud::Neutron, &b]).await;
 }
 

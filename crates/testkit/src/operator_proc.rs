@@ -512,6 +512,31 @@ pub async fn create_cross_tenant_as(
     router_id: &str,
     cidr: &str,
 ) -> ClusterLink {
+    create_linked_as(client, api, lab, who, (name, router_id, cidr), false).await
+}
+
+/// [`create_cross_tenant_as`] with `spec.transitIsolation: PerCustomer` (and no attestation
+/// annotation: such a link needs none).
+pub async fn create_per_customer_as(
+    client: &Client,
+    api: &Api<ClusterLink>,
+    lab: &BTreeMap<String, String>,
+    who: &str,
+    name: &str,
+    router_id: &str,
+    cidr: &str,
+) -> ClusterLink {
+    create_linked_as(client, api, lab, who, (name, router_id, cidr), true).await
+}
+
+async fn create_linked_as(
+    client: &Client,
+    api: &Api<ClusterLink>,
+    lab: &BTreeMap<String, String>,
+    who: &str,
+    (name, router_id, cidr): (&str, &str, &str),
+    per_customer: bool,
+) -> ClusterLink {
     let g = |k: &str| lab.get(k).cloned().unwrap_or_default();
     put_credentials_secret(
         client,
@@ -528,13 +553,17 @@ pub async fn create_cross_tenant_as(
             "customerProjectID": g(&format!("LAB_{who}_PROJECT_ID")),
         }),
     );
-    l.metadata.annotations = Some(
-        [(
-            bnerd_api::names::ANNOTATION_API_ACCESS.to_string(),
-            "none".to_string(),
-        )]
-        .into(),
-    );
+    if per_customer {
+        l.spec.transit_isolation = Some(bnerd_api::TransitIsolation::PerCustomer);
+    } else {
+        l.metadata.annotations = Some(
+            [(
+                bnerd_api::names::ANNOTATION_API_ACCESS.to_string(),
+                "none".to_string(),
+            )]
+            .into(),
+        );
+    }
     api.create(&PostParams::default(), &l)
         .await
         .expect("create link");

@@ -635,7 +635,8 @@ both!(plan_predicts_a_cross_tenant_link);
 /// A `PerCustomer` link's plan shows its project's customer transit being built (network,
 /// subnet, edge router, its interface and transit leg, the share), then the leg and the three
 /// routes; the real reconcile writes the same list, and so does the unwind of the project's
-/// last link (the customer transit taken down).
+/// last link (the customer transit taken down). In between, `doctor` checks the customer
+/// transit.
 async fn plan_predicts_a_per_customer_link(mut env: Env) {
     // A pool of its own per variant: the lab variants run side by side in one operator
     // project, and a plan cannot foresee a block another run takes between it and the run.
@@ -700,6 +701,70 @@ async fn plan_predicts_a_per_customer_link(mut env: Env) {
     );
     let (_, planned, applied) = plan_then_run(&mut env, "pc", Some(&customer)).await;
     assert!(planned.is_empty() && applied.is_empty(), "{planned:?}");
+
+    // `doctor` checks the customer transit: fine as built; a share to another project is a
+    // problem naming the command that removes it.
+    let doctor = async |env: &Env| {
+        bnerd_clusterlink_cli::doctor::diagnose(
+            env.net.as_ref(),
+            &env.fabric.transit_network_id,
+            &env.fabric.gateway_router_id,
+            &env.links,
+        )
+        .await
+    };
+    let report = doctor(&env).await;
+    let problems: Vec<&str> = report
+        .findings
+        .iter()
+        .filter(|f| f.problem)
+        .map(|f| f.text.as_str())
+        .collect();
+    assert!(
+        problems.is_empty() && report.unchecked.is_none(),
+        "{report:?}"
+    );
+    assert!(
+        report
+            .findings
+            .iter()
+            .any(|f| f.text.contains("shared with that project only")),
+        "{report:?}"
+    );
+    let anet = env
+        .link("pc")
+        .status
+        .as_ref()
+        .and_then(|s| s.customer_transit.clone())
+        .and_then(|c| c.network_id)
+        .expect("status.customerTransit.networkID");
+    let other = match &env.fake {
+        Some(_) => "customer2".to_string(),
+        None => bnerd_testkit::lab_env().expect("lab")["LAB_CUSTOMER2_PROJECT_ID"].clone(),
+    };
+    let foreign = env
+        .net
+        .create_rbac_policy(&bnerd_cloud::ShareNetwork {
+            network_id: anet.clone(),
+            action: bnerd_cloud::ACCESS_AS_SHARED.into(),
+            target_tenant: other.clone(),
+        })
+        .await
+        .expect("a share to another project, by hand");
+    let report = doctor(&env).await;
+    assert!(
+        report.findings.iter().any(|f| f.problem
+            && f.text.contains(&format!(
+                "is shared with {other}, which is not its customer"
+            ))
+            && f.text
+                .contains(&format!("openstack network rbac delete {}", foreign.id))),
+        "{report:?}"
+    );
+    env.net
+        .delete_rbac_policy(&foreign.id)
+        .await
+        .expect("the hand-made share goes");
 
     mark_deleting(&mut env, "pc");
     let (p, planned, applied) = plan_then_run(&mut env, "pc", Some(&customer)).await;

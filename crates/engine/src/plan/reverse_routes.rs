@@ -424,6 +424,9 @@ pub(crate) enum ReverseCall {
     Read,
     Remove,
     Add,
+    /// A `PerCustomer` link's gateways are screened against the transit network's ports,
+    /// which its leg step did not list.
+    ListTransitPorts,
 }
 
 pub(crate) fn call_failed(call: ReverseCall, router_id: &str, e: &CloudError) -> StepFail {
@@ -431,6 +434,9 @@ pub(crate) fn call_failed(call: ReverseCall, router_id: &str, e: &CloudError) ->
         ReverseCall::Read => "reading router",
         ReverseCall::Remove => "removing stale reverse routes from router",
         ReverseCall::Add => "adding reverse routes to router",
+        ReverseCall::ListTransitPorts => {
+            "listing transit ports to screen the gateways of edge router"
+        }
     };
     StepFail::cloud(
         Reason::EnsureReverseRoutesFailed,
