@@ -81,6 +81,9 @@ enum Command {
         /// How long to wait for the unwind, and then for Ready, in seconds.
         #[arg(long, default_value_t = 300)]
         timeout: u64,
+        /// Move a cross-tenant link to this transit isolation mode (Shared or PerCustomer).
+        #[arg(long, value_parser = ["Shared", "PerCustomer"])]
+        isolation: Option<String>,
     },
     /// Print a shell completion script: `source <(kubectl-clusterlink completion bash)`.
     Completion {
@@ -199,10 +202,26 @@ async fn run(cli: Cli) -> Result<Verdict, String> {
     }
     let _ = rustls::crypto::ring::default_provider().install_default();
     let format = cli.output;
-    if let Command::Recreate { name, yes, timeout } = &cli.command {
-        return recreate_cmd(format, name, *yes, std::time::Duration::from_secs(*timeout))
-            .await
-            .map(Verdict::from);
+    if let Command::Recreate {
+        name,
+        yes,
+        timeout,
+        isolation,
+    } = &cli.command
+    {
+        let to = isolation.as_deref().map(|i| match i {
+            "PerCustomer" => bnerd_api::TransitIsolation::PerCustomer,
+            _ => bnerd_api::TransitIsolation::Shared,
+        });
+        return recreate_cmd(
+            format,
+            name,
+            *yes,
+            std::time::Duration::from_secs(*timeout),
+            to,
+        )
+        .await
+        .map(Verdict::from);
     }
     let network = setting(
         cli.transit_network_id,
@@ -347,6 +366,7 @@ async fn recreate_cmd(
     name: &str,
     yes: bool,
     timeout: std::time::Duration,
+    to: Option<bnerd_api::TransitIsolation>,
 ) -> Result<bool, String> {
     if !yes && format == Format::Json {
         return Err("recreate with --output json needs --yes (there is no one to ask)".into());
@@ -363,8 +383,21 @@ async fn recreate_cmd(
             return Ok(false);
         }
     };
+    let (new, lines) = match to {
+        None => (recreate::recreated(&old), recreate::plan(&old)),
+        Some(to) => match recreate::moved(&old, to) {
+            Ok(new) => {
+                let lines = recreate::plan_move(&old, &new);
+                (new, lines)
+            }
+            Err(e) => {
+                print!("{}", output::recreated(format, name, &Err(e.to_string())));
+                return Ok(false);
+            }
+        },
+    };
     if format == Format::Text {
-        for line in recreate::plan(&old) {
+        for line in lines {
             println!("{}", output::safe(&line));
         }
     }
@@ -378,7 +411,7 @@ async fn recreate_cmd(
             return Ok(false);
         }
     }
-    let done = recreate::recreate(&api, &old, timeout)
+    let done = recreate::recreate_as(&api, &old, &new, timeout)
         .await
         .map_err(|e| e.to_string());
     let ok = matches!(&done, Ok(r) if r.ready);

@@ -9,7 +9,7 @@ use std::time::Duration;
 use bnerd_api::conditions::is_true;
 use bnerd_api::echo::shell_word;
 use bnerd_api::names::ANNOTATION_ABANDON;
-use bnerd_api::{ClusterLink, ConditionType};
+use bnerd_api::{ClusterLink, ConditionType, TransitIsolation};
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::core::ObjectMeta;
 use thiserror::Error;
@@ -33,6 +33,10 @@ pub enum RecreateError {
     NotGone { name: String, waited: Duration },
     #[error("aborted: nothing was changed")]
     Aborted,
+    #[error(
+        "ClusterLink {0} is same-tenant: --isolation is for a cross-tenant link (one with spec.credentialsSecretRef)"
+    )]
+    NotCrossTenant(String),
 }
 
 /// Annotations the new object does not get. `ipsec.bnerd.net/abandon-customer-resources`
@@ -78,6 +82,75 @@ pub fn dropped_line(annotation: &str) -> String {
     format!(
         "annotation {annotation} is not carried over: it decides one deletion and always needs a human decision; set it on the new link only if that decision is made again"
     )
+}
+
+/// The new object for a move between transit isolation modes: [`recreated`], with
+/// `spec.transitIsolation` set (`Shared` is written as the field left out, as the spec
+/// spells the default).
+pub fn moved(old: &ClusterLink, to: TransitIsolation) -> Result<ClusterLink, RecreateError> {
+    if !old.is_cross_tenant() {
+        return Err(RecreateError::NotCrossTenant(
+            old.metadata.name.clone().unwrap_or_default(),
+        ));
+    }
+    let mut new = recreated(old);
+    new.spec.transit_isolation = match to {
+        TransitIsolation::PerCustomer => Some(TransitIsolation::PerCustomer),
+        TransitIsolation::Shared => None,
+    };
+    Ok(new)
+}
+
+/// What a move between modes does, line by line: the old link's unwind as [`plan`] says it,
+/// then what goes with it and what the new link builds in its mode.
+pub fn plan_move(old: &ClusterLink, new: &ClusterLink) -> Vec<String> {
+    let name = old.metadata.name.clone().unwrap_or_default();
+    let project = old.spec.customer_project_id.clone().unwrap_or_default();
+    let mut out: Vec<String> = plan(old)
+        .into_iter()
+        .filter(|l| !l.starts_with("apply ClusterLink"))
+        .collect();
+    let st = old.status.clone().unwrap_or_default();
+    if let Some(ct) = st
+        .customer_transit
+        .as_ref()
+        .filter(|_| old.spec.per_customer())
+    {
+        out.push(format!(
+            "  if no other PerCustomer link of project {project} uses it: remove its customer transit (network {}, edge router {}, the share)",
+            ct.network_id.as_deref().unwrap_or("?"),
+            ct.edge_router_id.as_deref().unwrap_or("?")
+        ));
+    }
+    let comes = if new.spec.per_customer() {
+        format!(
+            "apply ClusterLink {name} again with spec.transitIsolation: PerCustomer: a leg on project {project}'s customer transit (the project's first PerCustomer link builds it: a network cut from the operator's pool, an edge router, a share to {project} only), at an address Neutron picks, then its routes via the edge router"
+        )
+    } else {
+        format!(
+            "apply ClusterLink {name} again as Shared: a leg on the transit network (shared with project {project}) at an address Neutron picks, then its routes"
+        )
+    };
+    out.push(comes);
+    let attested = new
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(bnerd_api::names::ANNOTATION_API_ACCESS))
+        .is_some_and(|v| v == "none");
+    if !new.spec.per_customer() && !attested {
+        out.push(format!(
+            "  the new link has no {}=\"none\" annotation: it stops at TenantIsolationAttested=False until a platform admin sets it",
+            bnerd_api::names::ANNOTATION_API_ACCESS
+        ));
+    }
+    if new.spec.per_customer() {
+        out.push(format!(
+            "  the transit network stays shared with project {project} until no Shared link names it and the share is decommissioned: kubectl clusterlink decommission-share --project {}",
+            shell_word(&project)
+        ));
+    }
+    out
 }
 
 /// What `recreate` will do, line by line, for the confirmation prompt and the dry look.
@@ -153,6 +226,16 @@ pub async fn recreate(
     old: &ClusterLink,
     timeout: Duration,
 ) -> Result<Recreated, RecreateError> {
+    recreate_as(api, old, &recreated(old), timeout).await
+}
+
+/// [`recreate`], applying `new` (a [`moved`] link) after the old one is gone.
+pub async fn recreate_as(
+    api: &Api<ClusterLink>,
+    old: &ClusterLink,
+    new: &ClusterLink,
+    timeout: Duration,
+) -> Result<Recreated, RecreateError> {
     let name = old.metadata.name.clone().unwrap_or_default();
     let kube = |what: &str| {
         let what = format!("{what} ClusterLink {name}");
@@ -172,7 +255,7 @@ pub async fn recreate(
         tokio::time::sleep(step).await;
         waited += step;
     }
-    api.create(&PostParams::default(), &recreated(old))
+    api.create(&PostParams::default(), new)
         .await
         .map_err(kube("creating"))?;
     let mut waited = Duration::ZERO;
@@ -311,6 +394,74 @@ mod tests {
             plan(&pinned)
                 .join("\n")
                 .contains("pinned spec.transitIP 10.254.0.9")
+        );
+    }
+
+    fn cross_tenant() -> ClusterLink {
+        let mut l = old();
+        l.spec.credentials_secret_ref = Some(bnerd_api::SecretRef {
+            name: "clusterlink-svc01-link".into(),
+            namespace: "bnerd-vpn-clusterlinks".into(),
+        });
+        l.spec.customer_project_id = Some("p1".into());
+        l
+    }
+
+    #[test]
+    fn a_move_between_modes_says_what_goes_and_what_comes() {
+        assert!(matches!(
+            moved(&old(), TransitIsolation::PerCustomer),
+            Err(RecreateError::NotCrossTenant(_))
+        ));
+        let shared = cross_tenant();
+        let new = moved(&shared, TransitIsolation::PerCustomer).unwrap();
+        assert!(new.spec.per_customer());
+        assert_eq!(
+            new.spec.credentials_secret_ref,
+            shared.spec.credentials_secret_ref
+        );
+        let p = plan_move(&shared, &new).join("\n");
+        assert!(
+            p.contains("remove gateway route 10.251.0.0/16 via 10.254.0.3"),
+            "{p}"
+        );
+        assert!(
+            p.contains(
+                "spec.transitIsolation: PerCustomer: a leg on project p1's customer transit"
+            ),
+            "{p}"
+        );
+        assert!(
+            p.contains("kubectl clusterlink decommission-share --project p1"),
+            "{p}"
+        );
+        assert!(
+            !p.contains("apply ClusterLink svc01-link again with the same spec"),
+            "{p}"
+        );
+
+        // Back to Shared: the field goes, the customer transit may go with the link, and a
+        // missing attestation is said before it stops the new link.
+        let mut per_customer = new.clone();
+        per_customer.status = Some(bnerd_api::ClusterLinkStatus {
+            customer_transit: Some(bnerd_api::CustomerTransit {
+                network_id: Some("anet".into()),
+                edge_router_id: Some("edge".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let back = moved(&per_customer, TransitIsolation::Shared).unwrap();
+        assert_eq!(back.spec.transit_isolation, None);
+        let p = plan_move(&per_customer, &back).join("\n");
+        assert!(
+            p.contains("remove its customer transit (network anet, edge router edge, the share)"),
+            "{p}"
+        );
+        assert!(p.contains("again as Shared"), "{p}");
+        assert!(
+            p.contains("TenantIsolationAttested=False until a platform admin sets it"),
+            "{p}"
         );
     }
 }

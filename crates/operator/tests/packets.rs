@@ -707,6 +707,40 @@ async fn per_customer_links_cut_the_gap_packet_by_packet() {
         report::note(&format!("packets isolation: {l}"));
     }
 
+    // `recreate --isolation PerCustomer` moves A's Shared link onto A's customer transit: it
+    // says what goes and what comes, and the moved link carries packets again.
+    let old = api.get(&na2).await.expect("A's Shared link");
+    let moved =
+        bnerd_clusterlink_cli::recreate::moved(&old, bnerd_api::TransitIsolation::PerCustomer)
+            .expect("a cross-tenant link moves");
+    let lines = bnerd_clusterlink_cli::recreate::plan_move(&old, &moved);
+    assert!(
+        lines.iter().any(|l| l.contains("customer transit")),
+        "{lines:?}"
+    );
+    let t0 = Instant::now();
+    let done =
+        bnerd_clusterlink_cli::recreate::recreate_as(&api, &old, &moved, Duration::from_secs(90))
+            .await
+            .expect("recreate");
+    assert!(done.ready, "{done:?}");
+    let now = api.get(&na2).await.expect("the moved link");
+    assert_eq!(
+        customer_transit(&now).0,
+        anet,
+        "the move lands on A's customer transit"
+    );
+    pod.assert_delivered(
+        net,
+        "10.248.0.5",
+        "gateway pod -> A's moved VM (now PerCustomer)",
+    )
+    .await;
+    report::note(&format!(
+        "packets recreate --isolation PerCustomer: delete -> Ready again {} ms",
+        ms(t0.elapsed())
+    ));
+
     // Unwind: the test's ports, then the links; A's last link takes A's customer transit down.
     drop((rogue_a, rogue_b, shared));
     for (who, p) in [(&a, &rogue_a_port), (&b, &rogue_b_port), (&b, &shared_port)] {
