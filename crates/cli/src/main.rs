@@ -81,15 +81,21 @@ enum Command {
         /// How long to wait for the unwind, and then for Ready, in seconds.
         #[arg(long, default_value_t = 300)]
         timeout: u64,
-        /// Move a cross-tenant link to this transit isolation mode (Shared or PerCustomer).
-        #[arg(long, value_parser = ["Shared", "PerCustomer"])]
-        isolation: Option<String>,
+        /// Move a cross-tenant link to this transit isolation mode: Shared or PerCustomer.
+        #[arg(long, value_parser = isolation_mode)]
+        isolation: Option<bnerd_api::TransitIsolation>,
     },
     /// Print a shell completion script: `source <(kubectl-clusterlink completion bash)`.
     Completion {
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },
+}
+
+/// `--isolation`, spelled as `spec.transitIsolation` spells it.
+fn isolation_mode(s: &str) -> Result<bnerd_api::TransitIsolation, String> {
+    serde_json::from_value(serde_json::Value::String(s.to_string()))
+        .map_err(|_| format!("{s:?} is not a transit isolation mode (Shared or PerCustomer)"))
 }
 
 fn setting(v: Option<String>, name: &str) -> Result<String, String> {
@@ -209,16 +215,12 @@ async fn run(cli: Cli) -> Result<Verdict, String> {
         isolation,
     } = &cli.command
     {
-        let to = isolation.as_deref().map(|i| match i {
-            "PerCustomer" => bnerd_api::TransitIsolation::PerCustomer,
-            _ => bnerd_api::TransitIsolation::Shared,
-        });
         return recreate_cmd(
             format,
             name,
             *yes,
             std::time::Duration::from_secs(*timeout),
-            to,
+            *isolation,
         )
         .await
         .map(Verdict::from);

@@ -91,6 +91,17 @@ fn binary_errors_as_json_and_usage_exits_2() {
         .expect("runs");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("yaml"));
+    // A transit isolation mode the spec does not have: 2, naming the value and both modes.
+    let out = std::process::Command::new(bin)
+        .args(["recreate", "l", "--isolation", "percustomer"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("\"percustomer\" is not a transit isolation mode (Shared or PerCustomer)"),
+        "{err}"
+    );
 }
 
 /// `recreate`'s refusals through the binary: JSON without --yes (no one to ask) is a usage
