@@ -277,6 +277,53 @@ async fn two_links_share_one_customer_transit(stage: &Stage) {
         crash.log()
     );
 
+    // Drift: the edge router's route and the customer router's way back removed out of
+    // band; the next reconcile puts both back and says so.
+    let edge_id = one
+        .status
+        .as_ref()
+        .and_then(|s| s.customer_transit.clone())
+        .and_then(|c| c.edge_router_id)
+        .expect("edge router");
+    let edge = stage.env.net.get_router(&edge_id).await.unwrap();
+    let mine: Vec<Route> = edge
+        .routes
+        .iter()
+        .filter(|r| r.destination == CIDR)
+        .cloned()
+        .collect();
+    stage
+        .env
+        .net
+        .remove_extraroutes(&edge_id, &mine)
+        .await
+        .expect("drift");
+    let back: Vec<Route> = stage
+        .leg_net()
+        .get_router(&a)
+        .await
+        .unwrap()
+        .routes
+        .into_iter()
+        .filter(|r| r.destination == stage.env.fabric.transit_subnet.to_string())
+        .collect();
+    stage
+        .leg_net()
+        .remove_extraroutes(&a, &back)
+        .await
+        .expect("drift");
+    let out = reconcile_with(stage, &one, &Crash::counting()).await;
+    assert!(support::ready(&out.status));
+    let restored: Vec<String> = out.actions.iter().map(|a| a.note.clone()).collect();
+    assert!(
+        restored.iter().any(|n| n.contains("on edge router"))
+            && restored
+                .iter()
+                .any(|n| n.contains(&format!("on router {a}"))),
+        "{restored:?}"
+    );
+    check_ready(stage, &[&one, &two], "after drift").await;
+
     // The first link goes: the customer transit stays for the second.
     let crash = Crash::counting();
     unwind_with(stage, &one, &crash).await.expect("unwind");

@@ -108,6 +108,16 @@ pub fn classify(
                 DriftKind::LegDetached,
                 format!("{leg} was no longer attached to {router}"),
             ),
+            // A PerCustomer link's path has two routes more (on its edge router, and its
+            // router's way back): their notes name their router.
+            ActionKind::RouteInstalled
+                if a.note.contains(" on edge router ") || a.note.contains(" on router ") =>
+            {
+                (
+                    DriftKind::GatewayRoute,
+                    format!("the route {} was gone", a.note),
+                )
+            }
             ActionKind::RouteInstalled => (
                 DriftKind::GatewayRoute,
                 match &before.gateway_route {
@@ -192,6 +202,14 @@ mod tests {
                 )],
                 DriftKind::GatewayRoute,
                 "the gateway route 10.251.0.0/16 via 10.254.0.3 was gone",
+            ),
+            (
+                vec![act(
+                    ActionKind::RouteInstalled,
+                    "10.251.0.0/16 via 10.255.0.4 on edge router e1",
+                )],
+                DriftKind::GatewayRoute,
+                "the route 10.251.0.0/16 via 10.255.0.4 on edge router e1 was gone",
             ),
             (
                 vec![act(ActionKind::LegAttached, "attached leg port p1")],
