@@ -183,16 +183,7 @@ impl Engine<'_> {
                 return;
             }
         };
-        r.status.leg_port_id = Some(leg.port_id.clone());
-        r.status.transit_ip = Some(leg.ip.to_string());
-        r.status.service_router_id = Some(leg.router_id.clone());
-        r.pass(
-            ConditionType::LegAttached,
-            format!(
-                "leg port {} at {} attached to router {}",
-                leg.port_id, leg.ip, leg.router_id
-            ),
-        );
+        record_leg(r, &leg, None);
 
         match gateway_route::ensure(self, input, valid, &leg, None, &mut r.actions).await {
             Ok((msg, route)) => {
@@ -234,6 +225,24 @@ impl Engine<'_> {
             Err(f) => r.fail(ConditionType::ReverseRoutesInstalled, self.named(f, true)),
         }
     }
+}
+
+/// LegAttached=True and what status records of the leg; `on`: the customer transit network a
+/// `PerCustomer` link's leg stands on.
+pub(crate) fn record_leg(r: &mut report::Report, leg: &leg::Leg, on: Option<&str>) {
+    r.status.leg_port_id = Some(leg.port_id.clone());
+    r.status.transit_ip = Some(leg.ip.to_string());
+    r.status.service_router_id = Some(leg.router_id.clone());
+    let on = on
+        .map(|n| format!(" on customer transit network {n}"))
+        .unwrap_or_default();
+    r.pass(
+        ConditionType::LegAttached,
+        format!(
+            "leg port {} at {}{on} attached to router {}",
+            leg.port_id, leg.ip, leg.router_id
+        ),
+    );
 }
 
 /// Validated, the first step of every link.

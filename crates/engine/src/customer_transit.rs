@@ -9,7 +9,9 @@ use std::net::Ipv4Addr;
 use std::sync::{Arc, LazyLock, Mutex};
 
 use bnerd_api::names::{customer_transit_name, edge_router_name};
-use bnerd_cloud::{CreatePort, NetworkQuery, PortQuery, RouterQuery, SubnetQuery};
+use bnerd_cloud::{
+    CreatePort, Network, NetworkQuery, Port, PortQuery, Router, RouterQuery, Subnet, SubnetQuery,
+};
 use ipnet::Ipv4Net;
 
 use super::converge::Engine;
@@ -56,6 +58,70 @@ pub(crate) async fn hold(project: &str) -> tokio::sync::OwnedMutexGuard<()> {
     lock.lock_owned().await
 }
 
+/// The project's customer transit networks on this transit network (one, or several of one
+/// name after a lost create answer), in the operator's project.
+async fn networks(e: &Engine<'_>, project: &str) -> Result<Vec<Network>, StepFail> {
+    e.net
+        .list_networks(&NetworkQuery {
+            name: Some(customer_transit_name(&e.fabric.transit_network_id, project)),
+            project_id: Some(e.fabric.operator_project_id.clone()),
+        })
+        .await
+        .map_err(|err| call_failed("listing the customer transit networks", &err))
+}
+
+/// The subnet of a customer transit network, with its CIDR (none: not made yet, or not
+/// IPv4).
+async fn subnet_of(
+    e: &Engine<'_>,
+    network_id: &str,
+) -> Result<Option<(Subnet, Ipv4Net)>, StepFail> {
+    let subnets = e
+        .net
+        .list_subnets(&SubnetQuery {
+            network_id: Some(network_id.to_string()),
+            ..Default::default()
+        })
+        .await
+        .map_err(|err| call_failed("listing the customer transit's subnets", &err))?;
+    Ok(keeper(subnets, |s| &s.id).and_then(|s| s.cidr.parse().ok().map(|c| (s, c))))
+}
+
+/// The edge router's address on its subnet: the subnet's gateway.
+fn gateway_of(subnet: &Subnet, cidr: Ipv4Net) -> Ipv4Addr {
+    subnet
+        .gateway_ip
+        .as_deref()
+        .and_then(|g| g.parse().ok())
+        .or_else(|| cidr.hosts().next())
+        .unwrap_or(cidr.network())
+}
+
+/// The project's edge routers on this transit network, in the operator's project.
+async fn edge_routers(e: &Engine<'_>, project: &str) -> Result<Vec<Router>, StepFail> {
+    Ok(e.net
+        .list_routers(&RouterQuery {
+            name: Some(edge_router_name(&e.fabric.transit_network_id, project)),
+            ..Default::default()
+        })
+        .await
+        .map_err(|err| call_failed("listing the edge routers", &err))?
+        .into_iter()
+        .filter(|r| r.project_id == e.fabric.operator_project_id)
+        .collect())
+}
+
+/// A router's interface ports.
+async fn interfaces(e: &Engine<'_>, router_id: &str) -> Result<Vec<Port>, StepFail> {
+    e.net
+        .list_ports(&PortQuery {
+            device_id: Some(router_id.to_string()),
+            ..Default::default()
+        })
+        .await
+        .map_err(|err| call_failed("listing the edge router's interfaces", &err))
+}
+
 /// Find or build the project's customer transit. `taken`: every link's service CIDR (a new
 /// subnet overlaps none); `claimed`: transit addresses other links claim (the edge leg takes
 /// none of them).
@@ -69,14 +135,7 @@ pub(crate) async fn ensure(
     let pool = e.fabric.customer_transit.ok_or_else(not_configured)?;
     let operator = &e.fabric.operator_project_id;
     let name = customer_transit_name(&e.fabric.transit_network_id, project);
-    let networks = e
-        .net
-        .list_networks(&NetworkQuery {
-            name: Some(name.clone()),
-            project_id: Some(operator.clone()),
-        })
-        .await
-        .map_err(|err| call_failed("listing the customer transit networks", &err))?;
+    let networks = networks(e, project).await?;
     let network = match keeper(networks, |n| &n.id) {
         Some(n) => n,
         None => {
@@ -95,16 +154,8 @@ pub(crate) async fn ensure(
             n
         }
     };
-    let subnets = e
-        .net
-        .list_subnets(&SubnetQuery {
-            network_id: Some(network.id.clone()),
-            ..Default::default()
-        })
-        .await
-        .map_err(|err| call_failed("listing the customer transit's subnets", &err))?;
-    let subnet = match keeper(subnets, |s| &s.id) {
-        Some(s) => s,
+    let (subnet, cidr) = match subnet_of(e, &network.id).await? {
+        Some(found) => found,
         None => {
             let _allocating = ALLOCATING.lock().await;
             // Everything of the operator's project counts as taken: the main transit and every
@@ -134,40 +185,13 @@ pub(crate) async fn ensure(
                     s.id, network.id
                 ),
             ));
-            s
+            (s, cidr)
         }
     };
-    let cidr: Ipv4Net = subnet.cidr.parse().map_err(|_| {
-        call_failed(
-            "reading the customer transit's subnet",
-            &bnerd_cloud::CloudError::Decode {
-                method: "GET".into(),
-                path: format!("/subnets/{}", subnet.id),
-                message: format!("{} is not an IPv4 CIDR", subnet.cidr),
-            },
-        )
-    })?;
-    let gateway = subnet
-        .gateway_ip
-        .as_deref()
-        .and_then(|g| g.parse().ok())
-        .or_else(|| cidr.hosts().next())
-        .unwrap_or(cidr.network());
+    let gateway = gateway_of(&subnet, cidr);
 
     let edge_name = edge_router_name(&e.fabric.transit_network_id, project);
-    let routers = e
-        .net
-        .list_routers(&RouterQuery {
-            name: Some(edge_name.clone()),
-            ..Default::default()
-        })
-        .await
-        .map_err(|err| call_failed("listing the edge routers", &err))?;
-    let routers: Vec<_> = routers
-        .into_iter()
-        .filter(|r| r.project_id == *operator)
-        .collect();
-    let router = match keeper(routers, |r| &r.id) {
+    let router = match keeper(edge_routers(e, project).await?, |r| &r.id) {
         Some(r) => r,
         None => {
             let r = e
@@ -182,14 +206,7 @@ pub(crate) async fn ensure(
             r
         }
     };
-    let ports = e
-        .net
-        .list_ports(&PortQuery {
-            device_id: Some(router.id.clone()),
-            ..Default::default()
-        })
-        .await
-        .map_err(|err| call_failed("listing the edge router's interfaces", &err))?;
+    let ports = interfaces(e, &router.id).await?;
     let ifs = edge_interfaces(
         &ports,
         &router.id,
@@ -232,57 +249,15 @@ pub(crate) async fn find(
     e: &Engine<'_>,
     project: &str,
 ) -> Result<Option<CustomerTransit>, StepFail> {
-    let operator = &e.fabric.operator_project_id;
-    let networks = e
-        .net
-        .list_networks(&NetworkQuery {
-            name: Some(customer_transit_name(&e.fabric.transit_network_id, project)),
-            project_id: Some(operator.clone()),
-        })
-        .await
-        .map_err(|err| call_failed("listing the customer transit networks", &err))?;
-    let Some(network) = keeper(networks, |n| &n.id) else {
+    let Some(network) = keeper(networks(e, project).await?, |n| &n.id) else {
         return Ok(None);
     };
-    let subnets = e
-        .net
-        .list_subnets(&SubnetQuery {
-            network_id: Some(network.id.clone()),
-            ..Default::default()
-        })
-        .await
-        .map_err(|err| call_failed("listing the customer transit's subnets", &err))?;
-    let Some((subnet, cidr)) =
-        keeper(subnets, |s| &s.id).and_then(|s| s.cidr.parse::<Ipv4Net>().ok().map(|c| (s, c)))
-    else {
+    let Some((subnet, cidr)) = subnet_of(e, &network.id).await? else {
         return Ok(None);
     };
-    let gateway = subnet
-        .gateway_ip
-        .as_deref()
-        .and_then(|g| g.parse().ok())
-        .unwrap_or(cidr.network());
-    let routers: Vec<_> = e
-        .net
-        .list_routers(&RouterQuery {
-            name: Some(edge_router_name(&e.fabric.transit_network_id, project)),
-            ..Default::default()
-        })
-        .await
-        .map_err(|err| call_failed("listing the edge routers", &err))?
-        .into_iter()
-        .filter(|r| r.project_id == *operator)
-        .collect();
-    let (edge_router_id, edge_ip) = match keeper(routers, |r| &r.id) {
+    let (edge_router_id, edge_ip) = match keeper(edge_routers(e, project).await?, |r| &r.id) {
         Some(r) => {
-            let ports = e
-                .net
-                .list_ports(&PortQuery {
-                    device_id: Some(r.id.clone()),
-                    ..Default::default()
-                })
-                .await
-                .map_err(|err| call_failed("listing the edge router's interfaces", &err))?;
+            let ports = interfaces(e, &r.id).await?;
             let ip = edge_interfaces(&ports, &r.id, &network.id, &e.fabric.transit_network_id)
                 .on_main_transit
                 .and_then(port_ip)
@@ -293,9 +268,9 @@ pub(crate) async fn find(
     };
     Ok(Some(CustomerTransit {
         network_id: network.id,
-        subnet_id: subnet.id,
+        subnet_id: subnet.id.clone(),
         cidr,
-        gateway,
+        gateway: gateway_of(&subnet, cidr),
         edge_router_id,
         edge_ip,
     }))
@@ -366,26 +341,9 @@ pub(crate) async fn take_down(
     actions: &mut Vec<Action>,
 ) -> Result<(), StepFail> {
     let operator = &e.fabric.operator_project_id;
-    let networks = e
-        .net
-        .list_networks(&NetworkQuery {
-            name: Some(customer_transit_name(&e.fabric.transit_network_id, project)),
-            project_id: Some(operator.clone()),
-        })
-        .await
-        .map_err(|err| call_failed("listing the customer transit networks", &err))?;
+    let networks = networks(e, project).await?;
     let edge_name = edge_router_name(&e.fabric.transit_network_id, project);
-    let routers: Vec<_> = e
-        .net
-        .list_routers(&RouterQuery {
-            name: Some(edge_name.clone()),
-            ..Default::default()
-        })
-        .await
-        .map_err(|err| call_failed("listing the edge routers", &err))?
-        .into_iter()
-        .filter(|r| r.project_id == *operator)
-        .collect();
+    let routers = edge_routers(e, project).await?;
     let mut ports = vec![];
     for n in &networks {
         ports.extend(
@@ -434,14 +392,7 @@ pub(crate) async fn take_down(
                 .await
                 .map_err(|err| call_failed("clearing the edge router's routes", &err))?;
         }
-        let ifs = e
-            .net
-            .list_ports(&PortQuery {
-                device_id: Some(r.id.clone()),
-                ..Default::default()
-            })
-            .await
-            .map_err(|err| call_failed("listing the edge router's interfaces", &err))?;
+        let ifs = interfaces(e, &r.id).await?;
         // The transit leg first, then the customer transit's interface: the reverse of how
         // they were made.
         let mut ifs: Vec<_> = ifs

@@ -125,16 +125,7 @@ pub(crate) async fn converge(
             return;
         }
     };
-    r.status.leg_port_id = Some(leg.port_id.clone());
-    r.status.transit_ip = Some(leg.ip.to_string());
-    r.status.service_router_id = Some(leg.router_id.clone());
-    r.pass(
-        ConditionType::LegAttached,
-        format!(
-            "leg port {} at {} on customer transit network {} attached to router {}",
-            leg.port_id, leg.ip, transit.network_id, leg.router_id
-        ),
-    );
+    super::converge::record_leg(r, &leg, Some(&transit.network_id));
 
     match routes(&e, input, valid, &leg, &transit, &mut r.actions).await {
         Ok((msg, route)) => {

@@ -140,6 +140,22 @@ pub const PICKED: &str = "<the address Neutron picks>";
 /// The id a planned port goes by until Neutron gives it one.
 pub const PLANNED_PORT: &str = "<new port>";
 
+/// A list as the recorded writes leave it: what the cloud listed, less what they deleted, and
+/// what they made that the query matches.
+fn as_written<T: Clone>(
+    listed: Vec<T>,
+    written: &BTreeMap<String, Option<T>>,
+    id: impl Fn(&T) -> &String,
+    matches: impl Fn(&T) -> bool,
+) -> Vec<T> {
+    let mut out: Vec<T> = listed
+        .into_iter()
+        .filter(|x| !matches!(written.get(id(x)), Some(None)))
+        .collect();
+    out.extend(written.values().flatten().filter(|x| matches(x)).cloned());
+    out
+}
+
 /// The id the `n`th planned object of a kind goes by: `<new network>`, `<new router 2>`.
 fn planned_name(kind: &str, n: usize) -> String {
     if n == 1 {
@@ -315,6 +331,28 @@ impl<'a> Overlay<'a> {
         } else {
             format!("{PLANNED_PORT} {}", s.created)
         }
+    }
+
+    /// The project planned objects land in.
+    fn project(&self) -> String {
+        self.project
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Tap: `call` makes an object of `kind` in the cloud, recorded as `w`, and the object is
+    /// named as a plan names it.
+    async fn tapped_made<T>(
+        &self,
+        w: PlannedWrite,
+        call: impl std::future::Future<Output = Result<T>>,
+        kind: &'static str,
+        id: impl Fn(&T) -> &str,
+    ) -> Result<T> {
+        let made = self.tapped(w, call).await?;
+        self.name_made(id(&made), kind);
+        Ok(made)
     }
 
     /// The next planned object of `kind` (network, subnet, router).
@@ -873,20 +911,7 @@ impl Neutron for Overlay<'_> {
             .below(|| format!("GET /networks {query:?}"))?
             .list_networks(query)
             .await?;
-        Ok(self.with(|s| {
-            let mut out: Vec<Network> = listed
-                .into_iter()
-                .filter(|n| !matches!(s.networks.get(&n.id), Some(None)))
-                .collect();
-            out.extend(
-                s.networks
-                    .values()
-                    .flatten()
-                    .filter(|n| query.matches(n))
-                    .cloned(),
-            );
-            out
-        }))
+        Ok(self.with(|s| as_written(listed, &s.networks, |n| &n.id, |n| query.matches(n))))
     }
 
     async fn list_subnets(&self, query: &SubnetQuery) -> Result<Vec<Subnet>> {
@@ -894,35 +919,18 @@ impl Neutron for Overlay<'_> {
             .below(|| format!("GET /subnets {query:?}"))?
             .list_subnets(query)
             .await?;
-        Ok(self.with(|s| {
-            let mut out: Vec<Subnet> = listed
-                .into_iter()
-                .filter(|n| !matches!(s.subnets.get(&n.id), Some(None)))
-                .collect();
-            out.extend(
-                s.subnets
-                    .values()
-                    .flatten()
-                    .filter(|n| query.matches(n))
-                    .cloned(),
-            );
-            out
-        }))
+        Ok(self.with(|s| as_written(listed, &s.subnets, |n| &n.id, |n| query.matches(n))))
     }
 
     async fn create_network(&self, name: &str) -> Result<Network> {
         let planned = PlannedWrite::CreateNetwork { name: name.into() };
         if let Some(cloud) = self.tapping() {
-            let n = self.tapped(planned, cloud.create_network(name)).await?;
-            self.name_made(&n.id, "network");
-            return Ok(n);
+            return self
+                .tapped_made(planned, cloud.create_network(name), "network", |n| &n.id)
+                .await;
         }
         self.note(planned);
-        let project = self
-            .project
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let project = self.project();
         Ok(self.with(|s| {
             let n = Network {
                 id: Self::next_made(s, "network"),
@@ -970,11 +978,8 @@ impl Neutron for Overlay<'_> {
             cidr: cidr.into(),
         };
         if let Some(cloud) = self.tapping() {
-            let sub = self
-                .tapped(planned, cloud.create_subnet(network_id, cidr, gateway_ip))
-                .await?;
-            self.name_made(&sub.id, "subnet");
-            return Ok(sub);
+            let call = cloud.create_subnet(network_id, cidr, gateway_ip);
+            return self.tapped_made(planned, call, "subnet", |s| &s.id).await;
         }
         let network = self.get_network(network_id).await?;
         self.note(planned);
@@ -999,16 +1004,12 @@ impl Neutron for Overlay<'_> {
             name: req.name.clone(),
         };
         if let Some(cloud) = self.tapping() {
-            let r = self.tapped(planned, cloud.create_router_with(req)).await?;
-            self.name_made(&r.id, "router");
-            return Ok(r);
+            return self
+                .tapped_made(planned, cloud.create_router_with(req), "router", |r| &r.id)
+                .await;
         }
         self.note(planned);
-        let project = self
-            .project
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone();
+        let project = self.project();
         let id = self.with(|s| Self::next_made(s, "router"));
         Ok(self.keep_router(Router {
             id,
