@@ -8,7 +8,7 @@ use std::net::Ipv4Addr;
 
 use bnerd_api::ClusterLink;
 use bnerd_api::echo::shell_word;
-use bnerd_api::names::{customer_transit_name, edge_router_name};
+use bnerd_api::names::{customer_transit_name, edge_router_name, leg_owner_uid};
 use bnerd_cloud::fabric::Fabric;
 use bnerd_cloud::{Network, NetworkQuery, Neutron, RouterQuery, SubnetQuery};
 use bnerd_engine::plan::remove_route_command;
@@ -73,6 +73,38 @@ pub async fn findings(
                 shell_word(&n.id)
             )));
             continue;
+        }
+        // A leg whose link is gone (its customer side abandoned): it keeps the customer
+        // transit up until the customer removes it.
+        let ports = net
+            .list_ports(&bnerd_cloud::PortQuery {
+                network_id: Some(n.id.clone()),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| read_failed("listing the customer transit's ports", &e))?;
+        let live = |uid: &str| links.iter().any(|l| l.metadata.uid.as_deref() == Some(uid));
+        for p in &ports {
+            let Some(uid) = leg_owner_uid(&p.tags, &p.description) else {
+                continue;
+            };
+            if live(uid) {
+                continue;
+            }
+            out.push(Finding::problem(format!(
+                "port {} on customer transit network {} of project {project} is the leg of a ClusterLink that no longer exists (uid {uid}); it keeps the customer transit up: the customer removes it with its own credential ({})",
+                p.id,
+                n.id,
+                if p.device_id.is_empty() {
+                    format!("openstack port delete {}", shell_word(&p.id))
+                } else {
+                    format!(
+                        "openstack router remove port {} {}",
+                        shell_word(&p.device_id),
+                        shell_word(&p.id)
+                    )
+                }
+            )));
         }
         let shares = net
             .list_rbac_policies(&n.id)

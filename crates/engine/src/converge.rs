@@ -383,7 +383,21 @@ pub async fn unwind_cross_tenant(
     let Some(secret_ref) = input.spec.credentials_secret_ref.as_ref() else {
         return Ok(unwind(&base, input, targets).await);
     };
-    let legs_in_cloud = gateway_route.as_ref().ok().map(Vec::len);
+    // A PerCustomer link's legs stand on its project's customer transit, not on the transit
+    // network the look above listed.
+    let per_customer = input
+        .spec
+        .customer_project_id
+        .as_deref()
+        .filter(|_| input.spec.per_customer());
+    let legs_in_cloud = match (per_customer, &gateway_route) {
+        (Some(p), Ok(_)) => crate::per_customer::legs(&base, input, p)
+            .await
+            .ok()
+            .map(|(_, own)| own.len()),
+        (None, Ok(legs)) => Some(legs.len()),
+        (_, Err(_)) => None,
+    };
     let gateway_route = gateway_route.map(|_| ());
     let side = plan::unwind::customer_side(
         credentials::attestation(input, secret_ref).map(|_| ()),
@@ -396,7 +410,16 @@ pub async fn unwind_cross_tenant(
         gateway_route,
     };
     match side {
-        plan::unwind::CustomerSide::NothingBuilt => return Ok(Ok(UnwindPlan::default())),
+        plan::unwind::CustomerSide::NothingBuilt => {
+            // Nothing of the link's on the customer side; the customer transit it may have
+            // built is the operator's to take down.
+            if let Some(p) = per_customer
+                && let Err(f) = crate::per_customer::release(&base, p).await
+            {
+                return Ok(Err(f));
+            }
+            return Ok(Ok(UnwindPlan::default()));
+        }
         plan::unwind::CustomerSide::NotAttested(f) => return Err(held(&f, gateway_route)),
         plan::unwind::CustomerSide::Resolve => {}
     }
@@ -404,7 +427,12 @@ pub async fn unwind_cross_tenant(
         credentials::resolve(source, operator, credentials_namespace, input, secret_ref).await;
     let resolved = match resolved {
         Ok(r) => r,
-        Err((f, _)) => return Err(held(&f, gateway_route)),
+        Err((f, _)) => {
+            if let Some(p) = per_customer {
+                crate::per_customer::cut_operator_side(&base, input, p).await;
+            }
+            return Err(held(&f, gateway_route));
+        }
     };
     let engine = Engine {
         net,
@@ -421,11 +449,16 @@ pub async fn unwind_cross_tenant(
     match unwound {
         Ok(done) => Ok(Ok(done)),
         // The gateway route went in that same round, before the customer side refused.
-        Err(s) if s.customer_refused => Err(Held {
-            condition: ConditionType::Ready,
-            fail: s.fail,
-            gateway_route: Ok(()),
-        }),
+        Err(s) if s.customer_refused => {
+            if let Some(p) = per_customer {
+                crate::per_customer::cut_operator_side(&base, input, p).await;
+            }
+            Err(Held {
+                condition: ConditionType::Ready,
+                fail: s.fail,
+                gateway_route: Ok(()),
+            })
+        }
         Err(s) => Ok(Err(s.fail)),
     }
 }

@@ -122,23 +122,33 @@ async fn interfaces(e: &Engine<'_>, router_id: &str) -> Result<Vec<Port>, StepFa
         .map_err(|err| call_failed("listing the edge router's interfaces", &err))
 }
 
-/// Find or build the project's customer transit. `taken`: every link's service CIDR (a new
-/// subnet overlaps none); `claimed`: transit addresses other links claim (the edge leg takes
-/// none of them).
+/// What a new customer transit subnet must not overlap: every link's service CIDR, and the
+/// subnets on the router of the link that builds it (Neutron refuses a router interface that
+/// overlaps another). Read only when a subnet is cut.
+pub(crate) struct Taken<'a> {
+    pub link_cidrs: &'a [Ipv4Net],
+    /// The customer's credential and the link's router.
+    pub router: (&'a dyn bnerd_cloud::Neutron, &'a str),
+}
+
+/// Find or build the project's customer transit. `claimed`: transit addresses other links
+/// claim (the edge leg takes none of them). The pool is needed only to cut a new subnet: a
+/// built customer transit keeps working without it.
 pub(crate) async fn ensure(
     e: &Engine<'_>,
     project: &str,
-    taken: &[Ipv4Net],
+    taken: Taken<'_>,
     claimed: &[Ipv4Addr],
     actions: &mut Vec<Action>,
 ) -> Result<CustomerTransit, StepFail> {
-    let pool = e.fabric.customer_transit.ok_or_else(not_configured)?;
+    let pool = || e.fabric.customer_transit.ok_or_else(not_configured);
     let operator = &e.fabric.operator_project_id;
     let name = customer_transit_name(&e.fabric.transit_network_id, project);
     let networks = networks(e, project).await?;
     let network = match keeper(networks, |n| &n.id) {
         Some(n) => n,
         None => {
+            pool()?;
             let n = e
                 .net
                 .create_network(&name)
@@ -157,7 +167,12 @@ pub(crate) async fn ensure(
     let (subnet, cidr) = match subnet_of(e, &network.id).await? {
         Some(found) => found,
         None => {
+            let pool = pool()?;
             let _allocating = ALLOCATING.lock().await;
+            let (customer, router) = taken.router;
+            let connected = super::ops::connected_subnets(customer, router)
+                .await
+                .map_err(|err| call_failed("reading the subnets on the customer's router", &err))?;
             // Everything of the operator's project counts as taken: the main transit and every
             // other customer transit live there.
             let mine = e
@@ -170,7 +185,8 @@ pub(crate) async fn ensure(
                 .map_err(|err| call_failed("listing the operator's subnets", &err))?;
             let mut all: Vec<Ipv4Net> = mine.iter().filter_map(|s| s.cidr.parse().ok()).collect();
             all.push(e.fabric.transit_subnet);
-            all.extend_from_slice(taken);
+            all.extend_from_slice(taken.link_cidrs);
+            all.extend(connected);
             let cidr = allocate_subnet(&pool, &all).ok_or_else(|| pool_exhausted(&pool))?;
             let gateway = cidr.hosts().next().unwrap_or(cidr.network());
             let s = e
@@ -285,6 +301,8 @@ async fn edge_leg(
     claimed: &[Ipv4Addr],
     actions: &mut Vec<Action>,
 ) -> Result<Ipv4Addr, StepFail> {
+    // One address walk at a time: two projects' edge legs would otherwise pick the same one.
+    let _allocating = ALLOCATING.lock().await;
     let transit = super::ops::main_transit_ports(e)
         .await
         .map_err(|err| call_failed("listing transit ports", &err))?;
@@ -384,6 +402,40 @@ pub(crate) async fn take_down(
             gone_is_done(e.net.delete_rbac_policy(&policy.id).await)
                 .map_err(|err| call_failed("removing the customer transit's share", &err))?;
         }
+    }
+    // Every route of the gateway router via an edge leg of the project's is the project's
+    // (one whose link's status was lost included): it goes before the leg's address is free.
+    let mut edge_ips = vec![];
+    for r in &routers {
+        edge_ips.extend(
+            interfaces(e, &r.id)
+                .await?
+                .iter()
+                .filter(|p| p.network_id == e.fabric.transit_network_id)
+                .filter_map(|p| p.first_ip().map(str::to_string)),
+        );
+    }
+    if !edge_ips.is_empty() {
+        let gw = &e.fabric.gateway_router_id;
+        let gateway = e
+            .net
+            .get_router(gw)
+            .await
+            .map_err(|err| call_failed("reading the gateway router", &err))?;
+        let via: Vec<bnerd_cloud::Route> = gateway
+            .routes
+            .iter()
+            .filter(|r| edge_ips.contains(&r.nexthop))
+            .cloned()
+            .collect();
+        super::ops::remove_routes(e, e.net, &gateway, &via)
+            .await
+            .map_err(|err| {
+                call_failed(
+                    "removing the gateway router's routes via the edge router",
+                    &err,
+                )
+            })?;
     }
     for r in &routers {
         if !r.routes.is_empty() {

@@ -200,6 +200,11 @@ impl Resolved {
     pub(crate) fn with_ports(self, ports: Vec<Port>) -> Self {
         Self { ports, ..self }
     }
+
+    /// The router the spec names, as found.
+    pub(crate) fn router_id(&self) -> &str {
+        &self.router.id
+    }
 }
 
 /// The router the spec names, and what was read finding it. On a cross-tenant link this

@@ -9,7 +9,7 @@
 use bnerd_api::ConditionType;
 use bnerd_api::CustomerTransit as CustomerTransitStatus;
 use bnerd_api::gateway::ReverseTarget;
-use bnerd_cloud::Route;
+use bnerd_cloud::{CloudError, Port, PortQuery, Route};
 use ipnet::Ipv4Net;
 
 use super::converge::{Customer, Engine};
@@ -22,7 +22,7 @@ use super::plan::customer_transit::{
 };
 use super::plan::leg::{LegCall, call_failed as leg_call_failed};
 use super::plan::reverse_routes::{ReverseCall, call_failed as reverse_call_failed};
-use super::plan::unwind::UnwindPlan;
+use super::plan::unwind::{UnwindError, UnwindPlan, customer_refused, deleting, refused_for_good};
 use super::plan::validated::Valid;
 use super::plan::{StepFail, reverse_route_of};
 use super::report::Report;
@@ -73,22 +73,19 @@ pub(crate) async fn converge(
         }
     };
     let _building = customer_transit::hold(c.project_id).await;
-    let (taken, claimed) = taken_by_links(input);
-    let transit = match customer_transit::ensure(
-        base,
-        c.project_id,
-        &taken,
-        &claimed,
-        &mut r.actions,
-    )
-    .await
-    {
-        Ok(t) => t,
-        Err(f) => {
-            r.fail(ConditionType::TransitNetworkShared, f);
-            return;
-        }
+    let (link_cidrs, claimed) = taken_by_links(input);
+    let taken = customer_transit::Taken {
+        link_cidrs: &link_cidrs,
+        router: (c.net, resolved.router_id()),
     };
+    let transit =
+        match customer_transit::ensure(base, c.project_id, taken, &claimed, &mut r.actions).await {
+            Ok(t) => t,
+            Err(f) => {
+                r.fail(ConditionType::TransitNetworkShared, f);
+                return;
+            }
+        };
     r.status.customer_transit = Some(status_of(&transit));
     let e = Engine {
         net: base.net,
@@ -121,6 +118,7 @@ pub(crate) async fn converge(
     let leg = match leg {
         Ok(leg) => leg,
         Err(f) => {
+            withdraw_orphaned(&e, input, &transit, &mut r.actions).await;
             r.fail(ConditionType::LegAttached, f);
             return;
         }
@@ -165,13 +163,58 @@ pub(crate) async fn converge(
         },
     )
     .await;
-    let edge = edge_reverse(&e, &transit, &rev.wanted).await;
     r.status.reverse_routes = rev.installed;
     r.gateway_problems = rev.problems;
-    match (rev.verdict, edge) {
-        (Ok(msg), Ok(())) => r.pass(ConditionType::ReverseRoutesInstalled, msg),
-        (Err(f), _) => r.fail(ConditionType::ReverseRoutesInstalled, e.named(f, true)),
-        (Ok(_), Err(f)) => r.fail(ConditionType::ReverseRoutesInstalled, e.named(f, false)),
+    match rev.verdict {
+        // The edge router's reverse routes are the project's one set: a link whose own
+        // router could not be read or written says nothing about them, so it leaves them be.
+        Err(f) => r.fail(ConditionType::ReverseRoutesInstalled, e.named(f, true)),
+        Ok(msg) => match edge_reverse(&e, &transit, &rev.wanted).await {
+            Ok(()) => r.pass(ConditionType::ReverseRoutesInstalled, msg),
+            Err(f) => r.fail(ConditionType::ReverseRoutesInstalled, e.named(f, false)),
+        },
+    }
+}
+
+/// After LegAttached failed: the edge router's routes via the address status recorded for
+/// the leg, when no port of this link holds it any more (it may be handed to another port of
+/// the project). Best effort, like the gateway route's withdrawal on a shared transit.
+async fn withdraw_orphaned(
+    e: &Engine<'_>,
+    input: &Input<'_>,
+    transit: &CustomerTransit,
+    actions: &mut Vec<Action>,
+) {
+    let Some(recorded) = input.status.transit_ip.as_deref() else {
+        return;
+    };
+    let (Ok(ports), Ok(edge)) = (
+        ops::leg_network_ports(e).await,
+        e.net.get_router(&transit.edge_router_id).await,
+    ) else {
+        return;
+    };
+    let project = e.leg_project(input);
+    let held = ports
+        .iter()
+        .any(|p| super::plan::leg::is_own(p, input.uid, project) && p.has_ip(recorded));
+    let via: Vec<Route> = edge
+        .routes
+        .iter()
+        .filter(|r| r.nexthop == recorded)
+        .cloned()
+        .collect();
+    if held || via.is_empty() {
+        return;
+    }
+    if ops::remove_routes(e, e.net, &edge, &via).await.is_ok() {
+        actions.push(Action::new(
+            ActionKind::RouteRemoved,
+            format!(
+                "removed the edge router {}'s routes via {recorded}: no leg of this link holds that address any more",
+                edge.id
+            ),
+        ));
     }
 }
 
@@ -310,26 +353,132 @@ async fn edge_reverse(
     Ok(())
 }
 
+/// An unwind's failure on the operator's credential: Ready=False/Deleting.
+fn operator_failed<'e>(
+    e: &'e Engine<'_>,
+    context: String,
+) -> impl FnOnce(CloudError) -> Stopped + 'e {
+    move |error| Stopped {
+        fail: e.named(deleting(&UnwindError::Cloud { context, error }), false),
+        customer_refused: false,
+    }
+}
+
+/// An unwind's failure on the customer's credential: one it will keep refusing (403, 404,
+/// 409) holds the link for the abandon annotation, as on a `Shared` link.
+fn customer_failed<'e>(
+    e: &'e Engine<'_>,
+    secret: &'e str,
+    context: String,
+) -> impl FnOnce(CloudError) -> Stopped + 'e {
+    move |error| {
+        let u = UnwindError::Cloud { context, error };
+        if refused_for_good(&u) {
+            Stopped {
+                fail: customer_refused(secret, &u),
+                customer_refused: true,
+            }
+        } else {
+            Stopped {
+                fail: e.named(deleting(&u), true),
+                customer_refused: false,
+            }
+        }
+    }
+}
+
+/// A failure of the customer transit's own steps during an unwind: Ready=False/Deleting.
+fn deleting_fail(f: StepFail) -> Stopped {
+    Stopped {
+        fail: StepFail {
+            reason: bnerd_api::Reason::Deleting,
+            message: format!("unwinding: {}", f.message),
+            ..f
+        },
+        customer_refused: false,
+    }
+}
+
+/// This link's legs on its project's customer transit (the operator owns that network and
+/// sees every port on it), and the customer transit itself when it exists.
+pub(crate) async fn legs(
+    base: &Engine<'_>,
+    input: &Input<'_>,
+    project: &str,
+) -> Result<(Option<CustomerTransit>, Vec<Port>), StepFail> {
+    let Some(transit) = customer_transit::find(base, project).await? else {
+        return Ok((None, vec![]));
+    };
+    let ports = base
+        .net
+        .list_ports(&PortQuery {
+            network_id: Some(transit.network_id.clone()),
+            ..Default::default()
+        })
+        .await
+        .map_err(|err| {
+            super::plan::customer_transit::call_failed("listing the customer transit's ports", &err)
+        })?;
+    let own = ports
+        .into_iter()
+        .filter(|p| super::plan::leg::is_own(p, input.uid, Some(project)))
+        .collect();
+    Ok((Some(transit), own))
+}
+
+/// A deleting link with nothing on the customer side (no leg of its own anywhere): the
+/// operator's part alone, the customer transit taken down when no other link stands on it.
+/// No call on the customer's credential.
+pub(crate) async fn release(base: &Engine<'_>, project: &str) -> Result<(), StepFail> {
+    let _building = customer_transit::hold(project).await;
+    customer_transit::take_down(base, project, None, &mut vec![])
+        .await
+        .map_err(|f| deleting_fail(f).fail)
+}
+
+/// A deleting link held for its customer's credential: what the operator's credential may
+/// still remove, the edge router's routes via this link's legs (best effort: the next look
+/// tries again). The leg itself and the routes on the customer's router wait for the
+/// credential, or stay behind when a human abandons them.
+pub(crate) async fn cut_operator_side(base: &Engine<'_>, input: &Input<'_>, project: &str) {
+    let Ok((Some(transit), own)) = legs(base, input, project).await else {
+        return;
+    };
+    let Ok(edge) = base.net.get_router(&transit.edge_router_id).await else {
+        return;
+    };
+    let via: Vec<Route> = edge
+        .routes
+        .iter()
+        .filter(|r| own.iter().any(|p| p.has_ip(&r.nexthop)))
+        .cloned()
+        .collect();
+    let _ = ops::remove_routes(base, base.net, &edge, &via).await;
+}
+
 /// Unwind a `PerCustomer` link, its credential resolved (docs/design.md, "The unwind order"):
-/// the gateway route first, then the edge router's routes via this link's legs, the customer
-/// router's routes via the edge router, the legs, and the customer transit when this was the
-/// project's last link.
+/// the gateway route (the one status recorded; the gateway route first, always, was removed
+/// before the credential was resolved), then the edge router's routes via this link's legs,
+/// the customer router's routes via the edge router, the legs, and the customer transit when
+/// this was the project's last link.
 pub(crate) async fn unwind(
     base: &Engine<'_>,
     c: &Customer<'_>,
     input: &Input<'_>,
     targets: &[ReverseTarget],
 ) -> Result<UnwindPlan, Stopped> {
-    let stop = |fail: StepFail| Stopped {
-        fail,
-        customer_refused: false,
-    };
     let _building = customer_transit::hold(c.project_id).await;
     let Some(transit) = customer_transit::find(base, c.project_id)
         .await
-        .map_err(stop)?
+        .map_err(deleting_fail)?
     else {
-        return unwinding::unwind_rounds(base, input, targets).await;
+        // No customer transit with a subnet: no leg can stand there. What a stopped build
+        // left of it goes all the same.
+        let done = unwinding::unwind_rounds(base, input, targets).await?;
+        customer_transit::take_down(base, c.project_id, None, &mut vec![])
+            .await
+            .map_err(deleting_fail)?;
+        return Ok(done);
     };
     let e = Engine {
         net: base.net,
@@ -338,53 +487,22 @@ pub(crate) async fn unwind(
         customer_transit: Some(transit.clone()),
     };
     let mut cut = UnwindPlan::default();
-    // The gateway route via the edge router: the one status recorded, and ours by CIDR.
-    let gw_id = &e.fabric.gateway_router_id;
-    if let Ok(gw) = e.net.get_router(gw_id).await {
-        let mine: Vec<Route> = gw
-            .routes
-            .iter()
-            .filter(|r| {
-                (r.destination == input.spec.service_cluster_cidr
-                    && r.nexthop == transit.edge_ip.to_string())
-                    || input
-                        .status
-                        .gateway_route
-                        .as_ref()
-                        .is_some_and(|rec| super::plan::route_of(rec) == **r)
-            })
-            .cloned()
-            .collect();
-        ops::remove_routes(&e, e.net, &gw, &mine)
-            .await
-            .map_err(|err| {
-                stop(route_call_failed(
-                    "removing the route from gateway",
-                    gw_id,
-                    &err,
-                ))
-            })?;
-        cut.gateway_remove.extend(mine);
-    }
-    // The link's legs on the customer transit, and what routes via them.
-    let ports = ops::leg_network_ports(&e).await.map_err(|err| {
-        stop(super::plan::customer_transit::call_failed(
-            "listing the customer transit's ports",
-            &err,
-        ))
-    })?;
     let project = e.leg_project(input);
-    let own: Vec<_> = ports
-        .iter()
+    let own: Vec<Port> = ops::leg_network_ports(&e)
+        .await
+        .map_err(operator_failed(
+            &e,
+            "listing the customer transit's ports".into(),
+        ))?
+        .into_iter()
         .filter(|p| super::plan::leg::is_own(p, input.uid, project))
         .collect();
     let edge_id = &transit.edge_router_id;
     if !edge_id.is_empty() {
-        let router = e
-            .net
-            .get_router(edge_id)
-            .await
-            .map_err(|err| stop(route_call_failed("reading edge", edge_id, &err)))?;
+        let router = e.net.get_router(edge_id).await.map_err(operator_failed(
+            &e,
+            format!("reading edge router {edge_id}"),
+        ))?;
         let via_legs: Vec<Route> = router
             .routes
             .iter()
@@ -393,17 +511,15 @@ pub(crate) async fn unwind(
             .collect();
         ops::remove_routes(&e, e.net, &router, &via_legs)
             .await
-            .map_err(|err| {
-                stop(route_call_failed(
-                    "removing routes from edge",
-                    edge_id,
-                    &err,
-                ))
-            })?;
+            .map_err(operator_failed(
+                &e,
+                format!("removing routes from edge router {edge_id}"),
+            ))?;
+        cut.gateway_remove.extend(via_legs);
     }
     // Neutron refuses a detach while a route of the router points into the leg's subnet:
-    // every route of the customer router via the edge router goes first (the edge router
-    // is ours; what points there is the customer transit's).
+    // every route of the customer router via the edge router goes first (what points there
+    // is the customer transit's).
     for rid in own
         .iter()
         .filter(|p| p.is_router_interface())
@@ -412,7 +528,13 @@ pub(crate) async fn unwind(
         let service = match e.leg_net().get_router(rid).await {
             Ok(r) => r,
             Err(err) if err.is_not_found() => continue,
-            Err(err) => return Err(stop(e.named(route_call_failed("reading", rid, &err), true))),
+            Err(err) => {
+                return Err(customer_failed(
+                    &e,
+                    c.secret,
+                    format!("reading router {rid}"),
+                )(err));
+            }
         };
         let via: Vec<Route> = service
             .routes
@@ -422,15 +544,16 @@ pub(crate) async fn unwind(
             .collect();
         ops::remove_routes(&e, e.leg_net(), &service, &via)
             .await
-            .map_err(|err| {
-                stop(e.named(route_call_failed("removing routes from", rid, &err), true))
-            })?;
+            .map_err(customer_failed(
+                &e,
+                c.secret,
+                format!("removing routes via the edge router from router {rid}"),
+            ))?;
     }
     let done = unwinding::unwind_rounds(&e, input, targets).await?;
     cut.legs.extend(done.legs);
-    let mut actions = vec![];
-    customer_transit::take_down(&e, c.project_id, None, &mut actions)
+    customer_transit::take_down(&e, c.project_id, None, &mut vec![])
         .await
-        .map_err(stop)?;
+        .map_err(deleting_fail)?;
     Ok(cut)
 }

@@ -414,6 +414,102 @@ async fn fake_every_crash_point_of_a_per_customer_link() {
     s.teardown().await;
 }
 
+/// A create stopped at every call, then the link deleted at once, never converged: whatever
+/// the stopped run built (the customer transit, a share, a leg without its attach) goes, also
+/// when the link's own side never got a leg (then with no call on the customer's credential).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fake_a_create_stopped_anywhere_then_deleted_leaves_nothing() {
+    let s = stage(fake_env_with(FakeCloud::new()).await).await;
+    let (a, _) = s.routers.clone();
+    let mut covered = 0;
+    for kind in Kind::ALL {
+        for k in 0.. {
+            let at = format!("create stopped {kind:?} at call {k}, then deleted");
+            let link = per_customer_link(&s, &a, CIDR);
+            let crash = Crash::at(k, kind);
+            let out =
+                bnerd_testkit::crash::run_until_crash(&crash, reconcile_with(&s, &link, &crash))
+                    .await;
+            let mut link = link;
+            if let Some(out) = &out {
+                link.status = Some(out.status.clone());
+            }
+            converge_delete(&s, &link, &at).await;
+            check_gone(&s, &at).await;
+            if out.is_some() {
+                break;
+            }
+            covered += 1;
+        }
+    }
+    eprintln!("PerCustomer creates stopped then deleted on the fake: {covered}");
+    assert!(covered > 20, "{covered}");
+    s.teardown().await;
+}
+
+/// A port the customer made on its customer transit stops the last link's teardown, named;
+/// once it is gone, the unwind finishes.
+#[tokio::test]
+async fn fake_a_customer_port_stops_the_teardown_until_it_goes() {
+    let s = stage(fake_env_with(FakeCloud::new()).await).await;
+    let (a, _) = s.routers.clone();
+    let mut link = per_customer_link(&s, &a, CIDR);
+    converge(&s, &mut link, "create").await;
+    let anet = link
+        .status
+        .as_ref()
+        .and_then(|st| st.customer_transit.clone())
+        .and_then(|c| c.network_id)
+        .expect("customer transit");
+    let vm = s
+        .leg_net()
+        .create_port(&bnerd_cloud::CreatePort {
+            network_id: anet.clone(),
+            name: "customer-vm".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("the customer makes a port on its customer transit");
+    let err = unwind_with(&s, &link, &Crash::counting())
+        .await
+        .expect_err("the teardown stops");
+    assert!(
+        err.starts_with("Deleting:") && err.contains(&vm.id) && err.contains(&anet),
+        "{err}"
+    );
+    s.leg_net()
+        .delete_port(&vm.id)
+        .await
+        .expect("the customer removes it");
+    converge_delete(&s, &link, "after the port went").await;
+    check_gone(&s, "after the port went").await;
+    s.teardown().await;
+}
+
+/// The pool's block skips a subnet already on the customer's router: Neutron would refuse
+/// the leg's attach on an overlapping one.
+#[tokio::test]
+async fn fake_the_pool_skips_a_subnet_on_the_customers_router() {
+    let s = stage(fake_env_with(FakeCloud::new()).await).await;
+    let (a, _) = s.routers.clone();
+    let net = s.leg_net();
+    let own = net.create_network("customer-own").await.unwrap();
+    let sub = net
+        .create_subnet(&own.id, "10.255.128.0/28", "10.255.128.1")
+        .await
+        .unwrap();
+    net.add_router_subnet(&a, &sub.id).await.unwrap();
+    let mut link = per_customer_link(&s, &a, CIDR);
+    converge(&s, &mut link, "create").await;
+    let cidr = link
+        .status
+        .as_ref()
+        .and_then(|st| st.customer_transit.clone())
+        .and_then(|c| c.cidr);
+    assert_eq!(cidr.as_deref(), Some("10.255.128.16/28"));
+    converge_delete(&s, &link, "delete").await;
+}
+
 fn api(status: u16, kind: &str) -> bnerd_cloud::CloudError {
     bnerd_cloud::CloudError::Api {
         method: "PUT".into(),

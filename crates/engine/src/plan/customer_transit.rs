@@ -9,6 +9,7 @@ use std::net::Ipv4Addr;
 
 use bnerd_api::Reason;
 use bnerd_api::cidr::overlaps;
+use bnerd_api::names::leg_owner_uid;
 use bnerd_cloud::fabric::CustomerTransitPool;
 use bnerd_cloud::{CloudError, Port, Route};
 use ipnet::Ipv4Net;
@@ -85,8 +86,11 @@ pub(crate) enum Teardown {
 }
 
 /// `ports`: every port on the customer transit; `own_leg`: this link's leg, about to go (or
-/// gone). Another router's interface is another link's leg; a port Neutron made for itself
-/// (DHCP, metadata: a `network:` owner that is no router interface) goes with the network.
+/// gone). A port carrying a link's UID (tag or description marker) is a link's leg, attached
+/// or not: the transit stays for it. A port Neutron made for itself (DHCP, metadata: a
+/// `network:` owner that is no router interface) goes with the network. Anything else (a VM,
+/// a loose port, a router the customer attached on its own) is the customer's: Neutron would
+/// refuse the network's delete while it stands, so it is named.
 pub(crate) fn teardown(ports: &[Port], edge_router: &str, own_leg: Option<&str>) -> Teardown {
     let others: Vec<&Port> = ports
         .iter()
@@ -94,15 +98,16 @@ pub(crate) fn teardown(ports: &[Port], edge_router: &str, own_leg: Option<&str>)
         .collect();
     let legs: Vec<String> = others
         .iter()
-        .filter(|p| p.is_router_interface())
+        .filter(|p| leg_owner_uid(&p.tags, &p.description).is_some())
         .map(|p| p.id.clone())
         .collect();
     if !legs.is_empty() {
         return Teardown::Keep(legs);
     }
+    let neutrons = |p: &Port| p.device_owner.starts_with("network:") && !p.is_router_interface();
     let foreign: Vec<String> = others
         .iter()
-        .filter(|p| !p.device_owner.starts_with("network:"))
+        .filter(|p| !neutrons(p))
         .map(|p| p.id.clone())
         .collect();
     if foreign.is_empty() {
@@ -125,7 +130,10 @@ pub(crate) fn blocked_message(network: &str, project: &str, ports: &[String]) ->
 pub(crate) fn not_configured() -> StepFail {
     StepFail::terminal(
         Reason::CustomerTransitNotConfigured,
-        "spec.transitIsolation is PerCustomer but this operator has no pool for customer transit networks: set IPSEC_PER_CUSTOMER_TRANSIT_POOL (chart value perCustomerTransit.pool)",
+        format!(
+            "{}spec.transitIsolation is PerCustomer but this operator has no pool for customer transit networks: set IPSEC_PER_CUSTOMER_TRANSIT_POOL (chart value perCustomerTransit.pool)",
+            Credential::Operator.prefix()
+        ),
     )
 }
 
@@ -338,6 +346,21 @@ mod tests {
         );
     }
 
+    /// A /20 pool of /28 blocks, 256 projects: every block given once, none overlapping a
+    /// link's CIDR that sits in the pool, then exhausted.
+    #[test]
+    fn a_pool_of_256_blocks_gives_each_once() {
+        let p = pool("10.255.0.0/20", 28);
+        let link: Ipv4Net = "10.255.8.0/24".parse().unwrap();
+        let mut taken = vec![link];
+        while let Some(s) = allocate_subnet(&p, &taken) {
+            assert!(!taken.iter().any(|t| overlaps(*t, s)), "{s}");
+            taken.push(s);
+        }
+        // 256 blocks, less the 16 the link's /24 covers.
+        assert_eq!(taken.len() - 1, 240);
+    }
+
     #[test]
     fn the_edge_leg_takes_the_lowest_free_address_from_3() {
         let t: Ipv4Net = "10.254.0.0/24".parse().unwrap();
@@ -388,27 +411,40 @@ mod tests {
 
     #[test]
     fn the_last_link_takes_the_customer_transit_down() {
+        let marked = |mut p: Port, uid: &str| {
+            p.tags = vec![bnerd_api::names::tag_link_uid(uid)];
+            p
+        };
         let edge = port("e", "anet", "edge", OWNER_ROUTER_INTERFACE);
         let dhcp = port("d", "anet", "dhcp", "network:dhcp");
         let meta = port("m", "anet", "ovnmeta-anet", "network:distributed");
-        let own = port("own", "anet", "r1", OWNER_ROUTER_INTERFACE);
-        let other = port("leg2", "anet", "r2", OWNER_ROUTER_INTERFACE);
+        let own = marked(port("own", "anet", "r1", OWNER_ROUTER_INTERFACE), "u1");
+        let other = marked(port("leg2", "anet", "r2", OWNER_ROUTER_INTERFACE), "u2");
+        // Another link's leg whose attach failed: still a leg.
+        let loose_leg = marked(port("leg3", "anet", "", ""), "u3");
         let vm = port("vm", "anet", "instance-1", "compute:nova");
         let unbound = port("loose", "anet", "", "");
+        // A router the customer attached itself: not a leg of ours.
+        let own_router = port("cr", "anet", "customer-router", OWNER_ROUTER_INTERFACE);
         // Only our own leg (going) and Neutron's ports: down.
         let ports = vec![edge.clone(), dhcp.clone(), meta.clone(), own.clone()];
         assert_eq!(teardown(&ports, "edge", Some("own")), Teardown::Go);
-        // Another link's leg: kept, whatever else stands there.
+        // Another link's leg, attached or not: kept, whatever else stands there.
         let ports = vec![edge.clone(), own.clone(), other, vm.clone()];
         assert_eq!(
             teardown(&ports, "edge", Some("own")),
             Teardown::Keep(vec!["leg2".into()])
         );
-        // A VM or a loose port of the customer: Neutron would refuse, so say which.
-        let ports = vec![edge, dhcp, meta, own, vm, unbound];
+        let ports = vec![edge.clone(), loose_leg];
+        assert_eq!(
+            teardown(&ports, "edge", None),
+            Teardown::Keep(vec!["leg3".into()])
+        );
+        // A VM, a loose port or a router of the customer: Neutron would refuse, so say which.
+        let ports = vec![edge, dhcp, meta, own, vm, unbound, own_router];
         assert_eq!(
             teardown(&ports, "edge", Some("own")),
-            Teardown::Blocked(vec!["vm".into(), "loose".into()])
+            Teardown::Blocked(vec!["vm".into(), "loose".into(), "cr".into()])
         );
         assert!(blocked_message("anet", "p", &["vm".into()]).starts_with(
             "operator credential: the customer transit network anet of project p still holds ports"

@@ -43,8 +43,9 @@ pub(crate) struct RoutePlan {
 /// of the port carrying our UID tag, or status recorded it (docs/design.md, "The ownership
 /// rule": status records it too, but status can be lost).
 fn is_ours(r: &Route, v: &RouteView<'_>) -> bool {
-    let via_ours = r.nexthop == v.leg_ip.to_string()
-        && (!v.shared_next_hop || r.destination == v.cidr.to_string());
+    // Via a shared next hop, another link of the project may route the same CIDR there
+    // (it then loses the overlap, but its route looks like ours): only status proves ours.
+    let via_ours = !v.shared_next_hop && r.nexthop == v.leg_ip.to_string();
     via_ours || v.recorded.is_some_and(|rec| route_of(rec) == *r)
 }
 
@@ -61,7 +62,9 @@ fn overlap_winner<'p>(v: &RouteView<'p>, we_installed: bool) -> Option<&'p Peer>
 pub(crate) fn plan(v: &RouteView<'_>) -> RoutePlan {
     let want = Route::new(v.cidr.to_string(), v.leg_ip.to_string());
     let ours: Vec<Route> = v.routes.iter().filter(|r| is_ours(r, v)).cloned().collect();
-    let installed = v.routes.contains(&want) || v.recorded.is_some();
+    // A route equal to ours via a shared next hop may be another link's: only status says
+    // this link installed it.
+    let installed = (!v.shared_next_hop && v.routes.contains(&want)) || v.recorded.is_some();
 
     // "The same for overlapping serviceClusterCIDR of two links": the loser gives up its own
     // copy of the route too.
@@ -266,6 +269,23 @@ mod tests {
             ..Default::default()
         });
         assert_eq!(p.remove, vec![other.clone()]);
+        // Another link of the project with the same CIDR holds the route (status says so):
+        // this one loses the overlap and removes nothing.
+        let theirs = route("10.251.0.0/16", "10.254.0.3");
+        let p = run(&Case {
+            routes: vec![theirs],
+            shared_next_hop: true,
+            peers: vec![Peer {
+                name: "older".into(),
+                transit_ips: vec![],
+                cidr: Some("10.251.0.0/16".parse().unwrap()),
+                route_installed: true,
+                created: "2026-01-01T00:00:00Z".into(),
+            }],
+            ..Default::default()
+        });
+        assert_eq!(p.remove, vec![]);
+        assert_eq!(p.verdict.unwrap_err().reason, Reason::CIDROverlap);
         // A CIDR change still moves our own route: status recorded it.
         let old = route("10.250.0.0/16", "10.254.0.3");
         let p = run(&Case {

@@ -100,8 +100,22 @@ pub fn abandoned(status: &bnerd_api::ClusterLinkStatus) -> String {
             )
         })
         .collect();
+    // A PerCustomer leg stands on its project's customer transit, which stays as long as it
+    // does, with the router's way back to the edge router.
+    let transit = status
+        .customer_transit
+        .as_ref()
+        .map(|t| {
+            format!(
+                "; the leg stands on customer transit network {} (edge router {}), which stays until the leg is removed, as does the route of router {} to the transit network via the edge router",
+                known(&t.network_id),
+                known(&t.edge_router_id),
+                known(&status.service_router_id)
+            )
+        })
+        .unwrap_or_default();
     format!(
-        "customer-side resources abandoned (ipsec.bnerd.net/abandon-customer-resources=true), remove them by hand: leg port {} at {} on router {}; reverse routes: {}",
+        "customer-side resources abandoned (ipsec.bnerd.net/abandon-customer-resources=true), remove them by hand: leg port {} at {} on router {}; reverse routes: {}{transit}",
         known(&status.leg_port_id),
         known(&status.transit_ip),
         known(&status.service_router_id),
