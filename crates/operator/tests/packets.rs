@@ -181,6 +181,31 @@ fn ms(d: Duration) -> u128 {
     d.as_millis()
 }
 
+/// Run `create` (which applies a link and waits for Ready) and measure apply → Ready and
+/// apply → the first reply from `dst` at `from` (probing all along), printed as a `NOTE`
+/// named `what`.
+async fn timed(
+    from: &Endpoint,
+    dst: &str,
+    what: &str,
+    create: impl std::future::Future<Output = ClusterLink>,
+) -> ClusterLink {
+    let t0 = Instant::now();
+    let ready = async {
+        let l = create.await;
+        (l, t0.elapsed())
+    };
+    let first = from.first_reply_within(dst, Duration::from_secs(90));
+    let ((l, to_ready), first) = tokio::join!(ready, first);
+    let to_packet = first.unwrap_or_else(|| panic!("no reply from {dst} within 90 s of the apply"));
+    report::note(&format!(
+        "{what}: apply->Ready {} ms, apply->first packet {} ms",
+        ms(to_ready),
+        ms(to_packet)
+    ));
+    l
+}
+
 /// Create a same-tenant link and measure apply → Ready and apply → the first reply from
 /// `dst` through it (probing all along).
 async fn apply_and_time(
@@ -337,9 +362,11 @@ async fn cross_tenant_links_carry_packets_and_the_shared_transit_gap_is_real() {
     let _op = f.operator("10s");
     let api = f.links();
     let (na, nb) = (unique("pk-ct-a"), unique("pk-ct-b"));
-    let t0 = Instant::now();
-    let ready = async {
-        let l = create_cross_tenant_as(
+    let la = timed(
+        &pod,
+        "10.252.0.5",
+        "packets cross-tenant",
+        create_cross_tenant_as(
             &f.client,
             &api,
             &f.lab,
@@ -347,18 +374,9 @@ async fn cross_tenant_links_carry_packets_and_the_shared_transit_gap_is_real() {
             &na,
             &ra.id,
             "10.252.0.0/16",
-        )
-        .await;
-        (l, t0.elapsed())
-    };
-    let first = pod.first_reply_within("10.252.0.5", Duration::from_secs(90));
-    let ((la, to_ready), first) = tokio::join!(ready, first);
-    let to_packet = first.expect("a reply from customer's VM within 90 s of the apply");
-    report::note(&format!(
-        "packets cross-tenant: apply->Ready {} ms, apply->first packet {} ms",
-        ms(to_ready),
-        ms(to_packet)
-    ));
+        ),
+    )
+    .await;
     let _lb = create_cross_tenant_as(
         &f.client,
         &api,
@@ -536,9 +554,11 @@ async fn per_customer_links_cut_the_gap_packet_by_packet() {
         unique("pk-sh-a"),
         unique("pk-sh-b"),
     );
-    let t0 = Instant::now();
-    let ready = async {
-        let l = create_per_customer_as(
+    let la = timed(
+        &pod,
+        "10.252.0.5",
+        "packets PerCustomer (the project's first link builds its customer transit)",
+        create_per_customer_as(
             &f.client,
             &api,
             &f.lab,
@@ -546,18 +566,9 @@ async fn per_customer_links_cut_the_gap_packet_by_packet() {
             &na,
             &ra.id,
             "10.252.0.0/16",
-        )
-        .await;
-        (l, t0.elapsed())
-    };
-    let first = pod.first_reply_within("10.252.0.5", Duration::from_secs(90));
-    let ((la, to_ready), first) = tokio::join!(ready, first);
-    let to_packet = first.expect("a reply from A's VM within 90 s of the apply");
-    report::note(&format!(
-        "packets PerCustomer (the project's first link builds its customer transit): apply->Ready {} ms, apply->first packet {} ms",
-        ms(to_ready),
-        ms(to_packet)
-    ));
+        ),
+    )
+    .await;
     let lb = create_per_customer_as(
         &f.client,
         &api,
