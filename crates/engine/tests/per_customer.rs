@@ -510,6 +510,54 @@ async fn fake_the_pool_skips_a_subnet_on_the_customers_router() {
     converge_delete(&s, &link, "delete").await;
 }
 
+/// A deleting link whose Secret is gone is held (CredentialsUnavailable); the operator's
+/// credential removes at once what it may (the gateway route, the edge router's route via the
+/// leg), and the leg waits. With the Secret back, the unwind finishes and nothing is left.
+#[tokio::test]
+async fn fake_a_held_link_loses_its_operator_side_at_once() {
+    let s = stage(fake_env_with(FakeCloud::new()).await).await;
+    let (a, _) = s.routers.clone();
+    let mut link = per_customer_link(&s, &a, CIDR);
+    converge(&s, &mut link, "create").await;
+    let st = link.status.clone().unwrap();
+    let leg_ip = st.transit_ip.clone().unwrap();
+    let edge = st
+        .customer_transit
+        .clone()
+        .and_then(|c| c.edge_router_id)
+        .unwrap();
+    let side = s.side.as_ref().unwrap();
+    side.secret_gone
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let held = unwind_with(&s, &link, &Crash::counting())
+        .await
+        .expect_err("held for the credential");
+    assert!(held.starts_with("CredentialsUnavailable"), "{held}");
+    assert!(
+        s.env.gateway_routes().await.is_empty(),
+        "the gateway route went first"
+    );
+    let routes = s.env.net.get_router(&edge).await.unwrap().routes;
+    assert!(
+        !routes.iter().any(|r| r.nexthop == leg_ip),
+        "the edge router still routes via the leg: {routes:?}"
+    );
+    assert_eq!(
+        support::own(
+            &s.leg_net().list_ports(&PortQuery::default()).await.unwrap(),
+            link.metadata.uid.as_deref().unwrap()
+        )
+        .len(),
+        1,
+        "the leg waits for the credential"
+    );
+    side.secret_gone
+        .store(false, std::sync::atomic::Ordering::Relaxed);
+    converge_delete(&s, &link, "the Secret back").await;
+    check_gone(&s, "the Secret back").await;
+    s.teardown().await;
+}
+
 fn api(status: u16, kind: &str) -> bnerd_cloud::CloudError {
     bnerd_cloud::CloudError::Api {
         method: "PUT".into(),

@@ -71,6 +71,8 @@ pub struct Side {
     lab: Option<std::collections::BTreeMap<String, String>>,
     /// The lab client on the customer's credential, made at the first reconcile.
     lab_client: std::sync::OnceLock<Arc<OpenStack>>,
+    /// The link's Secret was deleted: the credential does not resolve.
+    pub secret_gone: std::sync::atomic::AtomicBool,
 }
 
 impl Side {
@@ -110,6 +112,13 @@ impl CredentialSource for Source<'_> {
         &self,
         _r: &SecretRef,
     ) -> Result<Option<std::collections::BTreeMap<String, Vec<u8>>>, String> {
+        if self
+            .side
+            .secret_gone
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            return Ok(None);
+        }
         let (id, secret) = &self.side.cred;
         Ok(Some(
             [
@@ -173,6 +182,7 @@ impl Stage {
                         fake: Some(cloud.clone()),
                         lab: None,
                         lab_client: std::sync::OnceLock::new(),
+                        secret_gone: Default::default(),
                     }
                 }
                 None => {
@@ -192,6 +202,7 @@ impl Stage {
                         fake: None,
                         lab: Some(lab),
                         lab_client: std::sync::OnceLock::new(),
+                        secret_gone: Default::default(),
                     }
                 }
             })
