@@ -703,6 +703,11 @@ pass "the CRD is $CRD_FILE, the release's, resource-policy keep"
 v=$(dep3 | jq -c '[.spec.strategy.type, .spec.template.spec.containers[0].image, [.spec.template.spec.containers[0].env[].name | select(test("IMAGE"))]]')
 [[ $v == '["RollingUpdate","ghcr.io/bnerd/bnerd-vpn-operator:'"$VERSION"'",[]]' ]] || fail "Deployment upgraded from 0.3.0: $v"
 pass "0.3.0's pods elect, so the upgrade rolls (RollingUpdate); operator :$VERSION, no gateway image env"
+# 0.3.0 admitted any service CIDR: the upgraded operator is given no bounds, so a link with a
+# public CIDR keeps converging (crates/operator/tests/e2e.rs runs the binary on these defaults).
+v=$(dep3 | jq -c '[.spec.template.spec.containers[0].env[] | select(.name | test("^IPSEC_(SERVICE|GATEWAY)_CIDR")) | .value]')
+[[ $v == '["","0","","0"]' ]] || fail "CIDR bounds after the upgrade from 0.3.0 (service ranges, prefix, gateway ranges, prefix): $v"
+pass "the upgrade from 0.3.0 sets no CIDR bounds (links 0.3.0 admitted, public CIDRs too, keep converging)"
 [[ $(helm get values "$UREL3" -n "$UNS" -o json | jq -r '.images.gateway.tag') == 0.3.1 ]] \
   || fail "the user's images.gateway.tag is not among the release's values any more"
 out=$(helm upgrade "$UREL3" "$CHART" -n "$UNS" -f "$V3" 2>&1) || fail "helm upgrade -f (the 0.3.0 values file): $out"

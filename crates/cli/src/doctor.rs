@@ -45,7 +45,7 @@ impl Finding {
         }
     }
 
-    pub(crate) fn warning(text: String) -> Self {
+    pub fn warning(text: String) -> Self {
         Self {
             problem: false,
             warning: true,

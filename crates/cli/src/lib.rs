@@ -2,6 +2,7 @@
 //! project is decommissioned. The checks read the same cloud and cluster the operator does
 //! and never change anything unless told to (`--yes`).
 
+pub mod bounds;
 pub mod customer_transits;
 pub mod customers;
 pub mod doctor;

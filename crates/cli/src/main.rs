@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use bnerd_api::ClusterLink;
 use bnerd_cloud::{AuthConfig, Identity, OpenStack, SecretString, error_chain};
 use bnerd_clusterlink_cli::output::{self, Format, ShareOutcome};
-use bnerd_clusterlink_cli::{customers, doctor, plan, recreate, share};
+use bnerd_clusterlink_cli::{bounds, customers, doctor, plan, recreate, share};
 use clap::{CommandFactory, Parser, Subcommand};
 use kube::api::{Api, ListParams};
 
@@ -39,6 +39,10 @@ struct Cli {
     /// Each customer transit's prefix length, as the operator is configured.
     #[arg(long, env = "IPSEC_PER_CUSTOMER_TRANSIT_PREFIX_LENGTH", global = true)]
     per_customer_transit_prefix_length: Option<String>,
+    /// The ranges gateways' status.serviceCIDR must lie in, as the operator is configured
+    /// (`doctor` warns while they are unset).
+    #[arg(long, env = "IPSEC_GATEWAY_CIDR_RANGES", global = true)]
+    gateway_cidr_ranges: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -112,6 +116,16 @@ async fn links() -> Result<Vec<ClusterLink>, String> {
         .await
         .map(|l| l.items)
         .map_err(|e| format!("listing ClusterLinks: {}", error_chain(&e)))
+}
+
+/// Every gateway with reverse exposures (both kinds, every namespace).
+async fn gateways() -> Result<Vec<bnerd_api::gateway::ReverseTarget>, String> {
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| format!("kubernetes client: {}", error_chain(&e)))?;
+    bnerd_api::gateway::reverse_targets(&client)
+        .await
+        .map_err(|e| format!("listing gateways: {}", error_chain(&e)))
 }
 
 /// Each cross-tenant link with a client on its customer's credential, read from its Secret
@@ -240,6 +254,16 @@ async fn run(cli: Cli) -> Result<Verdict, String> {
             )?;
             let links = links().await?;
             let mut report = doctor::diagnose(&cloud, &network, &gw, &links).await;
+            report.findings.extend(bounds::link_findings(&links));
+            match gateways().await {
+                Ok(targets) => report.findings.extend(bounds::gateway_findings(
+                    cli.gateway_cidr_ranges.as_deref(),
+                    &targets,
+                )),
+                Err(e) => report.findings.push(doctor::Finding::warning(format!(
+                    "gateways: not read, so their CIDR bounds were not checked: {e}"
+                ))),
+            }
             // The shares are checked with each customer's credential at the operator's own
             // endpoint: when the operator's credential got nowhere, neither would they.
             if report.unchecked.is_none() {
@@ -288,6 +312,10 @@ async fn run(cli: Cli) -> Result<Verdict, String> {
             let mut fabric = bnerd_cloud::fabric::Fabric::discover(&cloud, &network, &gw)
                 .await
                 .map_err(|e| e.to_string())?;
+            if let Some(p) = &pool {
+                p.clear_of(fabric.transit_subnet)
+                    .map_err(|e| format!("{}: {}", e.setting, e.message))?;
+            }
             fabric.customer_transit = pool;
             let token = cloud
                 .token_info()

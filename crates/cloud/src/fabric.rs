@@ -74,6 +74,22 @@ pub struct PoolSettingError {
 }
 
 impl CustomerTransitPool {
+    /// The pool must lie clear of the main transit subnet: an edge router's two interfaces
+    /// would otherwise sit on overlapping subnets, and the gateway router would route a
+    /// customer transit's block into its own transit.
+    pub fn clear_of(&self, transit: Ipv4Net) -> Result<(), PoolSettingError> {
+        if self.pool.contains(&transit.network()) || transit.contains(&self.pool.network()) {
+            return Err(PoolSettingError {
+                setting: POOL_SETTING,
+                message: format!(
+                    "{} overlaps the transit subnet {transit}; pick a pool outside it",
+                    self.pool
+                ),
+            });
+        }
+        Ok(())
+    }
+
     /// The PerCustomer pool and prefix length; None when no pool is set. A blank value counts as
     /// unset, as the chart leaves the variables out rather than empty.
     pub fn from_settings(
@@ -173,6 +189,25 @@ impl CidrPolicy {
             return Err(CidrRefusal::OutsideRanges);
         }
         Ok(())
+    }
+
+    /// The bounds this project recommends for spec.serviceClusterCIDR: the private and
+    /// shared-address ranges (RFC 1918, RFC 6598), no prefix shorter than /12. Not the
+    /// default: a same-tenant link admitted by an earlier version must keep converging after
+    /// an upgrade, so they are a setting to opt into, and `doctor` names links outside them.
+    pub fn recommended_for_links() -> Self {
+        Self {
+            ranges: [
+                "10.0.0.0/8",
+                "172.16.0.0/12",
+                "192.168.0.0/16",
+                "100.64.0.0/10",
+            ]
+            .iter()
+            .filter_map(|r| r.parse().ok())
+            .collect(),
+            min_prefix_len: 12,
+        }
     }
 
     /// The ranges as a person reads them in a message.
@@ -354,6 +389,24 @@ impl Fabric {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_pool_overlapping_the_transit_is_refused_naming_the_setting() {
+        let pool = |p: &str| CustomerTransitPool {
+            pool: p.parse().unwrap(),
+            prefix_len: 28,
+        };
+        let transit: Ipv4Net = "10.254.0.0/24".parse().unwrap();
+        assert!(pool("10.255.0.0/16").clear_of(transit).is_ok());
+        for p in ["10.254.0.0/16", "10.254.0.128/25", "10.0.0.0/8"] {
+            let e = pool(p).clear_of(transit).unwrap_err();
+            assert!(
+                e.setting.starts_with("IPSEC_PER_CUSTOMER_TRANSIT_POOL"),
+                "{p}"
+            );
+            assert!(e.message.contains("10.254.0.0/24"), "{p}: {}", e.message);
+        }
+    }
+
     use async_trait::async_trait;
 
     use super::*;

@@ -255,6 +255,7 @@ fn validate(
         input.spec,
         fabric.transit_subnet,
         &fabric.admission.service_cidrs,
+        fabric.customer_transit.map(|p| p.pool),
     ) {
         Ok(v) => {
             r.pass(ConditionType::Validated, plan::validated::valid_message());

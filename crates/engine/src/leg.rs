@@ -17,6 +17,7 @@ use super::plan::leg::{
 };
 use super::plan::unwind::leg_unwind_failed;
 use super::plan::validated::Valid;
+use super::reverse_routes;
 
 /// Neutron limits a tag to 255 characters.
 const MAX_TAG: usize = 255;
@@ -270,6 +271,8 @@ pub(crate) async fn ensure(
 /// delete the new port, and report TransitIPMismatch.
 async fn refuse_mismatch(
     e: &Engine<'_>,
+    input: &Input<'_>,
+    valid: &Valid,
     port: &Port,
     old: Ipv4Addr,
     f: StepFail,
@@ -279,12 +282,12 @@ async fn refuse_mismatch(
     let mut f = f;
     let removed = async {
         let gw = e.net.get_router(gw_id).await?;
-        let via: Vec<bnerd_cloud::Route> = gw
-            .routes
-            .iter()
-            .filter(|r| r.nexthop == old.to_string())
-            .cloned()
-            .collect();
+        let via = rules::mismatch_routes(
+            &gw.routes,
+            old,
+            input.status.gateway_route.as_ref(),
+            valid.cidr,
+        );
         ops::remove_routes(e, e.net, &gw, &via).await.map(|()| via)
     }
     .await;
@@ -367,19 +370,19 @@ async fn ensure_leg(
             match rules::plan(&view) {
                 LegPlan::Refuse(f) => return Err(leg_side(f)),
                 LegPlan::Unwind(list) => {
+                    let own: Vec<Ipv4Addr> = list
+                        .iter()
+                        .filter_map(|(p, _)| p.first_ip()?.parse().ok())
+                        .collect();
+                    let (screened, _) =
+                        reverse_routes::screened(e, input, input.reverse_targets, &ports, &own);
                     for (p, why) in &list {
                         let gw = ops::router(e.net, None, e.leg_router())
                             .await
                             .map_err(|err| operator(call_failed(LegCall::Unwind(p), &err)))?;
-                        ops::unwind_port(
-                            e,
-                            p,
-                            Some(&gw),
-                            input.reverse_targets,
-                            &input.status.reverse_routes,
-                        )
-                        .await
-                        .map_err(|u| leg_side(leg_unwind_failed(&u)))?;
+                        ops::unwind_port(e, p, Some(&gw), &screened, &input.status.reverse_routes)
+                            .await
+                            .map_err(|u| leg_side(leg_unwind_failed(&u)))?;
                         actions.push(unwind_action(p, why));
                         // A leg moved on purpose may come back anywhere.
                         if !matches!(why, UnwindWhy::Duplicate { .. }) {
@@ -421,7 +424,7 @@ async fn ensure_leg(
                     let ip = rules::leg_ip(&p).map_err(leg_side)?;
                     if let Some(f) = rules::mismatch(recorded_ip, ip) {
                         let old = recorded_ip.unwrap_or(ip);
-                        return Err(refuse_mismatch(e, &p, old, f, actions).await);
+                        return Err(refuse_mismatch(e, input, valid, &p, old, f, actions).await);
                     }
                     actions.push(Action::new(
                         ActionKind::LegPortCreated,

@@ -3,7 +3,6 @@
 //! it decides nothing the spec rules on (the plans do), it only carries decisions out.
 
 use bnerd_api::ReverseRoute;
-use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::names::{description_uid_marker, leg_port_name};
 use bnerd_cloud::{
     CloudError, CreatePort, Neutron, NeutronErrorKind, Port, PortQuery, Route, Router,
@@ -206,7 +205,7 @@ pub(crate) async fn unwind_port(
     e: &Engine<'_>,
     port: &Port,
     gateway_router: Option<&Router>,
-    targets: &[ReverseTarget],
+    screened: &[ReverseRoute],
     recorded_reverse: &[ReverseRoute],
 ) -> Result<(), UnwindError> {
     if let Some(gw) = gateway_router {
@@ -224,11 +223,11 @@ pub(crate) async fn unwind_port(
         let rid = &port.device_id;
         let mut reverse = vec![];
         // Without a gateway asking for one and none recorded, no reverse route can be ours.
-        let may_have_reverse = !targets.is_empty() || !recorded_reverse.is_empty();
+        let may_have_reverse = !screened.is_empty() || !recorded_reverse.is_empty();
         if may_have_reverse {
             match leg.get_router(rid).await {
                 Ok(router) => {
-                    reverse = reverse_to_remove(&router.routes, recorded_reverse, targets);
+                    reverse = reverse_to_remove(&router.routes, recorded_reverse, screened);
                     remove_routes(e, leg, &router, &reverse)
                         .await
                         .map_err(cloud(format!("removing reverse routes from router {rid}")))?;

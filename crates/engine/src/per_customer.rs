@@ -165,14 +165,19 @@ pub(crate) async fn converge(
     .await;
     r.status.reverse_routes = rev.installed;
     r.gateway_problems = rev.problems;
-    match rev.verdict {
-        // The edge router's reverse routes are the project's one set: a link whose own
-        // router could not be read or written says nothing about them, so it leaves them be.
-        Err(f) => r.fail(ConditionType::ReverseRoutesInstalled, e.named(f, true)),
-        Ok(msg) => match edge_reverse(&e, &transit, &rev.wanted).await {
-            Ok(()) => r.pass(ConditionType::ReverseRoutesInstalled, msg),
-            Err(f) => r.fail(ConditionType::ReverseRoutesInstalled, e.named(f, false)),
-        },
+    // The edge router's reverse routes are the project's one set, from the screened
+    // gateways: a link whose own router could not be read or written says nothing about
+    // them, so it leaves them be; a refused gateway is only left out of them.
+    let Some(wanted) = rev.wanted else {
+        if let Err(f) = rev.verdict {
+            r.fail(ConditionType::ReverseRoutesInstalled, e.named(f, true));
+        }
+        return;
+    };
+    match (edge_reverse(&e, &transit, &wanted).await, rev.verdict) {
+        (Err(f), _) => r.fail(ConditionType::ReverseRoutesInstalled, e.named(f, false)),
+        (Ok(()), Ok(msg)) => r.pass(ConditionType::ReverseRoutesInstalled, msg),
+        (Ok(()), Err(f)) => r.fail(ConditionType::ReverseRoutesInstalled, e.named(f, true)),
     }
 }
 

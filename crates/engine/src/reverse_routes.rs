@@ -25,8 +25,48 @@ pub(crate) struct ReverseOutcome {
     pub verdict: Result<String, StepFail>,
     pub problems: Vec<GatewayProblem>,
     /// The routes the screened gateways ask for, each via its gateway port (a `PerCustomer`
-    /// link's edge router carries these).
-    pub wanted: Vec<ReverseRoute>,
+    /// link's edge router carries these); `None` when a cloud call failed before the
+    /// service router's routes were settled. Refused gateways are left out, never the cause
+    /// of `None`: one refused gateway must not freeze the others anywhere.
+    pub wanted: Option<Vec<ReverseRoute>>,
+}
+
+/// The estate's gateways through the screen, for this link: the routes they may have on its
+/// service router, each via its gateway port, and the refusals. `own` are this link's leg
+/// addresses (never a gateway's); `transit_ports` every port on the main transit network.
+/// What the reverse step installs and what an unwind may remove beyond status both come from
+/// here, so a route a refused gateway's status merely names is never taken as ours.
+pub(crate) fn screened(
+    e: &Engine<'_>,
+    input: &Input<'_>,
+    targets: &[bnerd_api::gateway::ReverseTarget],
+    transit_ports: &[bnerd_cloud::Port],
+    own: &[std::net::Ipv4Addr],
+) -> (Vec<ReverseRoute>, Vec<GatewayProblem>) {
+    let mut link_cidrs = vec![];
+    if let Ok(c) = input.spec.service_cluster_cidr.parse() {
+        link_cidrs.push(c);
+    }
+    link_cidrs.extend(input.peers.iter().filter_map(|p| p.cidr));
+    let mut claimed = own.to_vec();
+    claimed.extend(
+        input
+            .peers
+            .iter()
+            .flat_map(|p| p.transit_ips.iter().copied()),
+    );
+    screen(
+        targets,
+        &ScreenView {
+            transit: e.fabric.transit_subnet,
+            link_cidrs: &link_cidrs,
+            ports: transit_ports,
+            operator_project: &e.fabric.operator_project_id,
+            claimed: &claimed,
+            policy: &e.fabric.admission.gateway_cidrs,
+            pool: e.fabric.customer_transit.map(|p| p.pool),
+        },
+    )
 }
 
 /// Where the service router's reverse routes point, and what the gateways are screened
@@ -46,28 +86,12 @@ pub(crate) async fn ensure(
     leg: &Leg,
     hop: Hop<'_>,
 ) -> ReverseOutcome {
-    let mut link_cidrs = vec![];
-    if let Ok(c) = input.spec.service_cluster_cidr.parse() {
-        link_cidrs.push(c);
-    }
-    link_cidrs.extend(input.peers.iter().filter_map(|p| p.cidr));
-    let mut claimed = vec![leg.ip];
-    claimed.extend(
-        input
-            .peers
-            .iter()
-            .flat_map(|p| p.transit_ips.iter().copied()),
-    );
-    let (desired, mut problems) = screen(
+    let (desired, mut problems) = screened(
+        e,
+        input,
         input.reverse_targets,
-        &ScreenView {
-            transit: e.fabric.transit_subnet,
-            link_cidrs: &link_cidrs,
-            ports: hop.transit_ports,
-            operator_project: &e.fabric.operator_project_id,
-            claimed: &claimed,
-            policy: &e.fabric.admission.gateway_cidrs,
-        },
+        hop.transit_ports,
+        &[leg.ip],
     );
     let wanted = desired.clone();
     let desired: Vec<ReverseRoute> = match hop.via {
@@ -87,7 +111,7 @@ pub(crate) async fn ensure(
             restored: vec![],
             verdict: verdict(&leg.router_id, 0, &problems),
             problems,
-            wanted,
+            wanted: Some(wanted),
         };
     }
     let fail = |f: StepFail, installed: Vec<ReverseRoute>| ReverseOutcome {
@@ -95,7 +119,7 @@ pub(crate) async fn ensure(
         restored: vec![],
         verdict: Err(f),
         problems: vec![],
-        wanted: vec![],
+        wanted: None,
     };
     let rid = &leg.router_id;
     let router = match ops::router(e.leg_net(), leg.seen.service.as_ref(), rid).await {
@@ -166,6 +190,6 @@ pub(crate) async fn ensure(
         installed,
         restored,
         problems,
-        wanted,
+        wanted: Some(wanted),
     }
 }

@@ -11,6 +11,7 @@ use super::plan::unwind::{
     UnwindError, UnwindPlan, UnwindView, customer_refused, deleting, plan, refused_for_good,
     unsettled,
 };
+use super::reverse_routes;
 
 fn cloud(context: &str) -> impl FnOnce(bnerd_cloud::CloudError) -> StepFail + '_ {
     move |error| {
@@ -80,11 +81,17 @@ async fn unwind_round(
     input: &Input<'_>,
     targets: &[ReverseTarget],
 ) -> Result<UnwindPlan, Stopped> {
-    let p = look_and_cut(e, input).await.map_err(stopped)?;
+    let (p, ports) = look_and_cut(e, input).await.map_err(stopped)?;
+    let own: Vec<std::net::Ipv4Addr> = p
+        .legs
+        .iter()
+        .filter_map(|l| l.first_ip()?.parse().ok())
+        .collect();
+    let (screened, _) = reverse_routes::screened(e, input, targets, &ports, &own);
     for leg in &p.legs {
         // Every call here is on the leg's side: the customer's credential on a cross-tenant
         // link, and the gateway routes above are gone by now.
-        ops::unwind_port(e, leg, None, targets, &input.status.reverse_routes)
+        ops::unwind_port(e, leg, None, &screened, &input.status.reverse_routes)
             .await
             .map_err(|u| match &e.customer {
                 Some(c) if refused_for_good(&u) => Stopped {
@@ -105,13 +112,16 @@ pub async fn unwind_gateway_route(
     e: &Engine<'_>,
     input: &Input<'_>,
 ) -> Result<Vec<bnerd_cloud::Port>, StepFail> {
-    Ok(look_and_cut(e, input).await?.legs)
+    Ok(look_and_cut(e, input).await?.0.legs)
 }
 
 /// The look both start with, and the cut: list the transit network and read the gateway
 /// router, let `plan::unwind` say what is the link's, and remove its gateway routes first (they
 /// cut the data path). The plan names the legs still to go.
-async fn look_and_cut(e: &Engine<'_>, input: &Input<'_>) -> Result<UnwindPlan, StepFail> {
+async fn look_and_cut(
+    e: &Engine<'_>,
+    input: &Input<'_>,
+) -> Result<(UnwindPlan, Vec<bnerd_cloud::Port>), StepFail> {
     let ports = ops::leg_network_ports(e)
         .await
         .map_err(cloud("listing transit ports"))?;
@@ -138,5 +148,5 @@ async fn look_and_cut(e: &Engine<'_>, input: &Input<'_>) -> Result<UnwindPlan, S
             .await
             .map_err(cloud("removing this link's routes from the gateway router"))?;
     }
-    Ok(p)
+    Ok((p, ports))
 }

@@ -505,6 +505,15 @@ async fn transit_ip_mismatch_is_terminal(mut env: Env) {
         .await
         .unwrap();
     let squatter = env.port_at_ip(&old, "squatter").await;
+    // The squatter is another tenant's leg, routed its own CIDR: that route is not ours.
+    let foreign = Route {
+        destination: "10.238.0.0/16".into(),
+        nexthop: old.clone(),
+    };
+    let gw = env.fabric.gateway_router_id.clone();
+    env.add_routes(&gw, std::slice::from_ref(&foreign))
+        .await
+        .unwrap();
     let out = reconcile(&mut env, "mm", &side).await;
     let (s, r, m) = env.condition("mm", "LegAttached");
     assert_eq!(
@@ -519,9 +528,10 @@ async fn transit_ip_mismatch_is_terminal(mut env: Env) {
         "{m}"
     );
     assert!(m.contains(&old), "{m}");
-    assert!(
-        env.gateway_routes().await.is_empty(),
-        "no route to the squatter"
+    assert_eq!(
+        env.gateway_routes().await,
+        vec![foreign.clone()],
+        "this link's route via the old address went, the squatter's own route stayed"
     );
     assert_eq!(
         env.ports().await.len(),
@@ -549,6 +559,12 @@ async fn transit_ip_mismatch_is_terminal(mut env: Env) {
     }
     assert_eq!(env.ports().await.len(), 2);
     delete(&mut env, "mm", &side).await;
+    assert_eq!(
+        env.gateway_routes().await,
+        vec![foreign.clone()],
+        "the unwind leaves the squatter's route too"
+    );
+    env.remove_routes(&gw, &[foreign]).await.unwrap();
     env.net.delete_port(&squatter.id).await.unwrap();
     side.net.delete_router(&router.id).await.unwrap();
 }

@@ -281,6 +281,56 @@ async fn unwind_removes_reverse_routes_without_status(mut env: Env) {
 }
 both!(unwind_removes_reverse_routes_without_status);
 
+/// A gateway the screen refuses names a route someone else put on a service router: the
+/// link never installed it, so no delete of the link removes it (status lost or not).
+async fn a_refused_gateway_never_names_a_route_for_removal(mut env: Env) {
+    let svc = env.router("own").await;
+    env.add_link("own", spec(&svc.id, "10.48.0.0/16", None));
+    env.reconcile("own").await;
+    env.assert_ready("own");
+    // Someone's route via the transit network; a gateway whose status copies it is refused
+    // (no gateway port holds 10.254.0.99), so the link never installed or recorded it.
+    let theirs = Route::new("100.64.98.0/24", "10.254.0.99");
+    env.add_routes(&svc.id, std::slice::from_ref(&theirs))
+        .await
+        .unwrap();
+    env.reverse = vec![target(
+        "tenant-z",
+        "copycat",
+        "100.64.98.0/24",
+        "10.254.0.99",
+    )];
+    env.reconcile("own").await;
+    let (s, _, m) = env.condition("own", "ReverseRoutesInstalled");
+    assert_eq!(s, "False", "{m}");
+    assert!(m.contains("tenant-z/copycat"), "{m}");
+    assert!(
+        env.link("own")
+            .status
+            .as_ref()
+            .unwrap()
+            .reverse_routes
+            .is_empty()
+    );
+    let l = env.link("own").clone();
+    let status = l.status.clone().unwrap_or_default();
+    let input = link_input(&l, &status, &[], &env.reverse).unwrap();
+    let engine = Engine::same_tenant(env.net.as_ref(), &env.fabric);
+    let f = unwind(&engine, &input, &env.reverse).await.unwrap_err();
+    assert!(
+        f.message.contains("100.64.98.0/24 via 10.254.0.99"),
+        "the route in the way is named, not removed: {}",
+        f.message
+    );
+    assert_eq!(env.get_router(&svc.id).await.routes, vec![theirs.clone()]);
+    env.remove_routes(&svc.id, std::slice::from_ref(&theirs))
+        .await
+        .unwrap();
+    env.delete("own").await;
+    assert_eq!(env.ports().await.len(), 1);
+}
+both!(a_refused_gateway_never_names_a_route_for_removal);
+
 /// Finding 5: reverse targets from any namespace are screened and added per gateway; one bad
 /// gateway never blocks the others and is named.
 async fn bad_gateways_never_block_good_ones(mut env: Env) {

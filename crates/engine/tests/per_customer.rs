@@ -510,6 +510,99 @@ async fn fake_the_pool_skips_a_subnet_on_the_customers_router() {
     converge_delete(&s, &link, "delete").await;
 }
 
+fn gateway(name: &str, cidr: &str, hop: &str) -> bnerd_api::gateway::ReverseTarget {
+    bnerd_api::gateway::ReverseTarget {
+        gateway: bnerd_api::GatewayRef {
+            kind: "IPsecGateway".into(),
+            namespace: "vpn".into(),
+            name: name.into(),
+        },
+        service_cidr: cidr.into(),
+        port_fixed_ip: hop.into(),
+        uid: None,
+        created: None,
+    }
+}
+
+/// A refused gateway is left out of the edge router's reverse routes and stops nothing
+/// else: a new gateway still reaches the project, a gone one's route still leaves.
+async fn a_refused_gateway_never_freezes_the_edge_router(env: Env) {
+    let mut s = stage(env).await;
+    let (a, _) = s.routers.clone();
+    s.env
+        .reverse
+        .push(gateway("everything", "0.0.0.0/0", GW_PORT_IP));
+    let mut link = per_customer_link(&s, &a, CIDR);
+    // Not Ready (a gateway is refused), but every route of the path is in.
+    let out = reconcile_with(&s, &link, &Crash::counting()).await;
+    link.status = Some(out.status);
+    let st = link.status.clone().unwrap();
+    let route = st
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "RouteInstalled")
+        .unwrap();
+    assert_eq!(route.status, "True", "{:#?}", st.conditions);
+    let edge = st
+        .customer_transit
+        .clone()
+        .and_then(|c| c.edge_router_id)
+        .unwrap();
+    let c = st
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "ReverseRoutesInstalled")
+        .unwrap();
+    assert_eq!(c.status, "False", "{}", c.message);
+    assert!(c.message.contains("vpn/everything"), "{}", c.message);
+    let edge_routes = |s: &Stage| {
+        let net = s.env.net.clone();
+        let edge = edge.clone();
+        async move {
+            let mut r = net.get_router(&edge).await.unwrap().routes;
+            r.retain(|r| r.nexthop.starts_with("10.254.0."));
+            r.sort();
+            r
+        }
+    };
+    assert_eq!(
+        edge_routes(&s).await,
+        vec![Route::new(GW_SERVICE_CIDR, GW_PORT_IP)]
+    );
+    // A new gateway arrives and the first one goes, the refused one still there.
+    let port = s.env.port_at_ip("10.254.0.251", "gateway-pod-2").await;
+    s.env.reverse.retain(|t| t.gateway.name != "gw");
+    s.env
+        .reverse
+        .push(gateway("gw2", "100.64.82.0/24", "10.254.0.251"));
+    let out = reconcile_with(&s, &link, &Crash::counting()).await;
+    link.status = Some(out.status);
+    assert_eq!(
+        edge_routes(&s).await,
+        vec![Route::new("100.64.82.0/24", "10.254.0.251")],
+        "the edge router follows the good gateways despite the refused one"
+    );
+    s.env.reverse.retain(|t| t.gateway.name != "everything");
+    converge(&s, &mut link, "the refused gateway gone").await;
+    converge_delete(&s, &link, "delete").await;
+    s.env.net.delete_port(&port.id).await.unwrap();
+    check_gone(&s, "delete").await;
+    s.teardown().await;
+}
+
+#[tokio::test]
+async fn fake_a_refused_gateway_never_freezes_the_edge_router() {
+    a_refused_gateway_never_freezes_the_edge_router(fake_env_with(FakeCloud::new()).await).await;
+}
+
+#[tokio::test]
+async fn lab_a_refused_gateway_never_freezes_the_edge_router() {
+    let Some(env) = lab_env_for("lab_a_refused_gateway_never_freezes_the_edge_router").await else {
+        return;
+    };
+    a_refused_gateway_never_freezes_the_edge_router(env).await;
+}
+
 /// A deleting link whose Secret is gone is held (CredentialsUnavailable); the operator's
 /// credential removes at once what it may (the gateway route, the edge router's route via the
 /// leg), and the leg waits. With the Secret back, the unwind finishes and nothing is left.

@@ -62,14 +62,16 @@ pub struct Args {
     /// the leader dies, and a leader that cannot renew stops before it runs out.
     #[arg(long, env = "IPSEC_LEASE_DURATION", default_value = "15s")]
     pub lease_duration: String,
-    /// Ranges every spec.serviceClusterCIDR must lie in, comma-separated; empty: any.
-    #[arg(long, env = "IPSEC_SERVICE_CIDR_RANGES", default_value = DEFAULT_SERVICE_CIDR_RANGES)]
+    /// Ranges every spec.serviceClusterCIDR must lie in, comma-separated; empty (the
+    /// default, as earlier versions admitted): any. Recommended: the private and
+    /// shared-address ranges (docs/operations.md, "CIDR bounds").
+    #[arg(long, env = "IPSEC_SERVICE_CIDR_RANGES", default_value = "")]
     pub service_cidr_ranges: String,
-    /// The shortest prefix a spec.serviceClusterCIDR may have (0: any).
+    /// The shortest prefix a spec.serviceClusterCIDR may have (0, the default: any).
     #[arg(
         long,
         env = "IPSEC_SERVICE_CIDR_MIN_PREFIX_LENGTH",
-        default_value_t = 12
+        default_value_t = 0
     )]
     pub service_cidr_min_prefix_length: u8,
     /// Ranges every gateway's status.serviceCIDR must lie in to get reverse routes,
@@ -92,11 +94,6 @@ pub struct Args {
     #[arg(long, env = "IPSEC_PER_CUSTOMER_TRANSIT_PREFIX_LENGTH")]
     pub per_customer_transit_prefix_length: Option<String>,
 }
-
-/// The private and shared-address ranges (RFC 1918, RFC 6598): where service clusters'
-/// node networks live. The chart's default too.
-pub const DEFAULT_SERVICE_CIDR_RANGES: &str =
-    "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10";
 
 /// Parse a comma-separated list of IPv4 CIDRs and a shortest prefix into a policy.
 fn cidr_policy(
@@ -549,14 +546,31 @@ mod tests {
     }
 
     #[test]
-    fn cidr_bounds_default_to_the_private_ranges_and_are_checked() {
+    fn cidr_bounds_default_to_what_earlier_versions_admitted_and_are_checked() {
         let ids = ["--gateway-router-id", "r", "--transit-network-id", "n"];
-        let with = |extra: &[&str]| {
-            let mut v = ids.to_vec();
-            v.extend_from_slice(extra);
-            Config::try_from(args(&v))
-        };
+        let with = |extra: &[&str]| Config::try_from(args(&[ids.as_slice(), extra].concat()));
+        // No bounds unless set: a link an earlier version admitted (a public CIDR, a wide
+        // one) still converges after an upgrade.
         let c = with(&[]).unwrap();
+        assert_eq!(c.admission.service_cidrs, CidrPolicy::default());
+        for cidr in ["198.51.100.0/24", "11.0.0.0/8", "128.0.0.0/1"] {
+            assert_eq!(
+                c.admission.service_cidrs.admits(cidr.parse().unwrap()),
+                Ok(())
+            );
+        }
+        // The recommended bounds, as the chart's values comment spells them.
+        let c = with(&[
+            "--service-cidr-ranges",
+            "10.0.0.0/8,172.16.0.0/12,192.168.0.0/16,100.64.0.0/10",
+            "--service-cidr-min-prefix-length",
+            "12",
+        ])
+        .unwrap();
+        assert_eq!(
+            c.admission.service_cidrs,
+            CidrPolicy::recommended_for_links()
+        );
         let text: Vec<String> = c
             .admission
             .service_cidrs

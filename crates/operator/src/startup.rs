@@ -81,6 +81,12 @@ async fn check(cloud: &OpenStack, config: &Config) -> Result<Checked, Problem> {
     fabric.operator_project_id = token.project_id.clone();
     fabric.admission = config.admission.clone();
     fabric.customer_transit = config.per_customer_transit;
+    if let Some(pool) = &fabric.customer_transit {
+        pool.clear_of(fabric.transit_subnet).map_err(|e| Problem {
+            unreachable: false,
+            message: format!("{}: {}", e.setting, e.message),
+        })?;
+    }
     // The probe only when the names pass, as for a customer credential: one read per check.
     let probe = match privileged_role(&token.roles) {
         Some(_) => None,

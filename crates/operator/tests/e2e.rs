@@ -380,47 +380,32 @@ async fn operator_binary_converges_heals_and_unwinds() {
     .await;
     let st = l.status.clone().expect("status");
     assert_eq!(st.transit_ip.as_deref(), Some("10.254.0.3"));
-    // With the binary's default bounds, half the address space is no service CIDR: refused
-    // before any cloud call, naming the setting.
-    let wide = unique("e2e-wide");
-    api.create(
-        &PostParams::default(),
-        &link(
-            &wide,
-            json!({"serviceClusterRouter": svc.name, "serviceClusterCIDR": "128.0.0.0/1"}),
-        ),
+    // The binary's defaults admit what earlier versions admitted: a link with a public CIDR
+    // converges (the bounds are a recommended setting, docs/operations.md "CIDR bounds").
+    let public = unique("e2e-public");
+    let p = create_ready(
+        &api,
+        &public,
+        json!({"serviceClusterRouter": svc.name, "serviceClusterCIDR": "198.51.100.0/24"}),
+        60,
     )
-    .await
-    .expect("create the wide link");
-    let refused = wait_for("the wide link refused", 30, async || {
-        let l = api.get(&wide).await.ok()?;
-        let c = l
-            .status?
-            .conditions
-            .into_iter()
-            .find(|c| c.type_ == "Validated" && c.status == "False")?;
-        Some(c)
-    })
     .await;
-    assert_eq!(refused.reason, "InvalidSpec");
+    let pst = p.status.clone().expect("status");
+    let via = pst.transit_ip.clone().expect("transit IP");
     assert!(
-        refused
-            .message
-            .contains("IPSEC_SERVICE_CIDR_MIN_PREFIX_LENGTH"),
-        "{}",
-        refused.message
-    );
-    assert!(
-        !env.get_router(&env.fabric.gateway_router_id)
+        env.get_router(&env.fabric.gateway_router_id)
             .await
             .routes
-            .iter()
-            .any(|r| r.destination == "128.0.0.0/1"),
-        "no route to half the address space"
+            .contains(&Route::new("198.51.100.0/24", &via)),
+        "the public CIDR is routed as before"
     );
-    api.delete(&wide, &DeleteParams::default())
+    api.delete(&public, &DeleteParams::default())
         .await
-        .expect("delete the wide link");
+        .expect("delete the public link");
+    wait_for("the public link gone", 60, async || {
+        api.get_opt(&public).await.ok()?.is_none().then_some(())
+    })
+    .await;
     assert!(
         l.metadata
             .finalizers

@@ -9,10 +9,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
 use bnerd_api::Reason;
+use bnerd_api::RouteRecord;
 use bnerd_api::cidr::transit_candidates;
 use bnerd_api::echo::quoted;
 use bnerd_api::names::{is_managed, leg_owner_uid};
-use bnerd_cloud::{CloudError, NeutronErrorKind, Port, Router};
+use bnerd_cloud::{CloudError, NeutronErrorKind, Port, Route, Router};
 use ipnet::Ipv4Net;
 
 use super::{Peer, StepFail};
@@ -514,6 +515,38 @@ pub(crate) fn bound_address(
         return None;
     }
     transit_ip.and_then(|ip| ip.parse().ok())
+}
+
+/// The gateway-router routes a TransitIPMismatch takes away: this link's own route via the
+/// old address (the destination status recorded, or the link's CIDR), never another route
+/// that happens to use the same next hop. The old address is free in Neutron and may be
+/// another tenant's leg by now, with that tenant's own route to it.
+pub(crate) fn mismatch_routes(
+    routes: &[Route],
+    old: Ipv4Addr,
+    recorded: Option<&RouteRecord>,
+    cidr: Ipv4Net,
+) -> Vec<Route> {
+    let same_net = |d: &str| {
+        d.parse::<Ipv4Net>()
+            .is_ok_and(|n| n.trunc() == cidr.trunc())
+    };
+    let recorded_dest = recorded
+        .filter(|r| r.nexthop.parse::<Ipv4Addr>().is_ok_and(|n| n == old))
+        .and_then(|r| r.destination.parse::<Ipv4Net>().ok());
+    routes
+        .iter()
+        .filter(|r| r.nexthop.parse::<Ipv4Addr>().is_ok_and(|n| n == old))
+        .filter(|r| {
+            same_net(&r.destination)
+                || recorded_dest.is_some_and(|d| {
+                    r.destination
+                        .parse::<Ipv4Net>()
+                        .is_ok_and(|n| n.trunc() == d.trunc())
+                })
+        })
+        .cloned()
+        .collect()
 }
 
 /// The mismatch verdict when removing the route via the old address failed too.
@@ -1124,6 +1157,42 @@ mod tests {
             "also failed to remove the gateway route via 10.254.0.3: operator credential: "
         ));
         assert_eq!(f.reason, Reason::TransitIPMismatch);
+    }
+
+    #[test]
+    fn a_mismatch_takes_only_this_links_route() {
+        let ip = |s: &str| s.parse::<Ipv4Addr>().unwrap();
+        let r = |d: &str, n: &str| Route {
+            destination: d.into(),
+            nexthop: n.into(),
+        };
+        let routes = vec![
+            r("10.239.0.0/16", "10.254.0.3"),
+            // Another tenant's leg now holds the old address and routes its own CIDR there.
+            r("10.238.0.0/16", "10.254.0.3"),
+            r("10.239.0.0/16", "10.254.0.4"),
+        ];
+        let cidr: Ipv4Net = "10.239.0.0/16".parse().unwrap();
+        assert_eq!(
+            mismatch_routes(&routes, ip("10.254.0.3"), None, cidr),
+            vec![r("10.239.0.0/16", "10.254.0.3")]
+        );
+        // What status recorded counts too (a CIDR the spec has since changed).
+        let rec = RouteRecord {
+            destination: "10.238.0.0/16".into(),
+            nexthop: "10.254.0.3".into(),
+        };
+        let other: Ipv4Net = "10.237.0.0/16".parse().unwrap();
+        assert_eq!(
+            mismatch_routes(&routes, ip("10.254.0.3"), Some(&rec), other),
+            vec![r("10.238.0.0/16", "10.254.0.3")]
+        );
+        // A record via another address names nothing via the old one.
+        let rec = RouteRecord {
+            destination: "10.238.0.0/16".into(),
+            nexthop: "10.254.0.9".into(),
+        };
+        assert!(mismatch_routes(&routes, ip("10.254.0.3"), Some(&rec), other).is_empty());
     }
 
     #[test]

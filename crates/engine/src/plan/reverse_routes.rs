@@ -69,6 +69,8 @@ pub(crate) struct ScreenView<'a> {
     pub claimed: &'a [Ipv4Addr],
     /// The operator's bounds on gateway CIDRs.
     pub policy: &'a CidrPolicy,
+    /// The per-customer transit pool, when configured: customer transits are the operator's.
+    pub pool: Option<Ipv4Net>,
 }
 
 /// A refusal: (message for the link, note for the gateway).
@@ -123,6 +125,14 @@ fn cidr_fault(t: &ReverseTarget, v: &ScreenView<'_>) -> Result<Ipv4Net, Fault> {
                 v.policy.ranges_text()
             )));
         }
+    }
+    if let Some(pool) = v.pool.filter(|p| bnerd_api::cidr::overlaps(*p, cidr)) {
+        return Err((
+            format!(
+                "status.serviceCIDR {cidr} overlaps the per-customer transit pool {pool} (operator setting IPSEC_PER_CUSTOMER_TRANSIT_POOL)"
+            ),
+            format!("status.serviceCIDR {cidr} overlaps the operator's per-customer transit pool"),
+        ));
     }
     if let Some(c) = v
         .link_cidrs
@@ -491,7 +501,35 @@ mod tests {
             operator_project: "operator",
             claimed: &[],
             policy,
+            pool: None,
         }
+    }
+
+    #[test]
+    fn a_gateway_cidr_in_the_per_customer_pool_is_refused_naming_the_setting() {
+        let ports = gw_ports();
+        let policy = CidrPolicy::default();
+        let v = ScreenView {
+            pool: Some("10.255.0.0/16".parse().unwrap()),
+            ..view(&[], &ports, &policy)
+        };
+        let (ok, refused) = screen(
+            &[
+                target("a", "in-pool", "10.255.8.0/24", "10.254.0.10"),
+                target("a", "fine", "100.64.1.0/24", "10.254.0.11"),
+            ],
+            &v,
+        );
+        assert_eq!(ok.len(), 1);
+        assert_eq!(refused.len(), 1);
+        assert!(
+            refused[0]
+                .message
+                .contains("IPSEC_PER_CUSTOMER_TRANSIT_POOL"),
+            "{}",
+            refused[0].message
+        );
+        assert!(!refused[0].note.contains("IPSEC_"), "{}", refused[0].note);
     }
 
     #[test]

@@ -7,7 +7,6 @@
 //! customer side, refusals only a human can call final, the abandon hatch) is decided here
 //! and table-tested next to it, so the unwind's order and its exceptions read in one place.
 
-use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::{Reason, ReverseRoute, RouteRecord};
 use bnerd_cloud::{CloudError, Port, Route};
 use ipnet::Ipv4Net;
@@ -199,21 +198,18 @@ pub(crate) fn gateway_routes_via(routes: &[Route], port: &Port) -> Vec<Route> {
 }
 
 /// Reverse routes to take off a leg's router before detaching it: the ones status recorded
-/// and the ones matching a current reverse target (status may have been lost) — never any
-/// other route.
+/// and the ones a gateway that passes the screen asks for (status may have been lost) —
+/// never any other route. A refused gateway's status may name a route someone else put on
+/// the router; that route is not the link's.
 pub(crate) fn reverse_to_remove(
     router_routes: &[Route],
     recorded: &[ReverseRoute],
-    targets: &[ReverseTarget],
+    screened: &[ReverseRoute],
 ) -> Vec<Route> {
     let ours: Vec<Route> = recorded
         .iter()
+        .chain(screened)
         .map(reverse_route_of)
-        .chain(
-            targets
-                .iter()
-                .map(|t| Route::new(&t.service_cidr, &t.port_fixed_ip)),
-        )
         .collect();
     router_routes
         .iter()
@@ -450,12 +446,11 @@ mod tests {
             namespace: "n".into(),
             name: "g".into(),
         };
-        let t = ReverseTarget {
-            gateway: g.clone(),
+        // A gateway that passed the screen (what a lost status still lets us find).
+        let t = ReverseRoute {
             service_cidr: "100.64.1.0/24".into(),
-            port_fixed_ip: "10.254.0.10".into(),
-            uid: None,
-            created: None,
+            next_hop: "10.254.0.10".into(),
+            gateway_ref: g.clone(),
         };
         let rec = ReverseRoute {
             service_cidr: "100.64.2.0/24".into(),

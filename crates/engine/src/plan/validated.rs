@@ -20,10 +20,24 @@ pub(crate) fn plan(
     spec: &ClusterLinkSpec,
     subnet: Ipv4Net,
     policy: &CidrPolicy,
+    pool: Option<Ipv4Net>,
 ) -> Result<Valid, StepFail> {
     check(spec, subnet)
         .and_then(|v| admitted(v.cidr, policy).map(|()| v))
+        .and_then(|v| outside_pool(v.cidr, pool).map(|()| v))
         .map_err(|m| StepFail::terminal(Reason::InvalidSpec, m))
+}
+
+/// The per-customer transit pool is the operator's: every customer transit cut from it is
+/// routed on the gateway router via its edge router, so a link's CIDR inside it would take
+/// (or lose) a customer transit's traffic.
+fn outside_pool(cidr: Ipv4Net, pool: Option<Ipv4Net>) -> Result<(), String> {
+    match pool {
+        Some(pool) if overlaps(cidr, pool) => Err(format!(
+            "spec.serviceClusterCIDR {cidr} overlaps the per-customer transit pool {pool} (operator setting IPSEC_PER_CUSTOMER_TRANSIT_POOL, chart perCustomerTransit.pool)"
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The operator's bounds on service CIDRs: a link's CIDR is routed on the gateway router, so
@@ -146,7 +160,7 @@ mod tests {
             ),
         ];
         for (rule, cidr, ok, words) in rows {
-            let got = plan(&spec(cidr, None), subnet(), &policy);
+            let got = plan(&spec(cidr, None), subnet(), &policy, None);
             assert_eq!(got.is_ok(), ok, "{rule}");
             if let Err(f) = got {
                 assert_eq!(f.reason, Reason::InvalidSpec, "{rule}");
@@ -156,7 +170,15 @@ mod tests {
             }
         }
         // No bounds: any valid CIDR.
-        assert!(plan(&spec("128.0.0.0/1", None), subnet(), &CidrPolicy::default()).is_ok());
+        assert!(
+            plan(
+                &spec("128.0.0.0/1", None),
+                subnet(),
+                &CidrPolicy::default(),
+                None
+            )
+            .is_ok()
+        );
     }
 
     #[test]
@@ -166,6 +188,7 @@ mod tests {
             &spec("10.251.0.0/33", None),
             subnet(),
             &CidrPolicy::default(),
+            None,
         )
         .unwrap_err();
         assert_eq!((f.reason, f.retryable), (Reason::InvalidSpec, false));
@@ -194,5 +217,30 @@ mod tests {
                 .unwrap_err()
                 .contains("spec.customerProjectID is required")
         );
+    }
+
+    #[test]
+    fn a_link_cidr_in_the_per_customer_pool_is_refused_naming_the_setting() {
+        let pool: Ipv4Net = "10.200.0.0/16".parse().unwrap();
+        let none = CidrPolicy::default();
+        for (cidr, ok) in [
+            ("10.200.4.0/24", false),
+            ("10.200.0.0/13", false),
+            ("10.251.0.0/16", true),
+        ] {
+            let got = plan(&spec(cidr, None), subnet(), &none, Some(pool));
+            assert_eq!(got.is_ok(), ok, "{cidr}");
+            if let Err(f) = got {
+                assert_eq!(f.reason, Reason::InvalidSpec);
+                assert!(
+                    f.message.contains("IPSEC_PER_CUSTOMER_TRANSIT_POOL")
+                        && f.message.contains("10.200.0.0/16"),
+                    "{}",
+                    f.message
+                );
+            }
+        }
+        // No pool configured: nothing to overlap.
+        assert!(plan(&spec("10.200.4.0/24", None), subnet(), &none, None).is_ok());
     }
 }
