@@ -72,7 +72,15 @@ pub fn customer_transit_name(transit: &str, project: &str) -> String {
 
 /// A customer project's edge router on the transit network `transit`, and its leg port there.
 pub fn edge_router_name(transit: &str, project: &str) -> String {
-    format!("bnerd-vpn-edge-{project}-on-{transit}")
+    format!("{EDGE_PREFIX}{project}-on-{transit}")
+}
+
+const EDGE_PREFIX: &str = "bnerd-vpn-edge-";
+
+/// Whether a port's name makes it an edge router's leg (attached or left loose by a crash):
+/// never a gateway's port.
+pub fn is_edge_leg_name(name: &str) -> bool {
+    name.starts_with(EDGE_PREFIX)
 }
 
 /// The Secret keys of a cross-tenant link's application credential.

@@ -130,6 +130,7 @@ impl Engine<'_> {
     pub async fn reconcile(&self, input: &Input<'_>) -> Outcome {
         let mut r = report::Report::new(input);
         let Some(valid) = validate(self.fabric, input, &mut r) else {
+            withdraw_before_leg(self.net, self.fabric, input, &mut r).await;
             return r.finish();
         };
         if input.spec.credentials_secret_ref.is_some() && self.customer.is_none() {
@@ -165,6 +166,7 @@ impl Engine<'_> {
                         Ok(msg) => r.pass(ConditionType::TransitNetworkShared, msg),
                         Err(f) => {
                             r.fail(ConditionType::TransitNetworkShared, f);
+                            withdraw_before_leg(self.net, self.fabric, input, r).await;
                             return;
                         }
                     }
@@ -245,6 +247,28 @@ pub(crate) fn record_leg(r: &mut report::Report, leg: &leg::Leg, on: Option<&str
     );
 }
 
+/// A link that stops before its leg step (Validated, CredentialsResolved or
+/// TransitNetworkShared failed) still has its recorded gateway route on the gateway router.
+/// If no leg of the link holds that route's next hop any more, Neutron may hand the address
+/// to another tenant's port: the route is withdrawn on the operator's credential (which
+/// reads the transit network's ports whatever project holds them). Not after a missing
+/// attestation: such a link makes no OpenStack call at all. Not for a `PerCustomer` link:
+/// its gateway route goes via its project's edge leg, which no failure of one link frees.
+async fn withdraw_before_leg(
+    net: &dyn bnerd_cloud::Neutron,
+    fabric: &bnerd_cloud::fabric::Fabric,
+    input: &Input<'_>,
+    r: &mut report::Report,
+) {
+    if input.spec.per_customer() || input.status.gateway_route.is_none() {
+        return;
+    }
+    let operator = Engine::same_tenant(net, fabric);
+    if gateway_route::withdraw_orphaned(&operator, input, &mut r.actions).await {
+        r.status.gateway_route = None;
+    }
+}
+
 /// Validated, the first step of every link.
 fn validate(
     fabric: &bnerd_cloud::fabric::Fabric,
@@ -289,6 +313,7 @@ pub async fn reconcile_cross_tenant(
     } = customers;
     let mut r = report::Report::new(input);
     let Some(valid) = validate(fabric, input, &mut r) else {
+        withdraw_before_leg(net, fabric, input, &mut r).await;
         return r.finish();
     };
     let Some(secret_ref) = input.spec.credentials_secret_ref.as_ref() else {
@@ -316,6 +341,7 @@ pub async fn reconcile_cross_tenant(
                 r.requeue_after(CREDENTIALS_RETRY);
             }
             r.fail(ConditionType::CredentialsResolved, f);
+            withdraw_before_leg(net, fabric, input, &mut r).await;
             return r.finish();
         }
     };

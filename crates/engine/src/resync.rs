@@ -27,9 +27,11 @@
 //! window ([`Snapshots`]): the first link of a window takes it, the others wait for it.
 //!
 //! Cross-tenant links take no part in that (their routers are read with each customer's
-//! credential), but their legs are on the operator's transit network: [`check_legs`] checks
-//! every converged cross-tenant leg from one read of its ports, on a short interval of its
-//! own, so an address a leg lost stops being routed to long before the next resync.
+//! credential). Every link's gateway route, though, points at an address on the operator's
+//! transit network: [`check_legs`] checks, from one read of its ports on a short interval of
+//! its own, that what should hold each recorded route's next hop still does (a link's leg, or
+//! a `PerCustomer` project's edge leg), whatever the link's Ready state, so an address a leg
+//! lost stops being routed to long before the next resync.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -40,7 +42,7 @@ use bnerd_cloud::{Neutron, Port, PortQuery, Result, RouterQuery, Subnet};
 use super::converge::Engine;
 use super::model::{Input, Outcome};
 use super::overlay::{Known, Overlay, PlannedWrite, Recorded};
-use super::plan::resync::{Noted, ResyncPlan, RouteWrite, leg_check, plan};
+use super::plan::resync::{Noted, ResyncPlan, RouteWrite, edge_leg_check, leg_check, plan};
 
 /// Router IDs per `GET /routers?id=…` call: 80 IDs make a request line of about 3.2 KB,
 /// under gunicorn's default limit of 4094 bytes and the 8 KB of common proxies. Measured on
@@ -129,12 +131,22 @@ fn transit_known(fabric: &Fabric, ports: Vec<Port>) -> Known {
         .interfaces_on_complete_networks()
 }
 
-/// A converged cross-tenant link's leg as its status records it.
+/// The next hop of a link's recorded gateway route, and what must hold it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordedLeg {
     pub link: String,
-    pub port_id: String,
+    pub holder: LegHolder,
+    /// The gateway route's next hop: the address a freed port would leave routed.
     pub transit_ip: String,
+}
+
+/// What holds a gateway route's next hop on the transit network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LegHolder {
+    /// The link's own leg port (same-tenant and `Shared` links).
+    Port(String),
+    /// An interface of this edge router (a `PerCustomer` link's project's edge leg).
+    EdgeRouter(String),
 }
 
 /// A leg [`check_legs`] found gone or moved: its link, and why.
@@ -159,7 +171,12 @@ pub async fn check_legs(
     Ok(legs
         .iter()
         .filter_map(|l| {
-            leg_check(&l.port_id, &l.transit_ip, snap.known.ports()).map(|why| MovedLeg {
+            let ports = snap.known.ports();
+            match &l.holder {
+                LegHolder::Port(id) => leg_check(id, &l.transit_ip, ports),
+                LegHolder::EdgeRouter(id) => edge_leg_check(id, &l.transit_ip, ports),
+            }
+            .map(|why| MovedLeg {
                 link: l.link.clone(),
                 why,
             })

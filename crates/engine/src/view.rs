@@ -92,29 +92,30 @@ pub fn same_tenant_routers<'a>(links: impl IntoIterator<Item = &'a ClusterLink>)
         .collect()
 }
 
-/// The converged cross-tenant links whose legs the short leg check looks at: Ready at their
-/// generation, not being deleted, with a leg and its address in status. A `PerCustomer`
-/// link's leg is not on the transit network but on its project's customer transit, shared
-/// with that project only: an address it frees can go to no other tenant's port, so the
-/// resync is soon enough for it.
+/// What the short leg check looks at: every link not being deleted whose status records a
+/// gateway route, whatever its Ready state (a link that fails at its credential or its share
+/// keeps its route on the gateway router, and a freed address may go to another tenant's
+/// port), with what must hold the route's next hop: the link's leg port, or for a
+/// `PerCustomer` link its project's edge leg (an interface of the edge router).
 pub fn legs_to_check<'a>(
     links: impl IntoIterator<Item = &'a ClusterLink>,
 ) -> Vec<crate::resync::RecordedLeg> {
     links
         .into_iter()
-        .filter(|l| l.is_cross_tenant() && l.metadata.deletion_timestamp.is_none())
-        .filter(|l| !l.spec.per_customer())
+        .filter(|l| l.metadata.deletion_timestamp.is_none())
         .filter_map(|l| {
             let status = l.status.as_ref()?;
-            // The forward path is what a freed address endangers: a link whose reverse routes
-            // failed still routes its CIDR to its leg, so Ready (the forward path) decides.
-            if !true_at_generation(l, status, bnerd_api::ConditionType::Ready) {
-                return None;
-            }
+            let route = status.gateway_route.as_ref()?;
+            let holder = if l.spec.per_customer() {
+                let edge = status.customer_transit.as_ref()?.edge_router_id.clone()?;
+                crate::resync::LegHolder::EdgeRouter(edge)
+            } else {
+                crate::resync::LegHolder::Port(status.leg_port_id.clone()?)
+            };
             Some(crate::resync::RecordedLeg {
                 link: l.metadata.name.clone().unwrap_or_default(),
-                port_id: status.leg_port_id.clone()?,
-                transit_ip: status.transit_ip.clone()?,
+                holder,
+                transit_ip: route.nexthop.clone(),
             })
         })
         .collect()

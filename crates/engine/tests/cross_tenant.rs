@@ -570,6 +570,74 @@ async fn transit_ip_mismatch_is_terminal(mut env: Env) {
 }
 both!(transit_ip_mismatch_is_terminal);
 
+/// A link that fails before its leg step keeps its gateway route; once no leg of the link
+/// holds the route's next hop (the leg vanished, its address is free for anyone), the route
+/// is withdrawn on the operator's credential: after the Secret went (CredentialsResolved)
+/// and after the spec turned invalid (Validated). While the leg still holds it, it stays.
+async fn a_failing_link_withdraws_a_route_to_a_freed_leg(mut env: Env) {
+    let side = customer_side(&env).await;
+    let router = side.net.create_router(&unique("orph")).await.unwrap();
+    add(&mut env, &side, "orph", &router.id, "10.236.0.0/16");
+    reconcile(&mut env, "orph", &side).await;
+    env.assert_ready("orph");
+    let ip = env.transit_ip("orph").unwrap();
+    let route = Route::new("10.236.0.0/16", &ip);
+    // The Secret goes: CredentialsResolved fails, the leg is still there, the route stays.
+    side.source.secrets.lock().unwrap().clear();
+    reconcile(&mut env, "orph", &side).await;
+    assert_eq!(
+        env.condition("orph", "CredentialsResolved").1,
+        "SecretNotFound"
+    );
+    assert_eq!(env.gateway_routes().await, vec![route.clone()]);
+    // The leg vanishes out of band: the next reconcile, failing at the same step, withdraws
+    // the route to the freed address.
+    let leg = env.leg_port_id("orph");
+    side.net
+        .remove_router_interface(&router.id, &leg)
+        .await
+        .unwrap();
+    let out = reconcile(&mut env, "orph", &side).await;
+    assert_eq!(
+        env.condition("orph", "CredentialsResolved").1,
+        "SecretNotFound"
+    );
+    assert!(
+        env.gateway_routes().await.is_empty(),
+        "no route to an address no leg of the link holds"
+    );
+    assert!(
+        out.actions
+            .iter()
+            .any(|a| a.kind == bnerd_engine::ActionKind::RouteRemoved),
+        "{:?}",
+        out.actions
+    );
+    assert!(out.status.gateway_route.is_none(), "status forgets it");
+    side.put_member_secret("orph");
+    delete(&mut env, "orph", &side).await;
+    side.net.delete_router(&router.id).await.unwrap();
+
+    // Same-tenant: the spec turns invalid after the leg vanished.
+    let svc = env.router("orph-st").await;
+    env.add_link("orph-st", spec(&svc.id, "10.235.0.0/16", None));
+    env.reconcile("orph-st").await;
+    env.assert_ready("orph-st");
+    let leg = env.leg_port_id("orph-st");
+    env.net
+        .remove_router_interface(&svc.id, &leg)
+        .await
+        .unwrap();
+    let i = idx(&env, "orph-st");
+    env.links[i].spec.service_cluster_cidr = "10.235.0.1/16".into();
+    env.reconcile("orph-st").await;
+    assert_eq!(env.condition("orph-st", "Validated").1, "InvalidSpec");
+    assert!(env.gateway_routes().await.is_empty());
+    env.delete("orph-st").await;
+    assert!(env.leg_ports().await.is_empty());
+}
+both!(a_failing_link_withdraws_a_route_to_a_freed_leg);
+
 /// "If such a rule already exists but belongs to someone else (for example an admin made it
 /// by hand), … Neutron answers the create with a conflict (409 DuplicateRbacPolicy). That is
 /// not an error": the customer sees the network, so it is Shared.

@@ -508,9 +508,14 @@ async fn cross_tenant_leg_check(n: usize) {
             },
         );
         l.metadata.generation = Some(1);
+        let ip = port.first_ip().map(str::to_string);
         let mut status = ClusterLinkStatus {
             leg_port_id: Some(port.id.clone()),
-            transit_ip: port.first_ip().map(str::to_string),
+            transit_ip: ip.clone(),
+            gateway_route: ip.map(|nexthop| bnerd_api::RouteRecord {
+                destination: format!("10.{}.{}.0/24", 100 + i / 250, i % 250),
+                nexthop,
+            }),
             ..Default::default()
         };
         set_condition(

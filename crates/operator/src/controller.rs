@@ -2,8 +2,8 @@
 //! engine's door (`LinkEngine`: observe → engine → write status with server-side apply →
 //! publish the engine's `events`; docs/design.md, "The door into the engine"). A converged
 //! link is offered the window's shared snapshot (`engine::resync`); reverse targets come from
-//! the gateway index (`gateways`). Converged cross-tenant links' legs are checked on a
-//! short interval of their own ([`legs_to_check`], `engine::resync::check_legs`); a leg gone
+//! the gateway index (`gateways`). The next hop of every recorded gateway route is checked on
+//! a short interval of its own ([`legs_to_check`], `engine::resync::check_legs`); a leg gone
 //! or moved reconciles its link at once.
 //!
 //! Past 500 lines because every piece of the finalizer's two arms (apply, and remove with its
@@ -490,15 +490,15 @@ fn error_policy(link: Arc<ClusterLink>, err: &Error, ctx: Arc<Context>) -> Actio
     Action::requeue(delay)
 }
 
-/// The converged cross-tenant links whose legs the short check looks at: Ready at their
-/// current generation, not being deleted, with a leg port and its address in status. A link
-/// that is not converged is being reconciled anyway.
+/// The links whose recorded gateway route the short check looks at (`engine::view`): every
+/// one not being deleted, Ready or not.
 pub fn legs_to_check(links: &[Arc<ClusterLink>]) -> Vec<RecordedLeg> {
     crate::engine::view::legs_to_check(links.iter().map(AsRef::as_ref))
 }
 
-/// Every `interval`, check the converged cross-tenant legs from one read of the transit
-/// ports and send the links whose leg is gone or moved to be reconciled at once. Runs for
+/// Every `interval`, check the next hop of every recorded gateway route from one read of the
+/// transit ports and send the links whose leg (or edge leg) is gone or moved to be reconciled
+/// at once. Runs for
 /// the leader's term (the caller drops it).
 async fn watch_cross_tenant_legs(
     ctx: Arc<Context>,
@@ -517,7 +517,7 @@ async fn watch_cross_tenant_legs(
             Ok(moved) => {
                 ctx.metrics.cross_tenant_legs_checked(true, moved.len());
                 for m in moved {
-                    info!(clusterlink = %m.link, "cross-tenant leg check: {}; reconciling now", m.why);
+                    info!(clusterlink = %m.link, "leg check: {}; reconciling now", m.why);
                     if reconcile_now
                         .unbounded_send(ObjectRef::new(&m.link))
                         .is_err()
@@ -528,7 +528,7 @@ async fn watch_cross_tenant_legs(
             }
             Err(e) => {
                 ctx.metrics.cross_tenant_legs_checked(false, 0);
-                warn!(error = %e, legs = legs.len(), "cross-tenant leg check could not read the transit ports; the resync interval still applies");
+                warn!(error = %e, legs = legs.len(), "leg check could not read the transit ports; the resync interval still applies");
             }
         }
     }
@@ -644,6 +644,10 @@ mod tests {
         if leg {
             status.leg_port_id = Some(format!("{name}-port"));
             status.transit_ip = Some("10.254.0.7".into());
+            status.gateway_route = Some(bnerd_api::RouteRecord {
+                destination: "10.251.0.0/16".into(),
+                nexthop: "10.254.0.7".into(),
+            });
         }
         let (s, reason) = match ready_at {
             Some(_) => (Status::True, Reason::Ready),
@@ -663,32 +667,50 @@ mod tests {
     }
 
     #[test]
-    fn only_converged_cross_tenant_legs_are_checked() {
+    fn every_recorded_gateway_route_has_its_next_hop_checked() {
         let mut deleting = (*link("deleting", true, Some(2), true)).clone();
         deleting.metadata.deletion_timestamp =
             Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
                 k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
             ));
-        // A PerCustomer leg is on its project's own network: no other tenant takes its address.
+        // A PerCustomer link's gateway route goes via its project's edge leg: the edge router
+        // must hold the address.
         let mut per_customer = (*link("per-customer", true, Some(2), true)).clone();
         per_customer.spec.transit_isolation = Some(bnerd_api::TransitIsolation::PerCustomer);
+        if let Some(st) = per_customer.status.as_mut() {
+            st.customer_transit = Some(bnerd_api::clusterlink::CustomerTransit {
+                edge_router_id: Some("edge-1".into()),
+                edge_router_transit_ip: Some("10.254.0.7".into()),
+                ..Default::default()
+            });
+        }
         let links = vec![
             Arc::new(per_customer),
             link("converged", true, Some(2), true),
             link("same-tenant", false, Some(2), true),
+            // Not Ready (failed at its credential or share, say): its route is still there.
             link("not-ready", true, None, true),
             link("older-generation", true, Some(1), true),
             link("no-leg", true, Some(2), false),
             Arc::new(deleting),
         ];
         let legs = legs_to_check(&links);
+        use crate::engine::resync::LegHolder;
+        let leg = |name: &str, holder: LegHolder| RecordedLeg {
+            link: name.into(),
+            holder,
+            transit_ip: "10.254.0.7".into(),
+        };
+        let port = |name: &str| LegHolder::Port(format!("{name}-port"));
         assert_eq!(
             legs,
-            vec![RecordedLeg {
-                link: "converged".into(),
-                port_id: "converged-port".into(),
-                transit_ip: "10.254.0.7".into(),
-            }]
+            vec![
+                leg("per-customer", LegHolder::EdgeRouter("edge-1".into())),
+                leg("converged", port("converged")),
+                leg("same-tenant", port("same-tenant")),
+                leg("not-ready", port("not-ready")),
+                leg("older-generation", port("older-generation")),
+            ]
         );
     }
 }

@@ -1251,7 +1251,7 @@ async fn a_freed_cross_tenant_leg_address_stops_being_routed_within_the_leg_chec
     assert!(message.contains("status.transitIP"), "{message}");
     let log = op.log_so_far();
     assert!(
-        log.contains("cross-tenant leg check") && log.contains(&old_leg),
+        log.contains("leg check: ") && log.contains(&old_leg),
         "the check says what it found: {log}"
     );
 

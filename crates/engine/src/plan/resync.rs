@@ -100,6 +100,20 @@ pub fn leg_check(port_id: &str, transit_ip: &str, ports: &[Port]) -> Option<Stri
     ))
 }
 
+/// A `PerCustomer` project's edge leg against one read of the transit network's ports: None
+/// while an interface of the edge router holds the gateway route's next hop; else why.
+pub fn edge_leg_check(router_id: &str, transit_ip: &str, ports: &[Port]) -> Option<String> {
+    if ports
+        .iter()
+        .any(|p| p.has_ip(transit_ip) && p.is_interface_of(router_id))
+    {
+        return None;
+    }
+    Some(format!(
+        "no interface of edge router {router_id} holds {transit_ip} on the transit network any more; {transit_ip} is free for anyone"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -149,6 +163,32 @@ mod tests {
                 (Some(text), Some(why)) => assert!(why.contains(text), "{rule}: {why}"),
                 _ => panic!("{rule}: got {got:?}"),
             }
+        }
+    }
+
+    #[test]
+    fn an_edge_leg_is_checked_by_its_router_and_address() {
+        let iface = |id: &str, ip: &str, router: &str| Port {
+            id: id.into(),
+            device_id: router.into(),
+            device_owner: "network:router_interface".into(),
+            fixed_ips: vec![bnerd_cloud::FixedIp {
+                subnet_id: "s".into(),
+                ip_address: ip.into(),
+            }],
+            ..Default::default()
+        };
+        let loose = Port {
+            device_id: String::new(),
+            device_owner: String::new(),
+            ..iface("loose", "10.254.0.8", "")
+        };
+        let ports = vec![iface("e1", "10.254.0.7", "edge-1"), loose];
+        assert_eq!(edge_leg_check("edge-1", "10.254.0.7", &ports), None);
+        // Another router's interface, or a loose port, at the address does not hold it.
+        for (router, ip) in [("edge-2", "10.254.0.7"), ("edge-1", "10.254.0.8")] {
+            let why = edge_leg_check(router, ip, &ports).expect(router);
+            assert!(why.contains(&format!("edge router {router}")), "{why}");
         }
     }
 

@@ -196,6 +196,15 @@ fn hop_fault(t: &ReverseTarget, v: &ScreenView<'_>) -> Result<(), Fault> {
             not_gateway,
         ));
     }
+    if bnerd_api::names::is_edge_leg_name(&p.name) {
+        return Err((
+            format!(
+                "status.portFixedIP {hop} is held by port {}, a customer transit's edge router leg",
+                p.id
+            ),
+            not_gateway,
+        ));
+    }
     if p.is_router_interface() {
         return Err((
             format!(
@@ -599,7 +608,10 @@ mod tests {
         let hand_leg = crate::plan::fixtures::leg("hand", "10.254.0.21", "svc-router");
         let mut foreign = gw_port("10.254.0.22");
         foreign.project_id = "customer-b".into();
-        let ports = vec![gw_port("10.254.0.10"), leg, hand_leg, foreign];
+        // An edge router's leg left loose (detached): an operator-project port, no router.
+        let mut loose_edge = gw_port("10.254.0.23");
+        loose_edge.name = "bnerd-vpn-edge-customer-b-on-transit".into();
+        let ports = vec![gw_port("10.254.0.10"), leg, hand_leg, foreign, loose_edge];
         let claimed: Vec<Ipv4Addr> = vec!["10.254.0.30".parse().unwrap()];
         let policy = CidrPolicy::default();
         let v = ScreenView {
@@ -607,7 +619,7 @@ mod tests {
             ..view(&[], &ports, &policy)
         };
         // (rule, next hop, admitted, words in the link's message)
-        let rows: [(&str, &str, bool, &str); 7] = [
+        let rows: [(&str, &str, bool, &str); 8] = [
             (
                 "a gateway port of the operator's project",
                 "10.254.0.10",
@@ -634,6 +646,12 @@ mod tests {
                 "leg address",
             ),
             ("no port holds it", "10.254.0.99", false, "no port"),
+            (
+                "an edge router's leg, even loose",
+                "10.254.0.23",
+                false,
+                "edge router leg",
+            ),
             (".1, the gateway router's leg", "10.254.0.1", false, ".1"),
         ];
         for (i, (rule, hop, ok, word)) in rows.iter().enumerate() {
