@@ -15,6 +15,7 @@ use super::plan::reverse_routes::{
     GatewayProblem, ReverseCall, ReversePlan, ReverseView, ScreenView, add_failed, call_failed,
     connected_overlap, plan, screen, split_after, verdict,
 };
+use super::plan::route_quota;
 
 /// What the step leaves behind: the routes to record, the condition, and the gateways that
 /// deserve a Warning Event of their own.
@@ -162,12 +163,26 @@ pub(crate) async fn ensure(
         batch.dedup();
         match ops::add_routes(e, e.leg_net(), &router, &batch).await {
             Ok(()) => installed.extend(p.add.iter().cloned()),
-            Err(err) if split_after(&err) => {
-                // One gateway's route can make Neutron refuse the whole batch: give each its
-                // own call so the others still go in, and the refusal names its gateway.
-                for d in &p.add {
+            Err(err) if split_after(&err) || route_quota::is_full(&err) => {
+                // One gateway's route can make Neutron refuse the whole batch, and so does a
+                // router with too little room for all of them: give each its own call, the
+                // oldest gateways first, so the others still go in and every refusal names
+                // its gateway.
+                let mut each = p.add.clone();
+                route_quota::oldest_first(&mut each, input.reverse_targets);
+                let mut full: Option<bnerd_cloud::CloudError> = None;
+                for d in &each {
+                    // Once the router is full, a newer gateway's route cannot fit either.
+                    if let Some(err) = &full {
+                        problems.push(route_quota::did_not_fit(d, rid, err));
+                        continue;
+                    }
                     match ops::add_routes(e, e.leg_net(), &router, &[reverse_route_of(d)]).await {
                         Ok(()) => installed.push(d.clone()),
+                        Err(err) if route_quota::is_full(&err) => {
+                            problems.push(route_quota::did_not_fit(d, rid, &err));
+                            full = Some(err);
+                        }
                         Err(err) => problems.push(add_failed(d, rid, &err)),
                     }
                 }

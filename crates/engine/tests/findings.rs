@@ -331,6 +331,87 @@ async fn a_refused_gateway_never_names_a_route_for_removal(mut env: Env) {
 }
 both!(a_refused_gateway_never_names_a_route_for_removal);
 
+/// A service router holds at most Neutron's route quota (30 by default): with more gateways
+/// than that, the oldest gateways' routes go in, the ones that do not fit are named with the
+/// quota, and a slot freed by a gateway that goes is taken by the next oldest.
+async fn gateways_beyond_the_route_quota_are_named_the_oldest_fit(mut env: Env) {
+    const GATEWAYS: usize = 32;
+    let svc = env.router("quota").await;
+    let mut ports = vec![];
+    let mut targets = vec![];
+    for i in 0..GATEWAYS {
+        let hop = format!("10.254.0.{}", 200 + i);
+        ports.push(env.port_at_ip(&hop, &format!("gateway-pod-{i}")).await);
+        let mut t = target(
+            "vpn",
+            &format!("g{i:02}"),
+            &format!("100.64.{i}.0/24"),
+            &hop,
+        );
+        // The later the index, the newer the gateway.
+        t.created = Some(format!("2026-01-01T00:{i:02}:00Z"));
+        targets.push(t);
+    }
+    // Listed newest first: the order gateways arrive in must not matter.
+    targets.reverse();
+    env.reverse = targets.clone();
+    env.add_link("quota", spec(&svc.id, "10.49.0.0/16", None));
+    let out = env.reconcile("quota").await;
+    assert_eq!(env.condition("quota", "RouteInstalled").0, "True");
+    let (s, r, m) = env.condition("quota", "ReverseRoutesInstalled");
+    assert_eq!(
+        (s.as_str(), r.as_str()),
+        ("False", "EnsureReverseRoutesFailed"),
+        "{m}"
+    );
+    assert_eq!(
+        out.retry,
+        bnerd_engine::Retry::Backoff,
+        "retried with backoff"
+    );
+    let routes = env.get_router(&svc.id).await.routes;
+    assert_eq!(routes.len(), 30, "{routes:?}");
+    for i in 0..30 {
+        assert!(
+            routes.contains(&Route::new(
+                format!("100.64.{i}.0/24"),
+                format!("10.254.0.{}", 200 + i)
+            )),
+            "the 30 oldest gateways' routes: g{i:02} missing"
+        );
+    }
+    for late in ["vpn/g30", "vpn/g31"] {
+        assert!(m.contains(&format!("{late}: 100.64.")), "{late} named: {m}");
+    }
+    assert!(m.contains("router_route"), "the quota named: {m}");
+    assert_eq!(
+        env.link("quota")
+            .status
+            .as_ref()
+            .unwrap()
+            .reverse_routes
+            .len(),
+        30
+    );
+    // The oldest gateway goes: its slot is the next oldest's.
+    env.reverse.retain(|t| t.gateway.name != "g00");
+    env.reconcile("quota").await;
+    let routes = env.get_router(&svc.id).await.routes;
+    assert!(routes.contains(&Route::new("100.64.30.0/24", "10.254.0.230")));
+    assert!(!routes.contains(&Route::new("100.64.0.0/24", "10.254.0.200")));
+    let (_, _, m) = env.condition("quota", "ReverseRoutesInstalled");
+    assert!(m.contains("vpn/g31") && !m.contains("vpn/g30"), "{m}");
+    env.reverse.clear();
+    env.reconcile("quota").await;
+    env.assert_ready("quota");
+    env.delete("quota").await;
+    for p in ports {
+        env.net.delete_port(&p.id).await.unwrap();
+    }
+    assert_eq!(env.ports().await.len(), 1);
+}
+both!(gateways_beyond_the_route_quota_are_named_the_oldest_fit);
+
 /// Finding 5: reverse targets from any namespace are screened and added per gateway; one bad
 /// gateway never blocks the others and is named.
 async fn bad_gateways_never_block_good_ones(mut env: Env) {

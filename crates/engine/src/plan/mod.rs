@@ -11,6 +11,7 @@ pub mod gateway_route;
 pub mod leg;
 pub mod resync;
 pub mod reverse_routes;
+pub(crate) mod route_quota;
 pub mod share;
 pub mod tenant;
 pub mod unwind;

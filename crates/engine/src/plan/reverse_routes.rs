@@ -227,7 +227,7 @@ fn hop_fault(t: &ReverseTarget, v: &ScreenView<'_>) -> Result<(), Fault> {
 }
 
 /// Older first: creationTimestamp (none counts as newest), then namespace/name.
-fn age_key(t: &ReverseTarget) -> (bool, &str, &str, &str, &str) {
+pub(crate) fn age_key(t: &ReverseTarget) -> (bool, &str, &str, &str, &str) {
     (
         t.created.is_none(),
         t.created.as_deref().unwrap_or(""),
