@@ -1,7 +1,7 @@
 //! `doctor`'s warnings about what the operator routes without bounds: links whose
-//! spec.serviceClusterCIDR lies outside the recommended bounds (docs/operations.md, "CIDR
-//! bounds"), and the gateway bounds left unset, naming the gateways outside the recommended
-//! ranges. Warnings, not problems: nothing is wrong yet, and the defaults admit what earlier
+//! spec.serviceClusterCIDR lies outside the recommended bounds (docs/operations.md, "What
+//! the operator routes, and which port is a leg"), and the gateway bounds left unset, naming
+//! the gateways outside the recommended ranges. Warnings, not problems: nothing is wrong yet, and the defaults admit what earlier
 //! versions admitted.
 
 use bnerd_api::ClusterLink;

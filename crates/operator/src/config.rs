@@ -64,7 +64,8 @@ pub struct Args {
     pub lease_duration: String,
     /// Ranges every spec.serviceClusterCIDR must lie in, comma-separated; empty (the
     /// default, as earlier versions admitted): any. Recommended: the private and
-    /// shared-address ranges (docs/operations.md, "CIDR bounds").
+    /// shared-address ranges (docs/operations.md, "What the operator routes, and which port
+    /// is a leg").
     #[arg(long, env = "IPSEC_SERVICE_CIDR_RANGES", default_value = "")]
     pub service_cidr_ranges: String,
     /// The shortest prefix a spec.serviceClusterCIDR may have (0, the default: any).
