@@ -101,6 +101,7 @@ remove_upgrade_test() {
   for r in "$UREL" "$UREL2" "$UREL3"; do
     helm uninstall "$r" -n "$UNS" --ignore-not-found >/dev/null 2>&1 || true
     kubectl delete clusterrole,clusterrolebinding -l app.kubernetes.io/instance="$r" --ignore-not-found >/dev/null
+    kubectl delete role,rolebinding -n default -l app.kubernetes.io/instance="$r" --ignore-not-found >/dev/null
   done
   for l in "$ULINK" "$ULEGACY"; do
     if kubectl get clusterlink "$l" >/dev/null 2>&1; then
@@ -129,10 +130,13 @@ cleanup() {
     kubectl delete lease -n "$NS" "$SA" --ignore-not-found --wait=false >/dev/null 2>&1 || true
     finalize_ns "$CREDS_NS" || rc=1
     finalize_ns "$NS" || rc=1
-    # cluster-scoped RBAC must be gone
-    if kubectl get clusterrole,clusterrolebinding "$SA" >/dev/null 2>&1; then
-      echo "chart-test: cleanup left cluster RBAC $SA behind" >&2; rc=1
-    fi
+    # cluster-scoped RBAC and the Events Role in "default" must be gone
+    for o in clusterrole/"$SA" clusterrolebinding/"$SA" clusterrole/"$SA"-gateway-events \
+             clusterrolebinding/"$SA"-gateway-events role/"$SA"-events rolebinding/"$SA"-events; do
+      if kubectl get -n default "$o" >/dev/null 2>&1; then
+        echo "chart-test: cleanup left RBAC $o behind" >&2; rc=1
+      fi
+    done
   fi
   if [[ $UPGRADE == 1 ]]; then
     remove_upgrade_test || rc=1
@@ -388,8 +392,23 @@ pass "clouds.yaml mounted read-only from openstack.cloudsSecret"
 v=$(dep -c '.spec.template.spec | [.securityContext.runAsUser, .securityContext.runAsNonRoot, .containers[0].securityContext.readOnlyRootFilesystem, .containers[0].securityContext.allowPrivilegeEscalation, .containers[0].securityContext.capabilities.drop]')
 [[ $v == '[65532,true,true,false,["ALL"]]' ]] || fail "securityContext: $v"
 pass "securityContext: UID 65532, runAsNonRoot, readOnlyRootFilesystem, no privilege escalation, drop ALL"
-obj ClusterRole | jq -e '[.rules[].resources[]] | any(. == "secrets")' >/dev/null && fail "the ClusterRole mentions secrets"
-pass "no Secrets in the ClusterRole"
+obj ClusterRole | jq -s -e '[.[].rules[].resources[]] | any(. == "secrets")' >/dev/null && fail "a ClusterRole mentions secrets"
+pass "no Secrets in any ClusterRole"
+# Each grant where it is used: Secrets only in the credentials namespace, the Lease by name,
+# Events in "default" and the release namespace, cluster-wide only in their own ClusterRole.
+v=$(jq -s -c '[.[] | select(.kind == "Role" or .kind == "ClusterRole") | [.kind, .metadata.name, .metadata.namespace, [.rules[] | [(.resources | join(",")), (.resourceNames // [] | join(",")), (.verbs | join(","))]]]] | sort' "$J")
+want=$(jq -n -c --arg sa "$SA" --arg ns "$NS" --arg creds "$CREDS_NS" '[
+  ["ClusterRole", $sa, null, [["clusterlinks", "", "list,watch,patch"], ["clusterlinks/status", "", "patch"], ["ipsecgateways,vpngateways", "", "list,watch"]]],
+  ["ClusterRole", "\($sa)-gateway-events", null, [["events", "", "create,patch"]]],
+  ["Role", "\($sa)-credentials", $creds, [["secrets", "", "get,list,watch"]]],
+  ["Role", "\($sa)-events", "default", [["events", "", "create,patch"]]],
+  ["Role", "\($sa)-events", $ns, [["events", "", "create,patch"]]],
+  ["Role", "\($sa)-leases", $ns, [["leases", $sa, "get,patch"], ["leases", "", "create"]]]] | sort')
+[[ $v == "$want" ]] || fail "rendered RBAC rules: $v, want $want"
+pass "rendered RBAC: ClusterRole (no Events), $SA-gateway-events (Events only), Secrets Role in $CREDS_NS, Events Roles in default and $NS, Lease Role by name (create unnamed)"
+v=$(helm template "$REL" "$CHART" -n default "${SET_REQ[@]}" | yq -c 'select(.kind == "Role" or .kind == "RoleBinding") | select(.metadata.name | test("-events$")) | [.kind, .metadata.namespace]' | paste -sd' ')
+[[ $v == '["Role","default"] ["RoleBinding","default"]' ]] || fail "release namespace default: Events Roles $v"
+pass "release namespace default: one Events Role and RoleBinding there, not two of the same name"
 [[ $(grep -c '^kind: Namespace$' "$RENDERED") == 1 ]] || fail "want exactly one Namespace (credentials) in the render"
 n=$(helm template "$REL" "$CHART" "${SET_REQ[@]}" --set clusterLink.createCredentialsNamespace=false | grep -c '^kind: Namespace$' || true)
 [[ $n == 0 ]] || fail "createCredentialsNamespace=false still renders a Namespace"
@@ -438,9 +457,11 @@ out=$(kubectl apply --server-side --field-manager=chart-test -f "$RENDERED" 2>&1
   || fail "server-side apply of the rendered chart: $out"
 pass "server-side apply ($(grep -c . <<<"$out") objects)"
 kubectl get -n "$NS" deployment/"$SA" serviceaccount/"$SA" role/"$SA"-leases rolebinding/"$SA"-leases \
-    service/"$SA"-metrics poddisruptionbudget/"$SA" >/dev/null \
+    role/"$SA"-events rolebinding/"$SA"-events service/"$SA"-metrics poddisruptionbudget/"$SA" >/dev/null \
   && kubectl get -n "$CREDS_NS" role/"$SA"-credentials rolebinding/"$SA"-credentials >/dev/null \
-  && kubectl get clusterrole/"$SA" clusterrolebinding/"$SA" >/dev/null \
+  && kubectl get -n default role/"$SA"-events rolebinding/"$SA"-events >/dev/null \
+  && kubectl get clusterrole/"$SA" clusterrolebinding/"$SA" clusterrole/"$SA"-gateway-events \
+       clusterrolebinding/"$SA"-gateway-events >/dev/null \
   || fail "applied objects not found"
 pass "Deployment, ServiceAccount, Service, PDB, Roles, ClusterRole(Binding) exist"
 # Talking to the cluster (a server dry run), NOTES says when the clouds.yaml Secret is missing.
@@ -471,12 +492,16 @@ LE=leases.coordination.k8s.io
 # what the binary does (see the comments in the RBAC templates for the code behind each)
 for v in list watch patch; do can yes "$v" "$CL"; done
 can yes patch "$CL" --subresource=status
+# Events: ClusterLinks' in default, its own in the release namespace, gateway Warnings in any
+# namespace (the gateway-events ClusterRole; without it, below, only the first two remain).
 for ns in default "$NS" some-gateway-namespace; do
   can yes create "$EV" -n "$ns"
   can yes patch "$EV" -n "$ns"
 done
 for v in get list watch; do can yes "$v" secrets -n "$CREDS_NS"; done
-for v in get create patch; do can yes "$v" "$LE" -n "$NS"; done
+# the Lease: get and patch by its name; create cannot be limited by name
+for v in get patch; do can yes "$v" "$LE/$SA" -n "$NS"; done
+can yes create "$LE" -n "$NS"
 # what it must not
 for v in get create update delete deletecollection; do can no "$v" "$CL"; done
 can no update "$CL" --subresource=status
@@ -489,8 +514,12 @@ can no get secrets -n default
 can no get secrets -n kube-system
 can no get secrets -n "$NS"              # not even the clouds.yaml Secret: it is a volume
 can no list secrets -A
-for v in update delete list watch; do can no "$v" "$LE" -n "$NS"; done
-can no get "$LE" -n kube-system
+can no watch secrets -A
+for v in list watch; do can no "$v" secrets -n default; done
+for v in get patch update delete; do can no "$v" "$LE/other-lease" -n "$NS"; done  # another Lease
+for v in update delete; do can no "$v" "$LE/$SA" -n "$NS"; done  # kube-lease-manager never updates or deletes
+for v in get list watch update delete; do can no "$v" "$LE" -n "$NS"; done  # no name: any Lease
+can no get "$LE/$SA" -n kube-system
 can no create "$LE" -n default
 can no get pods -n "$NS"
 can no get configmaps -n "$NS"
@@ -554,6 +583,38 @@ kubectl patch lease "$SA" -n "$NS" --as="$SA_USER" --type=strategic -p '{"spec":
   || fail "ServiceAccount cannot read its Lease back"
 if kubectl delete lease "$SA" -n "$NS" --as="$SA_USER" >/dev/null 2>&1; then fail "ServiceAccount deleted its Lease"; fi
 pass "impersonated Lease create, server-side apply, patch and get succeed; delete is Forbidden"
+kubectl create -n "$NS" -f - >/dev/null <<JSON || fail "create another Lease as admin"
+{"apiVersion":"coordination.k8s.io/v1","kind":"Lease","metadata":{"name":"chart-test-other-lease"},"spec":{"holderIdentity":"someone-else"}}
+JSON
+out=$(kubectl get lease chart-test-other-lease -n "$NS" --as="$SA_USER" 2>&1) && fail "ServiceAccount read another Lease"
+grep -q Forbidden <<<"$out" || fail "reading another Lease failed, but not with Forbidden: $out"
+out=$(kubectl patch lease chart-test-other-lease -n "$NS" --as="$SA_USER" --type=merge -p '{"spec":{"holderIdentity":"pod-a"}}' 2>&1) \
+  && fail "ServiceAccount took another Lease"
+grep -q Forbidden <<<"$out" || fail "patching another Lease failed, but not with Forbidden: $out"
+kubectl delete lease chart-test-other-lease -n "$NS" >/dev/null
+pass "impersonated GET and PATCH of another Lease in $NS are Forbidden"
+
+# The cluster-wide Event grant is for gateway Warnings alone: without its binding the
+# ClusterLink and operator Events keep their Roles, and every other namespace is denied.
+kubectl delete clusterrolebinding "$SA"-gateway-events >/dev/null || fail "delete clusterrolebinding $SA-gateway-events"
+for i in $(seq 50); do
+  [[ $(kubectl auth can-i create "$EV" -n some-gateway-namespace --as="$SA_USER" 2>/dev/null || true) == no ]] && break
+  sleep 0.1
+done
+for ns in default "$NS"; do
+  can yes create "$EV" -n "$ns"
+  can yes patch "$EV" -n "$ns"
+done
+for ns in some-gateway-namespace kube-system "$CREDS_NS"; do
+  can no create "$EV" -n "$ns"
+  can no patch "$EV" -n "$ns"
+done
+kubectl apply --server-side --field-manager=chart-test -f "$RENDERED" >/dev/null || fail "re-apply the rendered chart"
+for i in $(seq 50); do
+  [[ $(kubectl auth can-i create "$EV" -n some-gateway-namespace --as="$SA_USER" 2>/dev/null || true) == yes ]] && break
+  sleep 0.1
+done
+can yes create "$EV" -n some-gateway-namespace
 
 # --- (7) helm upgrade from chart 0.2.0 ------------------------------------------------
 # A cluster that ran 0.2.0 has the CRD from crds/, owned by no release. On this shared
@@ -618,8 +679,12 @@ v=$(deploy_shape)
 pass "the next upgrade (old pods elect) rolls out as RollingUpdate"
 kubectl get -n "$UNS" pdb/"$UREL-bnerd-vpn-operator" service/"$UREL-bnerd-vpn-operator-metrics" >/dev/null \
   || fail "the upgrade did not create the PDB and the metrics Service"
-v=$(kubectl get role -n "$UNS" "$UREL-bnerd-vpn-operator-leases" -o jsonpath='{.rules[0].verbs}')
-[[ $v == '["get","create","patch"]' ]] || fail "lease Role verbs after the upgrade: $v"
+v=$(kubectl get role -n "$UNS" "$UREL-bnerd-vpn-operator-leases" -o json | jq -c '[.rules[] | [.resourceNames, .verbs]]')
+[[ $v == '[[["'"$UREL"'-bnerd-vpn-operator"],["get","patch"]],[null,["create"]]]' ]] || fail "lease Role rules after the upgrade: $v"
+v=$(kubectl get clusterrole "$UREL-bnerd-vpn-operator" -o json | jq -c '[.rules[].resources[]] | any(. == "events")')
+[[ $v == false ]] || fail "ClusterRole still grants Events after the upgrade"
+kubectl get -n default role/"$UREL-bnerd-vpn-operator-events" >/dev/null && kubectl get clusterrole/"$UREL-bnerd-vpn-operator-gateway-events" >/dev/null \
+  || fail "the upgrade did not create the Events Roles"
 v=$(kubectl get clusterrole "$UREL-bnerd-vpn-operator" -o json | jq -c '[.rules[] | select(.resources == ["clusterlinks"]) | .verbs[]]')
 [[ $v == '["list","watch","patch"]' ]] || fail "ClusterRole clusterlinks verbs after the upgrade: $v"
 pass "upgraded objects: Deployment 2 replicas RollingUpdate, PDB, metrics Service, trimmed RBAC"
@@ -705,7 +770,8 @@ v=$(dep3 | jq -c '[.spec.strategy.type, .spec.template.spec.containers[0].image,
 pass "0.3.0's pods elect, so the upgrade rolls (RollingUpdate); operator :$VERSION, no gateway image env"
 # 0.3.0 admitted any service CIDR: the upgraded operator is given no bounds, so a link with a
 # public CIDR keeps converging (crates/operator/tests/e2e.rs runs the binary on these defaults).
-v=$(dep3 | jq -c '[.spec.template.spec.containers[0].env[] | select(.name | test("^IPSEC_(SERVICE|GATEWAY)_CIDR")) | .value]')
+# (the apiserver drops an env var's empty value: read it back as "")
+v=$(dep3 | jq -c '[.spec.template.spec.containers[0].env[] | select(.name | test("^IPSEC_(SERVICE|GATEWAY)_CIDR")) | .value // ""]')
 [[ $v == '["","0","","0"]' ]] || fail "CIDR bounds after the upgrade from 0.3.0 (service ranges, prefix, gateway ranges, prefix): $v"
 pass "the upgrade from 0.3.0 sets no CIDR bounds (links 0.3.0 admitted, public CIDRs too, keep converging)"
 [[ $(helm get values "$UREL3" -n "$UNS" -o json | jq -r '.images.gateway.tag') == 0.3.1 ]] \

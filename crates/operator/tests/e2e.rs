@@ -841,8 +841,9 @@ async fn gateway_changes_fan_out_to_every_link() {
 /// The chart's own RBAC, rendered by the real helm (lab/kube/build.sh), bound to the lab's
 /// unprivileged user `operator-test` instead of the chart's ServiceAccount: the operator
 /// binary then runs with exactly the permissions a Helm install grants it. Returns that
-/// user's kubeconfig.
-async fn chart_rbac_kubeconfig(client: &Client, admin_kubeconfig: &str) -> String {
+/// user's kubeconfig and the Lease the chart's Deployment names (`IPSEC_LEASE_NAME`): the
+/// chart's Lease Role allows that one only, so the operator must elect on it.
+async fn chart_rbac_kubeconfig(client: &Client, admin_kubeconfig: &str) -> (String, String) {
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding, Subject};
     let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
     let built = std::process::Command::new("bash")
@@ -887,6 +888,7 @@ async fn chart_rbac_kubeconfig(client: &Client, admin_kubeconfig: &str) -> Strin
     }];
     let ssa = PatchParams::apply("e2e").force();
     let text = String::from_utf8_lossy(&rendered.stdout).to_string();
+    let mut lease = None;
     for doc in serde_yaml::Deserializer::from_str(&text) {
         let v: serde_json::Value = match serde::Deserialize::deserialize(doc) {
             Ok(v) => v,
@@ -901,6 +903,13 @@ async fn chart_rbac_kubeconfig(client: &Client, admin_kubeconfig: &str) -> Strin
             .unwrap_or_default()
             .to_string();
         match v["kind"].as_str() {
+            Some("Deployment") => {
+                lease = v["spec"]["template"]["spec"]["containers"][0]["env"]
+                    .as_array()
+                    .and_then(|env| env.iter().find(|e| e["name"] == "IPSEC_LEASE_NAME"))
+                    .and_then(|e| e["value"].as_str())
+                    .map(str::to_string);
+            }
             Some("ClusterRole") => {
                 let api: Api<ClusterRole> = Api::all(client.clone());
                 api.patch(&name, &ssa, &Patch::Apply(&v))
@@ -934,10 +943,17 @@ async fn chart_rbac_kubeconfig(client: &Client, admin_kubeconfig: &str) -> Strin
             _ => {}
         }
     }
-    std::path::Path::new(admin_kubeconfig)
+    let lease = lease.expect("the chart's Deployment sets IPSEC_LEASE_NAME");
+    // The chart's name is the same every run: a Lease that an earlier run's killed operator
+    // still holds would keep this run's operator waiting until it runs out.
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), "bnerd-e2e");
+    let _ = leases.delete(&lease, &DeleteParams::default()).await;
+    let kubeconfig = std::path::Path::new(admin_kubeconfig)
         .with_file_name("kubeconfig-operator-test")
         .display()
-        .to_string()
+        .to_string();
+    (kubeconfig, lease)
 }
 
 /// Create a namespace unless it exists.
@@ -995,8 +1011,9 @@ async fn operator_binary_cross_tenant_link() {
     // The credentials namespace must exist before the chart's Role in it.
     put_credentials_secret(&client, "e2e-probe", "x", "y").await;
     delete_credentials_secret(&client, "e2e-probe").await;
-    let least = chart_rbac_kubeconfig(&client, &kubeconfig).await;
-    // The chart's Lease Role lives in the release namespace the RBAC was rendered for.
+    let (least, lease) = chart_rbac_kubeconfig(&client, &kubeconfig).await;
+    // The chart's Lease Role lives in the release namespace the RBAC was rendered for and
+    // allows only the chart's Lease name.
     let op = OperatorCommand::new(env!("CARGO_BIN_EXE_bnerd-vpn-operator"))
         .lab(
             &least,
@@ -1005,6 +1022,7 @@ async fn operator_binary_cross_tenant_link() {
             &env.fabric.transit_network_id,
             "3s",
         )
+        .env("IPSEC_LEASE_NAME", &lease)
         .env("IPSEC_LEASE_NAMESPACE", "bnerd-e2e")
         .spawn();
     let api: Api<ClusterLink> = Api::all(client.clone());
