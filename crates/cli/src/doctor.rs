@@ -14,7 +14,7 @@ use bnerd_api::conditions::{find, is_true};
 use bnerd_api::echo::shell_word;
 use bnerd_api::names::{ANNOTATION_ABANDON, leg_owner_uid, link_name_in_tags};
 use bnerd_cloud::fabric::{Fabric, FabricError};
-use bnerd_cloud::{CloudError, Neutron, Port, PortQuery, Route};
+use bnerd_cloud::{ACCESS_AS_SHARED, CloudError, Neutron, Port, PortQuery, Route};
 use bnerd_engine::plan::leg::{LegMark, leg_mark, leg_project};
 use bnerd_engine::plan::remove_route_command;
 use bnerd_engine::plan::share::share_command;
@@ -358,39 +358,221 @@ pub enum CustomerView {
     Unreadable(String),
 }
 
-/// A cross-tenant link to check: its name, its customer project, its credential.
+/// A cross-tenant link to check: its name, its customer project, its transit isolation mode,
+/// its credential.
 pub struct CrossTenantLink {
     pub name: String,
     pub project: String,
+    /// `spec.transitIsolation: PerCustomer`: its leg stands on the project's customer transit.
+    pub per_customer: bool,
     pub view: CustomerView,
 }
 
-/// Whether each cross-tenant link's customer can see the transit network (the share the
-/// operator re-ensures at every reconcile), checked with the customer's own credential where
-/// the doctor can read it.
-pub async fn share_findings(network_id: &str, links: &[CrossTenantLink]) -> Vec<Finding> {
+/// What `share_findings` checks, decided from the links alone (indices into them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShareCheck {
+    /// A `Shared` link: its leg stands on the transit network, so its project must see it.
+    Visible { link: usize },
+    /// Every cross-tenant link of `project` is `PerCustomer`: the transit network must not be
+    /// shared with it, or the project still reaches every linked cluster from a port there.
+    NotShared { project: String, links: Vec<usize> },
+    /// `PerCustomer` links of a project that still has `Shared` ones: the share stays for
+    /// those until they are moved too.
+    KeptFor {
+        project: String,
+        per_customer: Vec<usize>,
+        shared: Vec<usize>,
+    },
+}
+
+/// One check per `Shared` link, in order; one per project for its `PerCustomer` links, where
+/// the project's first one stands. A project with at least one `Shared` link (deleting or
+/// not: its leg stays on the transit until its unwind is done) keeps the share.
+pub fn share_checks(links: &[CrossTenantLink]) -> Vec<ShareCheck> {
     let mut out = vec![];
-    for l in links {
-        let (name, project) = (&l.name, &l.project);
-        out.push(match &l.view {
-            CustomerView::Unreadable(why) => Finding::ok(format!(
-                "ClusterLink {name}: share with project {project} not checked: {why}"
-            )),
-            CustomerView::Client(net) => match net.get_network(network_id).await {
-                Ok(_) => Finding::ok(format!(
-                    "ClusterLink {name}: the transit network is visible to project {project} (shared)"
-                )),
-                Err(e) if e.is_not_found() => Finding::problem(format!(
-                    "ClusterLink {name}: the transit network {network_id} is not visible to project {project}; the operator shares it at the link's next reconcile, or an OpenStack admin runs once: {}",
-                    share_command(project, network_id)
-                )),
-                Err(e) => Finding::problem(format!(
-                    "ClusterLink {name}: checking the share with project {project} with the customer credential failed: {e}"
-                )),
-            },
+    let mut seen: Vec<&str> = vec![];
+    for (i, l) in links.iter().enumerate() {
+        if !l.per_customer {
+            out.push(ShareCheck::Visible { link: i });
+            continue;
+        }
+        if seen.contains(&l.project.as_str()) {
+            continue;
+        }
+        seen.push(&l.project);
+        let of = |per_customer: bool| -> Vec<usize> {
+            links
+                .iter()
+                .enumerate()
+                .filter(|(_, o)| o.project == l.project && o.per_customer == per_customer)
+                .map(|(j, _)| j)
+                .collect()
+        };
+        let (per_customer, shared) = (of(true), of(false));
+        out.push(if shared.is_empty() {
+            ShareCheck::NotShared {
+                project: l.project.clone(),
+                links: per_customer,
+            }
+        } else {
+            ShareCheck::KeptFor {
+                project: l.project.clone(),
+                per_customer,
+                shared,
+            }
         });
     }
     out
+}
+
+/// What a project's own credential sees of the transit network.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seen {
+    Visible,
+    Hidden,
+    /// Its credential could not be read (why).
+    Unchecked(String),
+    /// The look failed (why).
+    Failed(String),
+}
+
+/// The verdict on a project whose cross-tenant links are all `PerCustomer`: `own` are the
+/// IDs of the operator's own rules sharing the transit network with it (what
+/// `decommission-share` removes), `seen` what the project's credential sees (which also
+/// catches a rule an admin made, invisible to the operator's credential).
+pub fn not_shared_finding(
+    network_id: &str,
+    project: &str,
+    links: &[&str],
+    own: &[&str],
+    seen: &Seen,
+) -> Finding {
+    let who = format!(
+        "project {project} (its ClusterLink(s) {} are all spec.transitIsolation: PerCustomer)",
+        links.join(", ")
+    );
+    let reach = "the project can still make ports on the main transit network and reach every linked cluster from them, the reach PerCustomer is meant to take away";
+    let command = crate::share::decommission_command(project, false);
+    if !own.is_empty() {
+        return Finding::problem(format!(
+            "{who}: the transit network {network_id} is still shared with it (the operator's RBAC rule(s) {}): {reach}; remove the share (a dry run lists it, --yes removes it): {command}",
+            own.join(", ")
+        ));
+    }
+    match seen {
+        Seen::Visible => Finding::problem(format!(
+            "{who}: the transit network {network_id} is still visible to it, through a rule the operator's credential cannot see (an admin's): {reach}; an OpenStack admin finds it with openstack network rbac list --target-project {} --type network --long -c ID -c \"Object ID\" -f value and removes it with openstack network rbac delete <rbac-policy-id> ({command} names only the operator's own rules)",
+            shell_word(project)
+        )),
+        Seen::Hidden => Finding::ok(format!("{who}: the transit network is not shared with it")),
+        Seen::Unchecked(why) => Finding::ok(format!(
+            "{who}: no rule of the operator's shares the transit network with it; a rule an admin made was not checked: {why}"
+        )),
+        Seen::Failed(e) => Finding::problem(format!(
+            "{who}: no rule of the operator's shares the transit network with it, but checking with the customer credential whether another rule does failed: {e}"
+        )),
+    }
+}
+
+/// What the project's credential sees of the transit network.
+async fn seen(view: &CustomerView, network_id: &str) -> Seen {
+    match view {
+        CustomerView::Unreadable(why) => Seen::Unchecked(why.clone()),
+        CustomerView::Client(net) => match net.get_network(network_id).await {
+            Ok(_) => Seen::Visible,
+            Err(e) if e.is_not_found() => Seen::Hidden,
+            Err(e) => Seen::Failed(e.to_string()),
+        },
+    }
+}
+
+/// The share of the transit network with each cross-tenant link's project: a `Shared`
+/// link's project must see it (the share the operator re-ensures at every reconcile),
+/// checked with the customer's own credential where the doctor can read it; a project whose
+/// links are all `PerCustomer` must not (checked on the operator's own rules, one read, and
+/// with the project's credential). Err when the operator's rules could not be read.
+pub async fn share_findings(
+    net: &dyn Neutron,
+    network_id: &str,
+    links: &[CrossTenantLink],
+) -> Result<Vec<Finding>, String> {
+    let checks = share_checks(links);
+    let own_rules = if checks
+        .iter()
+        .any(|c| matches!(c, ShareCheck::NotShared { .. }))
+    {
+        net.list_rbac_policies(network_id)
+            .await
+            .map_err(|e| read_unchecked("listing the transit network's RBAC rules", &e))?
+    } else {
+        vec![]
+    };
+    let mut out = vec![];
+    for check in checks {
+        match check {
+            ShareCheck::Visible { link } => {
+                let l = &links[link];
+                let (name, project) = (&l.name, &l.project);
+                out.push(match seen(&l.view, network_id).await {
+                    Seen::Unchecked(why) => Finding::ok(format!(
+                        "ClusterLink {name}: share with project {project} not checked: {why}"
+                    )),
+                    Seen::Visible => Finding::ok(format!(
+                        "ClusterLink {name}: the transit network is visible to project {project} (shared)"
+                    )),
+                    Seen::Hidden => Finding::problem(format!(
+                        "ClusterLink {name}: the transit network {network_id} is not visible to project {project}; the operator shares it at the link's next reconcile, or an OpenStack admin runs once: {}",
+                        share_command(project, network_id)
+                    )),
+                    Seen::Failed(e) => Finding::problem(format!(
+                        "ClusterLink {name}: checking the share with project {project} with the customer credential failed: {e}"
+                    )),
+                });
+            }
+            ShareCheck::NotShared { project, links: of } => {
+                let own: Vec<&str> = own_rules
+                    .iter()
+                    .filter(|p| p.action == ACCESS_AS_SHARED && p.target_tenant == project)
+                    .map(|p| p.id.as_str())
+                    .collect();
+                let names: Vec<&str> = of.iter().map(|i| links[*i].name.as_str()).collect();
+                // Any one of the project's credentials sees what the project sees: the first
+                // readable one is asked, and only when no rule of the operator's already
+                // answers the question.
+                let views: Vec<&CustomerView> = of.iter().map(|i| &links[*i].view).collect();
+                let view = views
+                    .iter()
+                    .find(|v| matches!(v, CustomerView::Client(_)))
+                    .or(views.first());
+                let seen = match view {
+                    Some(v) if own.is_empty() => seen(v, network_id).await,
+                    _ => Seen::Unchecked("the project's credential was not asked".into()),
+                };
+                out.push(not_shared_finding(
+                    network_id, &project, &names, &own, &seen,
+                ));
+            }
+            ShareCheck::KeptFor {
+                project,
+                per_customer,
+                shared,
+            } => {
+                let names = |of: &[usize]| {
+                    of.iter()
+                        .map(|i| links[*i].name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                out.push(Finding::ok(format!(
+                    "project {project}: its PerCustomer ClusterLink(s) {} do not need the transit network shared with it, but its Shared ClusterLink(s) {} do; once those are moved (kubectl clusterlink recreate <name> --isolation PerCustomer), remove the share: {}",
+                    names(&per_customer),
+                    names(&shared),
+                    crate::share::decommission_command(&project, false)
+                )));
+            }
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -542,6 +724,163 @@ mod tests {
         assert_eq!(
             remove_route_command(&Route::new("10.1.0.0/16", "10.254.0.3"), "gw $(id)"),
             "openstack router remove route --route destination=10.1.0.0/16,gateway=10.254.0.3 'gw $(id)'"
+        );
+    }
+
+    fn cross(name: &str, project: &str, per_customer: bool) -> CrossTenantLink {
+        CrossTenantLink {
+            name: name.into(),
+            project: project.into(),
+            per_customer,
+            view: CustomerView::Unreadable("no secret".into()),
+        }
+    }
+
+    /// A `Shared` link keeps its own visibility check, in place; a project whose links are
+    /// all `PerCustomer` gets one check that the transit network is NOT shared with it; a
+    /// project with both keeps the share for its `Shared` links.
+    #[test]
+    fn the_share_check_is_inverted_for_a_project_whose_links_are_all_per_customer() {
+        use ShareCheck::{KeptFor, NotShared, Visible};
+        let not_shared = |project: &str, links: Vec<usize>| NotShared {
+            project: project.into(),
+            links,
+        };
+        let cases: Vec<(&str, Vec<CrossTenantLink>, Vec<ShareCheck>)> = vec![
+            ("no links", vec![], vec![]),
+            (
+                "Shared links: each checked as before",
+                vec![
+                    cross("a", "p1", false),
+                    cross("b", "p1", false),
+                    cross("c", "p2", false),
+                ],
+                vec![
+                    Visible { link: 0 },
+                    Visible { link: 1 },
+                    Visible { link: 2 },
+                ],
+            ),
+            (
+                "one PerCustomer link: its project must not see the transit",
+                vec![cross("a", "p1", true)],
+                vec![not_shared("p1", vec![0])],
+            ),
+            (
+                "all PerCustomer: one check for the project",
+                vec![
+                    cross("a", "p1", true),
+                    cross("b", "p2", false),
+                    cross("c", "p1", true),
+                ],
+                vec![not_shared("p1", vec![0, 2]), Visible { link: 1 }],
+            ),
+            (
+                "one Shared link left: the share stays for it",
+                vec![
+                    cross("a", "p1", true),
+                    cross("b", "p1", false),
+                    cross("c", "p1", true),
+                ],
+                vec![
+                    KeptFor {
+                        project: "p1".into(),
+                        per_customer: vec![0, 2],
+                        shared: vec![1],
+                    },
+                    Visible { link: 1 },
+                ],
+            ),
+            (
+                "the Shared link first",
+                vec![cross("b", "p1", false), cross("a", "p1", true)],
+                vec![
+                    Visible { link: 0 },
+                    KeptFor {
+                        project: "p1".into(),
+                        per_customer: vec![1],
+                        shared: vec![0],
+                    },
+                ],
+            ),
+        ];
+        for (what, links, want) in cases {
+            assert_eq!(share_checks(&links), want, "{what}");
+        }
+    }
+
+    /// For a project whose links are all `PerCustomer`, a share of the main transit is the
+    /// problem: the operator's own rule names `decommission-share`, one only the project's
+    /// credential sees names the admin's commands; none is fine.
+    #[test]
+    fn a_per_customer_projects_share_of_the_transit_is_the_problem() {
+        let p = "0123456789abcdef0123456789abcdef";
+        let cases: Vec<(&[&str], Seen, bool, &[&str])> = vec![
+            (
+                &["rbac1"],
+                Seen::Unchecked("unreadable".into()),
+                true,
+                &[
+                    "still shared with it (the operator's RBAC rule(s) rbac1)",
+                    "can still make ports on the main transit network and reach every linked cluster",
+                    "kubectl clusterlink decommission-share --project 0123456789abcdef0123456789abcdef",
+                ],
+            ),
+            (&["rbac1"], Seen::Hidden, true, &["decommission-share"]),
+            (
+                &[],
+                Seen::Visible,
+                true,
+                &[
+                    "still visible to it, through a rule the operator's credential cannot see",
+                    "reach every linked cluster",
+                    "openstack network rbac list --target-project 0123456789abcdef0123456789abcdef",
+                ],
+            ),
+            (&[], Seen::Hidden, false, &["is not shared with it"]),
+            (
+                &[],
+                Seen::Unchecked("cannot read secret ns/s".into()),
+                false,
+                &["a rule an admin made was not checked: cannot read secret ns/s"],
+            ),
+            (
+                &[],
+                Seen::Failed("HTTP 500".into()),
+                true,
+                &["failed: HTTP 500"],
+            ),
+        ];
+        for (own, seen, problem, says) in cases {
+            let f = not_shared_finding("transit", p, &["a", "b"], own, &seen);
+            assert_eq!(f.problem, problem, "{own:?} {seen:?}: {}", f.text);
+            assert!(!f.warning);
+            assert!(
+                f.text.starts_with(&format!(
+                    "project {p} (its ClusterLink(s) a, b are all spec.transitIsolation: PerCustomer)"
+                )),
+                "{}",
+                f.text
+            );
+            for s in says {
+                assert!(f.text.contains(s), "{own:?} {seen:?}: {} lacks {s}", f.text);
+            }
+            // It never asks for the share to be made, as the Shared check does.
+            assert!(!f.text.contains("rbac create"), "{}", f.text);
+        }
+        // What a project ID smuggled in stays one word of the printed command.
+        let f = not_shared_finding("t", "p $(id)", &["a"], &["r"], &Seen::Hidden);
+        assert!(
+            f.text
+                .ends_with("kubectl clusterlink decommission-share --project 'p $(id)'"),
+            "{}",
+            f.text
+        );
+        let f = not_shared_finding("t", "p $(id)", &["a"], &[], &Seen::Visible);
+        assert!(
+            f.text.contains("--target-project 'p $(id)' --type"),
+            "{}",
+            f.text
         );
     }
 

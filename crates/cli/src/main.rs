@@ -49,12 +49,15 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Links not Ready, leg ports whose ClusterLink is gone, gateway routes to nowhere; a
-    /// warning (exit unchanged) for an abandon annotation on a link not being deleted. Exit 2
-    /// when the cloud cannot be asked, after what Kubernetes shows.
+    /// Links not Ready, leg ports whose ClusterLink is gone, gateway routes to nowhere, the
+    /// transit network's share with each cross-tenant project (needed for Shared links, a
+    /// problem for a project whose links are all PerCustomer); a warning (exit unchanged) for
+    /// an abandon annotation on a link not being deleted. Exit 2 when the cloud cannot be
+    /// asked, after what Kubernetes shows.
     Doctor,
     /// Withdraw the operator's RBAC share of the transit network with a customer project,
-    /// once no ClusterLink is pinned to that project (dry run without --yes).
+    /// once no Shared ClusterLink is pinned to that project: PerCustomer links do not need it
+    /// (dry run without --yes).
     DecommissionShare {
         /// The customer project ID.
         #[arg(long)]
@@ -75,7 +78,9 @@ enum Command {
     /// Delete a ClusterLink and apply it again with the same spec, labels and annotations
     /// (for the terminal TransitIPMismatch, or any link to rebuild): shows what will happen,
     /// asks (or --yes), waits for the finalizer's unwind, then for Ready. The abandon
-    /// annotation is never carried over: it decides one deletion.
+    /// annotation is never carried over: it decides one deletion. Moving a project's last
+    /// Shared link to PerCustomer ends with the decommission-share command that removes the
+    /// project's share of the transit network (never run by recreate).
     Recreate {
         /// The ClusterLink's name.
         name: String,
@@ -176,6 +181,7 @@ async fn cross_tenant_views(
         out.push(doctor::CrossTenantLink {
             name: l.metadata.name.clone().unwrap_or_default(),
             project: project.clone(),
+            per_customer: l.spec.per_customer(),
             view,
         });
     }
@@ -268,9 +274,10 @@ async fn run(cli: Cli) -> Result<Verdict, String> {
             // endpoint: when the operator's credential got nowhere, neither would they.
             if report.unchecked.is_none() {
                 let cross = cross_tenant_views(&cloud, &links).await?;
-                report
-                    .findings
-                    .extend(doctor::share_findings(&network, &cross).await);
+                match doctor::share_findings(&cloud, &network, &cross).await {
+                    Ok(f) => report.findings.extend(f),
+                    Err(why) => report.unchecked = Some(why),
+                }
             }
             print!("{}", output::doctor(format, &report));
             Ok(match report.unchecked {
@@ -281,13 +288,9 @@ async fn run(cli: Cli) -> Result<Verdict, String> {
         Command::DecommissionShare { project, yes } => {
             let links = links().await?;
             let done = share::decommission_share(&cloud, &network, &project, &links, yes).await;
-            let outcome = match &done {
-                Ok(policies) => ShareOutcome::Policies(policies),
-                Err(e) => ShareOutcome::Refused(e.to_string()),
-            };
             print!(
                 "{}",
-                output::share(format, &network, &project, yes, &outcome)
+                output::share(format, &network, &project, yes, &ShareOutcome::of(&done))
             );
             Ok(done.is_ok().into())
         }

@@ -75,7 +75,27 @@ pub fn doctor(format: Format, report: &Report) -> String {
 /// What `decommission-share` did (or would do, without `--yes`), or why it refused.
 pub enum ShareOutcome<'a> {
     Policies(&'a [RbacPolicy]),
+    /// As `Policies`, for a project whose links are all `PerCustomer` (named): they did not
+    /// hold the share back.
+    PerCustomer {
+        policies: &'a [RbacPolicy],
+        links: &'a [String],
+    },
     Refused(String),
+}
+
+impl<'a> ShareOutcome<'a> {
+    /// What `decommission_share` returned.
+    pub fn of(done: &'a Result<crate::share::Decommission, crate::share::ShareError>) -> Self {
+        match done {
+            Ok(d) if d.per_customer.is_empty() => Self::Policies(&d.policies),
+            Ok(d) => Self::PerCustomer {
+                policies: &d.policies,
+                links: &d.per_customer,
+            },
+            Err(e) => Self::Refused(e.to_string()),
+        }
+    }
 }
 
 pub fn share(
@@ -85,50 +105,77 @@ pub fn share(
     applied: bool,
     outcome: &ShareOutcome<'_>,
 ) -> String {
+    let (policies, per_customer): (&[RbacPolicy], &[String]) = match outcome {
+        ShareOutcome::Policies(p) => (p, &[]),
+        ShareOutcome::PerCustomer { policies, links } => (policies, links),
+        ShareOutcome::Refused(_) => (&[], &[]),
+    };
     match format {
-        Format::Text => match outcome {
-            ShareOutcome::Refused(why) => format!("refused: {}\n", safe(why)),
-            ShareOutcome::Policies([]) => format!(
-                "no RBAC share of network {} with project {} is visible to the operator credential (one an admin made is not: openstack network rbac list --target-project {})\n",
-                safe(network),
-                safe(project),
-                shell_word(project)
-            ),
-            ShareOutcome::Policies(policies) => {
-                let verb = if applied { "deleted" } else { "would delete" };
-                let mut out = String::new();
-                for p in *policies {
-                    out.push_str(&format!(
-                        "{verb} RBAC policy {} ({} of network {} with project {})\n",
-                        safe(&p.id),
-                        safe(&p.action),
-                        safe(network),
-                        safe(project)
-                    ));
-                }
-                if !applied {
-                    out.push_str("dry run: add --yes to delete\n");
-                }
-                out
+        Format::Text => {
+            let mut out = String::new();
+            if !per_customer.is_empty() {
+                out.push_str(&format!(
+                    "project {}'s ClusterLink(s) {} are PerCustomer: their legs stand on the project's customer transit, not on network {}, so they do not need this share\n",
+                    safe(project),
+                    safe(&per_customer.join(", ")),
+                    safe(network)
+                ));
             }
-        },
+            out.push_str(&share_text(network, project, applied, outcome, policies));
+            out
+        }
         Format::Json => {
-            let (policies, refused) = match outcome {
-                ShareOutcome::Policies(p) => (
-                    p.iter()
-                        .map(|p| json!({"id": p.id, "action": p.action}))
-                        .collect::<Vec<_>>(),
-                    Value::Null,
-                ),
-                ShareOutcome::Refused(why) => (vec![], json!(why)),
+            let refused = match outcome {
+                ShareOutcome::Refused(why) => json!(why),
+                _ => Value::Null,
             };
             json_line(&json!({
                 "network": network,
                 "project": project,
-                "applied": applied && matches!(outcome, ShareOutcome::Policies(_)),
-                "policies": policies,
+                "applied": applied && !matches!(outcome, ShareOutcome::Refused(_)),
+                "policies": policies
+                    .iter()
+                    .map(|p| json!({"id": p.id, "action": p.action}))
+                    .collect::<Vec<_>>(),
+                "perCustomerLinks": per_customer,
                 "refused": refused,
             }))
+        }
+    }
+}
+
+/// `decommission-share`'s lines about the rules themselves.
+fn share_text(
+    network: &str,
+    project: &str,
+    applied: bool,
+    outcome: &ShareOutcome<'_>,
+    policies: &[RbacPolicy],
+) -> String {
+    match (outcome, policies) {
+        (ShareOutcome::Refused(why), _) => format!("refused: {}\n", safe(why)),
+        (_, []) => format!(
+            "no RBAC share of network {} with project {} is visible to the operator credential (one an admin made is not: openstack network rbac list --target-project {})\n",
+            safe(network),
+            safe(project),
+            shell_word(project)
+        ),
+        (_, policies) => {
+            let verb = if applied { "deleted" } else { "would delete" };
+            let mut out = String::new();
+            for p in policies {
+                out.push_str(&format!(
+                    "{verb} RBAC policy {} ({} of network {} with project {})\n",
+                    safe(&p.id),
+                    safe(&p.action),
+                    safe(network),
+                    safe(project)
+                ));
+            }
+            if !applied {
+                out.push_str("dry run: add --yes to delete\n");
+            }
+            out
         }
     }
 }
@@ -158,6 +205,10 @@ pub fn recreated(
                 for a in &r.dropped_annotations {
                     out.push_str(&format!("{}\n", crate::recreate::dropped_line(a)));
                 }
+                // Last: what is left to do once the move is done.
+                if let Some(share) = &r.share {
+                    out.push_str(&format!("{}\n", safe(&share.line(name))));
+                }
             }
             out
         }
@@ -166,14 +217,33 @@ pub fn recreated(
                 "name": name, "recreated": true, "ready": r.ready,
                 "transitIP": r.transit_ip, "stuck": r.stuck, "refused": Value::Null,
                 "droppedAnnotations": r.dropped_annotations,
+                "transitShare": r.share.as_ref().map(transit_share),
             }),
             Err(e) => json!({
                 "name": name, "recreated": false, "ready": false,
                 "transitIP": Value::Null, "stuck": Value::Null, "refused": e,
-                "droppedAnnotations": [],
+                "droppedAnnotations": [], "transitShare": Value::Null,
             }),
         }),
     }
+}
+
+/// After a move to `PerCustomer`, as JSON: the project, its `Shared` links still holding the
+/// share (null when they could not be listed, `unchecked` says why), and the command that
+/// removes the share once none does.
+fn transit_share(s: &crate::recreate::ShareAfterMove) -> Value {
+    use crate::recreate::ShareAfterMove;
+    let (shared, unchecked) = match s {
+        ShareAfterMove::LeftBehind { .. } => (json!([]), Value::Null),
+        ShareAfterMove::StillNeeded { shared, .. } => (json!(shared), Value::Null),
+        ShareAfterMove::Unknown { why, .. } => (Value::Null, json!(why)),
+    };
+    json!({
+        "project": s.project(),
+        "sharedLinks": shared,
+        "decommission": s.decommission(),
+        "unchecked": unchecked,
+    })
 }
 
 /// `plan`: the writes in order, the conditions the reconcile would leave, hints.
@@ -453,6 +523,7 @@ mod tests {
             stuck: None,
             transit_ip: Some("10.254.0.4".into()),
             dropped_annotations: vec![bnerd_api::names::ANNOTATION_ABANDON.into()],
+            share: None,
         });
         let t = recreated(Format::Text, "l", &done);
         assert!(
@@ -467,9 +538,53 @@ mod tests {
             v["droppedAnnotations"],
             json!(["ipsec.bnerd.net/abandon-customer-resources"])
         );
+        assert!(v["transitShare"].is_null(), "{v}");
         let v: Value =
             serde_json::from_str(&recreated(Format::Json, "l", &Err("no".into()))).unwrap();
         assert_eq!(v["droppedAnnotations"], json!([]));
+        assert!(v["transitShare"].is_null(), "{v}");
+    }
+
+    /// A move of the project's last Shared link ends with the command that removes the
+    /// share, after everything else, as text and as JSON; while other Shared links hold it,
+    /// they are named and no command is offered as JSON.
+    #[test]
+    fn recreate_ends_with_the_share_left_behind() {
+        use crate::recreate::{Recreated, ShareAfterMove};
+        let done = |share| {
+            Ok(Recreated {
+                ready: true,
+                stuck: None,
+                transit_ip: Some("10.255.0.5".into()),
+                dropped_annotations: vec![bnerd_api::names::ANNOTATION_ABANDON.into()],
+                share: Some(share),
+            })
+        };
+        let left = done(ShareAfterMove::LeftBehind {
+            project: "p1".into(),
+        });
+        let t = recreated(Format::Text, "l", &left);
+        let last = t.lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with("ClusterLink l was project p1's last Shared link")
+                && last.ends_with("kubectl clusterlink decommission-share --project p1 --yes"),
+            "{t}"
+        );
+        let v: Value = serde_json::from_str(&recreated(Format::Json, "l", &left)).unwrap();
+        assert_eq!(
+            v["transitShare"],
+            json!({"project": "p1", "sharedLinks": [], "unchecked": null,
+                "decommission": "kubectl clusterlink decommission-share --project p1 --yes"})
+        );
+        let kept = done(ShareAfterMove::StillNeeded {
+            project: "p1".into(),
+            shared: vec!["b".into()],
+        });
+        let t = recreated(Format::Text, "l", &kept);
+        assert!(t.contains("still has Shared ClusterLink(s) b"), "{t}");
+        let v: Value = serde_json::from_str(&recreated(Format::Json, "l", &kept)).unwrap();
+        assert_eq!(v["transitShare"]["sharedLinks"], json!(["b"]));
+        assert!(v["transitShare"]["decommission"].is_null(), "{v}");
     }
 
     #[test]
@@ -509,6 +624,26 @@ mod tests {
             t.contains("would delete RBAC policy r1") && t.contains("dry run"),
             "{t}"
         );
+        assert!(!t.contains("PerCustomer"), "{t}");
+        assert_eq!(v["perCustomerLinks"], json!([]));
+
+        // A project whose links are all PerCustomer: they are named, the share goes.
+        let links = ["x".to_string()];
+        let outcome = ShareOutcome::PerCustomer {
+            policies: &ps,
+            links: &links,
+        };
+        let t = share(Format::Text, "n", "p", true, &outcome);
+        assert!(
+            t.starts_with("project p's ClusterLink(s) x are PerCustomer: their legs stand on the project's customer transit, not on network n")
+                && t.contains("deleted RBAC policy r1"),
+            "{t}"
+        );
+        let v: Value =
+            serde_json::from_str(&share(Format::Json, "n", "p", true, &outcome)).unwrap();
+        assert_eq!(v["applied"], true);
+        assert_eq!(v["perCustomerLinks"], json!(["x"]));
+        assert_eq!(v["policies"][0]["id"], "r1");
     }
 
     #[test]

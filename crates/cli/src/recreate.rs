@@ -10,9 +10,11 @@ use bnerd_api::conditions::is_true;
 use bnerd_api::echo::shell_word;
 use bnerd_api::names::ANNOTATION_ABANDON;
 use bnerd_api::{ClusterLink, ConditionType, TransitIsolation};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::core::ObjectMeta;
 use thiserror::Error;
+
+use crate::share::{Pinned, decommission_command};
 
 #[derive(Debug, Error)]
 pub enum RecreateError {
@@ -218,6 +220,93 @@ pub struct Recreated {
     pub transit_ip: Option<String>,
     /// The old object's annotations the new one did not get ([`NOT_CARRIED_OVER`]).
     pub dropped_annotations: Vec<String>,
+    /// After a move from `Shared` to `PerCustomer`: whether the project's share of the
+    /// transit network is still needed ([`share_after_move`]); None for any other recreate.
+    pub share: Option<ShareAfterMove>,
+}
+
+/// What a move from `Shared` to `PerCustomer` leaves of the project's share of the transit
+/// network. The operator never removes a share (it may be hand-made, or serve other links),
+/// and recreate does not either: the removal is `decommission-share`'s, which checks again
+/// when it runs, needs the operator's OpenStack credential where recreate needs only the
+/// kubeconfig, and has its own dry run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShareAfterMove {
+    /// The moved link was the project's last `Shared` link: nothing needs the share any
+    /// more, and while it stays the project can still reach every linked cluster from a port
+    /// on the transit network.
+    LeftBehind { project: String },
+    /// The project's other `Shared` links (named) still need it.
+    StillNeeded {
+        project: String,
+        shared: Vec<String>,
+    },
+    /// The links could not be listed to tell (why).
+    Unknown { project: String, why: String },
+}
+
+impl ShareAfterMove {
+    pub fn project(&self) -> &str {
+        match self {
+            Self::LeftBehind { project }
+            | Self::StillNeeded { project, .. }
+            | Self::Unknown { project, .. } => project,
+        }
+    }
+
+    /// The command that removes the share, when nothing needs it any more.
+    pub fn decommission(&self) -> Option<String> {
+        match self {
+            Self::LeftBehind { project } => Some(decommission_command(project, true)),
+            _ => None,
+        }
+    }
+
+    /// What `recreate` says about it at the end.
+    pub fn line(&self, name: &str) -> String {
+        let command = decommission_command(self.project(), true);
+        match self {
+            Self::LeftBehind { project } => format!(
+                "ClusterLink {name} was project {project}'s last Shared link: nothing needs the transit network shared with {project} any more, and while it is, the project can still make ports on it and reach every linked cluster; the operator never removes a share, so remove it: {command}"
+            ),
+            Self::StillNeeded { project, shared } => format!(
+                "project {project} still has Shared ClusterLink(s) {}: the transit network stays shared with it until they are moved too (kubectl clusterlink recreate <name> --isolation PerCustomer); after the last one: {command}",
+                shared.join(", ")
+            ),
+            Self::Unknown { project, why } => format!(
+                "could not list the ClusterLinks to tell whether project {project} still has Shared links ({why}); once none has, remove the transit network's share with it: {command} (it refuses while one does)"
+            ),
+        }
+    }
+}
+
+/// After `old` was applied again as `new`: when the move took a `Shared` link to
+/// `PerCustomer`, whether another `Shared` link (not `old` by name, so `links` may be read
+/// before or after the move) still holds the project's share. None for any other recreate.
+pub fn share_after_move(
+    old: &ClusterLink,
+    new: &ClusterLink,
+    links: &[ClusterLink],
+) -> Option<ShareAfterMove> {
+    if old.spec.per_customer() || !new.spec.per_customer() {
+        return None;
+    }
+    let project = old
+        .spec
+        .customer_project_id
+        .clone()
+        .filter(|p| !p.is_empty())?;
+    let others: Vec<ClusterLink> = links
+        .iter()
+        .filter(|l| l.metadata.name != old.metadata.name)
+        .cloned()
+        .collect();
+    let shared = Pinned::of(&project, &others).shared;
+    Some(if shared.is_empty() {
+        ShareAfterMove::LeftBehind { project }
+    } else {
+        ShareAfterMove::StillNeeded { project, shared }
+    })
 }
 
 /// Delete, wait for the finalizer, re-apply, wait for Ready (up to `timeout` each).
@@ -272,11 +361,24 @@ pub async fn recreate_as(
                     .map(|c| format!("{}={} {}: {}", c.type_, c.status, c.reason, c.message))
                     .unwrap_or_else(|| "no conditions yet: is the operator running?".into())
             });
+            // The old link is gone, so its leg has left the transit network whether or not
+            // the new one is Ready yet.
+            let share = match share_after_move(old, new, &[]) {
+                None => None,
+                Some(first) => match api.list(&ListParams::default()).await {
+                    Ok(links) => share_after_move(old, new, &links.items),
+                    Err(e) => Some(ShareAfterMove::Unknown {
+                        project: first.project().to_string(),
+                        why: bnerd_cloud::error_chain(&e),
+                    }),
+                },
+            };
             return Ok(Recreated {
                 ready,
                 stuck,
                 transit_ip: status.transit_ip,
                 dropped_annotations: dropped_annotations(old),
+                share,
             });
         }
         tokio::time::sleep(step).await;
@@ -463,5 +565,106 @@ mod tests {
             p.contains("TenantIsolationAttested=False until a platform admin sets it"),
             "{p}"
         );
+    }
+
+    /// A move to `PerCustomer` of the project's last `Shared` link says the share is left
+    /// behind and names the exact command that removes it; while another `Shared` link of
+    /// the project exists (deleting or not), it names those; any other recreate says nothing.
+    #[test]
+    fn the_last_shared_link_moved_leaves_the_share_behind() {
+        let project = "0123456789abcdef0123456789abcdef";
+        let of = |name: &str, project: &str, mode: Option<TransitIsolation>| {
+            let mut l = cross_tenant();
+            l.metadata.name = Some(name.into());
+            l.spec.customer_project_id = Some(project.into());
+            l.spec.transit_isolation = mode;
+            l
+        };
+        let old = of("svc01-link", project, None);
+        let new = moved(&old, TransitIsolation::PerCustomer).unwrap();
+        let per_customer = Some(TransitIsolation::PerCustomer);
+        let left_behind = ShareAfterMove::LeftBehind {
+            project: project.into(),
+        };
+        let left = Some(left_behind.clone());
+        let kept = |names: &[&str]| {
+            Some(ShareAfterMove::StillNeeded {
+                project: project.into(),
+                shared: names.iter().map(|n| n.to_string()).collect(),
+            })
+        };
+        let deleting = {
+            let mut l = of("going", project, None);
+            l.metadata.deletion_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                    k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+                ));
+            l
+        };
+        let other = "fedcba9876543210fedcba9876543210";
+        let cases: Vec<(&str, Vec<ClusterLink>, Option<ShareAfterMove>)> = vec![
+            ("no other link", vec![], left.clone()),
+            (
+                "the moved link itself, read after",
+                vec![new.clone()],
+                left.clone(),
+            ),
+            (
+                "the old link itself, read before",
+                vec![old.clone()],
+                left.clone(),
+            ),
+            (
+                "other links PerCustomer or of another project",
+                vec![of("b", project, per_customer), of("c", other, None)],
+                left.clone(),
+            ),
+            (
+                "another Shared link",
+                vec![
+                    of("b", project, Some(TransitIsolation::Shared)),
+                    of("c", project, per_customer),
+                ],
+                kept(&["b"]),
+            ),
+            ("a deleting Shared link", vec![deleting], kept(&["going"])),
+        ];
+        for (what, links, want) in cases {
+            assert_eq!(share_after_move(&old, &new, &links), want, "{what}");
+        }
+        // Not a move from Shared to PerCustomer: nothing to say.
+        let back = moved(&new, TransitIsolation::Shared).unwrap();
+        assert_eq!(share_after_move(&new, &back, &[]), None);
+        let again = moved(&new, TransitIsolation::PerCustomer).unwrap();
+        assert_eq!(share_after_move(&new, &again, &[]), None);
+        assert_eq!(share_after_move(&old, &recreated(&old), &[]), None);
+
+        let command = format!("kubectl clusterlink decommission-share --project {project} --yes");
+        let line = left_behind.line("svc01-link");
+        assert!(
+            line.starts_with(&format!(
+                "ClusterLink svc01-link was project {project}'s last Shared link"
+            )) && line.ends_with(&command),
+            "{line}"
+        );
+        assert_eq!(left_behind.decommission(), Some(command.clone()));
+        let line = kept(&["b", "c"]).unwrap().line("svc01-link");
+        assert!(
+            line.contains("still has Shared ClusterLink(s) b, c") && line.ends_with(&command),
+            "{line}"
+        );
+        assert_eq!(kept(&["b"]).unwrap().decommission(), None);
+        let unknown = ShareAfterMove::Unknown {
+            project: "p $(id)".into(),
+            why: "forbidden".into(),
+        };
+        assert!(
+            unknown
+                .line("l")
+                .contains("kubectl clusterlink decommission-share --project 'p $(id)' --yes"),
+            "{}",
+            unknown.line("l")
+        );
+        assert_eq!(unknown.decommission(), None);
     }
 }

@@ -24,18 +24,27 @@ async fn share_goes_only_when_no_link_needs_it(mut env: Env) {
     let mut pinned = spec("r", "10.76.0.0/16", None);
     pinned.customer_project_id = Some(project.clone());
     env.add_link("pinned", pinned);
+    // A PerCustomer link of the same project does not hold the share back; the Shared one
+    // does, and only it is named.
+    let mut moved = spec("r2", "10.77.0.0/16", None);
+    moved.customer_project_id = Some(project.clone());
+    moved.transit_isolation = Some(bnerd_api::TransitIsolation::PerCustomer);
+    env.add_link("moved", moved);
     match decommission_share(env.net.as_ref(), &net_id, &project, &env.links, true).await {
         Err(ShareError::StillNeeded { links, .. }) => assert_eq!(links, vec!["pinned"]),
         other => panic!("expected a refusal, got {other:?}"),
     }
-    env.links.clear();
-
-    let dry = decommission_share(env.net.as_ref(), &net_id, &project, &[], false)
-        .await
-        .expect("dry run");
-    assert_eq!(dry.len(), 1);
     assert_eq!(env.net.list_rbac_policies(&net_id).await.unwrap().len(), 1);
-    let done = decommission_share(env.net.as_ref(), &net_id, &project, &[], true)
+    env.links
+        .retain(|l| l.metadata.name.as_deref() == Some("moved"));
+
+    let dry = decommission_share(env.net.as_ref(), &net_id, &project, &env.links, false)
+        .await
+        .expect("dry run: the project's links are all PerCustomer");
+    assert_eq!(dry.policies.len(), 1);
+    assert_eq!(dry.per_customer, vec!["moved"]);
+    assert_eq!(env.net.list_rbac_policies(&net_id).await.unwrap().len(), 1);
+    let done = decommission_share(env.net.as_ref(), &net_id, &project, &env.links, true)
         .await
         .expect("delete");
     assert_eq!(done, dry);
@@ -49,7 +58,7 @@ async fn share_goes_only_when_no_link_needs_it(mut env: Env) {
     let again = decommission_share(env.net.as_ref(), &net_id, &project, &[], true)
         .await
         .expect("nothing left");
-    assert!(again.is_empty());
+    assert!(again.policies.is_empty() && again.per_customer.is_empty());
 }
 both!(share_goes_only_when_no_link_needs_it);
 
@@ -455,31 +464,31 @@ async fn doctor_binary_reports_links_when_the_cloud_is_unreachable() {
 
 /// `doctor` checks each cross-tenant link's share with the customer's own credential: a
 /// shared network is visible, an unshared one is a problem naming the one-time command, and
-/// an unreadable credential is said so.
+/// an unreadable credential is said so. For a project whose links are all `PerCustomer` it is
+/// the other way round: the share is the problem, named with the command that removes it,
+/// and once `decommission-share` removed it the project's credential no longer sees the
+/// transit network.
 async fn doctor_checks_cross_tenant_shares(env: Env) {
     use bnerd_clusterlink_cli::doctor::{CrossTenantLink, CustomerView, share_findings};
-    let (customer, project, other): (
-        Box<dyn bnerd_cloud::Neutron>,
-        String,
-        Box<dyn bnerd_cloud::Neutron>,
-    ) = match &env.fake {
-        Some(cloud) => (
-            Box::new(cloud.client("customer")),
-            "customer".into(),
-            Box::new(cloud.client("customer2")),
-        ),
-        None => {
-            let lab = bnerd_testkit::lab_env().expect("lab.env");
-            (
-                Box::new(bnerd_testkit::lab_app_cred_client(&lab, "CUSTOMER")),
-                lab["LAB_CUSTOMER_PROJECT_ID"].clone(),
-                Box::new(bnerd_testkit::lab_app_cred_client(&lab, "CUSTOMER2")),
-            )
+    let lab = match &env.fake {
+        Some(_) => None,
+        None => Some(bnerd_testkit::lab_env().expect("lab.env")),
+    };
+    let client = |who: &str| -> Box<dyn bnerd_cloud::Neutron> {
+        match (&env.fake, &lab) {
+            (Some(cloud), _) => Box::new(cloud.client(&who.to_lowercase())),
+            (None, Some(lab)) => Box::new(bnerd_testkit::lab_app_cred_client(lab, who)),
+            (None, None) => unreachable!("a lab without lab.env"),
         }
     };
+    let project = match &lab {
+        None => "customer".to_string(),
+        Some(lab) => lab["LAB_CUSTOMER_PROJECT_ID"].clone(),
+    };
+    let net_id = env.fabric.transit_network_id.clone();
     env.net
         .create_rbac_policy(&ShareNetwork {
-            network_id: env.fabric.transit_network_id.clone(),
+            network_id: net_id.clone(),
             action: ACCESS_AS_SHARED.into(),
             target_tenant: project.clone(),
         })
@@ -489,20 +498,25 @@ async fn doctor_checks_cross_tenant_shares(env: Env) {
         CrossTenantLink {
             name: "shared".into(),
             project: project.clone(),
-            view: CustomerView::Client(customer),
+            per_customer: false,
+            view: CustomerView::Client(client("CUSTOMER")),
         },
         CrossTenantLink {
             name: "unshared".into(),
             project: "customer2-project".into(),
-            view: CustomerView::Client(other),
+            per_customer: false,
+            view: CustomerView::Client(client("CUSTOMER2")),
         },
         CrossTenantLink {
             name: "no-secret".into(),
             project: "p".into(),
+            per_customer: false,
             view: CustomerView::Unreadable("cannot read secret ns/clusterlink-no-secret".into()),
         },
     ];
-    let f = share_findings(&env.fabric.transit_network_id, &links).await;
+    let f = share_findings(env.net.as_ref(), &net_id, &links)
+        .await
+        .expect("checked");
     assert!(!f[0].problem && f[0].text.contains("visible"), "{:?}", f[0]);
     assert!(f[1].problem, "{:?}", f[1]);
     assert!(
@@ -517,6 +531,71 @@ async fn doctor_checks_cross_tenant_shares(env: Env) {
         !f[2].problem && f[2].text.contains("not checked"),
         "{:?}",
         f[2]
+    );
+
+    // The same project once its only link is PerCustomer: the share the operator made is
+    // the problem now, and doctor names the command that removes it, not the one that makes
+    // it.
+    let moved = |view| {
+        vec![CrossTenantLink {
+            name: "moved".into(),
+            project: project.clone(),
+            per_customer: true,
+            view,
+        }]
+    };
+    let rule = env
+        .net
+        .list_rbac_policies(&net_id)
+        .await
+        .expect("rules")
+        .into_iter()
+        .find(|p| p.target_tenant == project)
+        .expect("the share")
+        .id;
+    let f = share_findings(
+        env.net.as_ref(),
+        &net_id,
+        &moved(CustomerView::Client(client("CUSTOMER"))),
+    )
+    .await
+    .expect("checked");
+    assert_eq!(f.len(), 1, "{f:?}");
+    assert!(f[0].problem, "{:?}", f[0]);
+    for says in [
+        format!(
+            "project {project} (its ClusterLink(s) moved are all spec.transitIsolation: PerCustomer)"
+        ),
+        format!("still shared with it (the operator's RBAC rule(s) {rule})"),
+        "reach every linked cluster".to_string(),
+        format!("kubectl clusterlink decommission-share --project {project}"),
+    ] {
+        assert!(f[0].text.contains(&says), "{} lacks {says}", f[0].text);
+    }
+    assert!(!f[0].text.contains("rbac create"), "{}", f[0].text);
+    let moved_link = {
+        let mut s = spec("r", "10.78.0.0/16", None);
+        s.customer_project_id = Some(project.clone());
+        s.transit_isolation = Some(bnerd_api::TransitIsolation::PerCustomer);
+        bnerd_api::ClusterLink::new("moved", s)
+    };
+    decommission_share(env.net.as_ref(), &net_id, &project, &[moved_link], true)
+        .await
+        .expect("a PerCustomer project's share goes");
+    let f = share_findings(
+        env.net.as_ref(),
+        &net_id,
+        &moved(CustomerView::Client(client("CUSTOMER"))),
+    )
+    .await
+    .expect("checked");
+    assert!(
+        !f[0].problem
+            && f[0]
+                .text
+                .ends_with("the transit network is not shared with it"),
+        "{:?}",
+        f[0]
     );
 }
 both!(doctor_checks_cross_tenant_shares);
@@ -986,5 +1065,186 @@ async fn doctor_binary_prints_hostile_tags_inert() {
         }),
         "{v}"
     );
+    env.teardown(&[]).await;
+}
+
+/// A project moving to `spec.transitIsolation: PerCustomer`, through the binary on the real
+/// apiserver and lab (no operator runs: the links have no finalizer, so a delete is
+/// immediate and Ready never comes). While the project has a `Shared` link,
+/// `decommission-share` refuses naming only it, and `doctor` says the share stays for it;
+/// `recreate --isolation PerCustomer` of that last `Shared` link ends with the command that
+/// removes the share; `doctor` then calls the share a problem naming `decommission-share`,
+/// which now removes it although `PerCustomer` links still name the project.
+#[tokio::test]
+async fn per_customer_project_loses_its_share_through_the_binary() {
+    use bnerd_testkit::operator_proc::{kube_lab_exclusive, sweep_leftovers, test_link};
+    let test = "per_customer_project_loses_its_share_through_the_binary";
+    let Some((client, kubeconfig, lab, env)) = kube_and_lab(test).await else {
+        return;
+    };
+    let _exclusive = kube_lab_exclusive(&kubeconfig).await;
+    sweep_leftovers(&client).await;
+    let project = format!("{:032x}", 0x9c5u128 << 64 | std::process::id() as u128);
+    let net_id = env.fabric.transit_network_id.clone();
+    let rule = env
+        .net
+        .create_rbac_policy(&ShareNetwork {
+            network_id: net_id.clone(),
+            action: ACCESS_AS_SHARED.into(),
+            target_tenant: project.clone(),
+        })
+        .await
+        .expect("share");
+    let links: kube::Api<bnerd_api::ClusterLink> = kube::Api::all(client.clone());
+    let cross = |name: &str, cidr: &str, per_customer: bool| {
+        let mut spec = serde_json::json!({
+            "serviceClusterRouter": "r",
+            "serviceClusterCIDR": cidr,
+            "credentialsSecretRef": {"name": format!("clusterlink-{name}"), "namespace": "bnerd-vpn-clusterlinks"},
+            "customerProjectID": project,
+        });
+        if per_customer {
+            spec["transitIsolation"] = "PerCustomer".into();
+        }
+        test_link(name, spec)
+    };
+    let (shared, moved) = (
+        bnerd_testkit::unique("pc-shared"),
+        bnerd_testkit::unique("pc-moved"),
+    );
+    for l in [
+        cross(&shared, "10.95.0.0/16", false),
+        cross(&moved, "10.96.0.0/16", true),
+    ] {
+        links
+            .create(&kube::api::PostParams::default(), &l)
+            .await
+            .expect("create link");
+    }
+    let run = |command: &str, args: &[&str]| {
+        let out = plugin(&kubeconfig, &lab, &env, command, args);
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        (out.status.code(), stdout, stderr)
+    };
+    let line_of = |stdout: &str, start: &str| {
+        stdout
+            .lines()
+            .find(|l| l.starts_with(start))
+            .unwrap_or_else(|| panic!("no line starting {start}:\n{stdout}"))
+            .to_string()
+    };
+    let decommission = format!("kubectl clusterlink decommission-share --project {project}");
+
+    // A Shared link still names the project: refused, naming it and not the PerCustomer one.
+    let (code, stdout, stderr) = run("decommission-share", &["--project", &project, "--yes"]);
+    assert_eq!(code, Some(1), "{stdout}{stderr}");
+    let refused = line_of(&stdout, "refused: ");
+    assert!(
+        refused.contains(&format!("still has Shared ClusterLink(s) {shared} ("))
+            && !refused.contains(&moved),
+        "{refused}"
+    );
+    let (_, stdout, _) = run("doctor", &[]);
+    let kept = line_of(&stdout, &format!("ok      project {project}: "));
+    assert!(
+        kept.contains(&format!(
+            "its PerCustomer ClusterLink(s) {moved} do not need"
+        )) && kept.contains(&format!("its Shared ClusterLink(s) {shared} do")),
+        "{kept}"
+    );
+
+    // Moving the last Shared link offers the share's removal, at the end, and does not do it.
+    let (code, stdout, stderr) = run(
+        "recreate",
+        &[
+            &shared,
+            "--isolation",
+            "PerCustomer",
+            "--yes",
+            "--timeout",
+            "1",
+        ],
+    );
+    assert_eq!(code, Some(1), "not Ready (no operator): {stdout}{stderr}");
+    let last = stdout.lines().last().unwrap_or_default();
+    assert!(
+        last.starts_with(&format!(
+            "ClusterLink {shared} was project {project}'s last Shared link"
+        )) && last.ends_with(&format!("{decommission} --yes")),
+        "{stdout}"
+    );
+    assert!(
+        links
+            .get(&shared)
+            .await
+            .expect("moved link")
+            .spec
+            .per_customer(),
+        "the link was applied again as PerCustomer"
+    );
+    let rules = env.net.list_rbac_policies(&net_id).await.expect("rules");
+    assert!(rules.iter().any(|p| p.id == rule.id), "recreate removed it");
+
+    // doctor: now the share is the problem, with the command that removes it.
+    let (code, stdout, _) = run("doctor", &[]);
+    assert_eq!(code, Some(1), "{stdout}");
+    let problem = line_of(&stdout, &format!("PROBLEM project {project} "));
+    assert!(
+        problem.contains("are all spec.transitIsolation: PerCustomer")
+            && problem.contains(&format!(
+                "still shared with it (the operator's RBAC rule(s) {})",
+                rule.id
+            ))
+            && problem.contains("reach every linked cluster")
+            && problem.ends_with(&decommission),
+        "{problem}"
+    );
+
+    // decommission-share accepts the project: a dry run, then the removal.
+    let (code, stdout, stderr) = run("decommission-share", &["--project", &project]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(
+        stdout.contains(&format!("would delete RBAC policy {}", rule.id))
+            && stdout
+                .contains("are PerCustomer: their legs stand on the project's customer transit"),
+        "{stdout}"
+    );
+    let (code, stdout, stderr) = run(
+        "decommission-share",
+        &["--project", &project, "--yes", "-o", "json"],
+    );
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON");
+    assert_eq!(v["applied"], true, "{v}");
+    assert_eq!(v["policies"][0]["id"], rule.id.as_str(), "{v}");
+    let mut named: Vec<String> = v["perCustomerLinks"]
+        .as_array()
+        .expect("perCustomerLinks")
+        .iter()
+        .filter_map(|n| n.as_str().map(String::from))
+        .collect();
+    named.sort();
+    let mut want = vec![shared.clone(), moved.clone()];
+    want.sort();
+    assert_eq!(named, want, "{v}");
+    let rules = env.net.list_rbac_policies(&net_id).await.expect("rules");
+    assert!(
+        !rules.iter().any(|p| p.target_tenant == project),
+        "{rules:?}"
+    );
+    let (_, stdout, _) = run("doctor", &[]);
+    let fine = line_of(&stdout, &format!("ok      project {project} "));
+    assert!(
+        fine.contains("no rule of the operator's shares the transit network with it"),
+        "{fine}"
+    );
+
+    for name in [&shared, &moved] {
+        links
+            .delete(name, &kube::api::DeleteParams::default())
+            .await
+            .expect("delete");
+    }
     env.teardown(&[]).await;
 }
