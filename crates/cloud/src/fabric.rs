@@ -471,6 +471,8 @@ mod tests {
     struct Stub {
         extensions: Vec<String>,
         network_error: Option<CloudError>,
+        /// The transit network as Neutron shows it; None: one subnet, not shared.
+        network: Option<Network>,
     }
 
     fn unused<T>() -> Result<T> {
@@ -485,6 +487,9 @@ mod tests {
         async fn get_network(&self, id: &str) -> Result<Network> {
             if let Some(e) = &self.network_error {
                 return Err(e.clone());
+            }
+            if let Some(n) = &self.network {
+                return Ok(n.clone());
             }
             Ok(Network {
                 id: id.into(),
@@ -591,6 +596,7 @@ mod tests {
         let bare = Stub {
             extensions: aliases(&["router", "extraroute", "standard-attr-tag"]),
             network_error: None,
+            network: None,
         };
         let err = Fabric::discover(&bare, "n", "gw").await.unwrap_err();
         assert!(matches!(err, FabricError::NoSafeRouteUpdate), "{err}");
@@ -598,10 +604,66 @@ mod tests {
         let guarded = Stub {
             extensions: aliases(&["router", "extraroute", REVISION_IF_MATCH]),
             network_error: None,
+            network: None,
         };
         let f = Fabric::discover(&guarded, "n", "gw").await.unwrap();
         assert!(!f.extraroute_atomic && f.revision_if_match);
         assert_eq!(f.transit_subnet.to_string(), "10.254.0.0/24");
+    }
+
+    /// "The operator fails fast, naming the setting, unless the transit network exists, is
+    /// not shared to every project (`shared=true` is refused: "never `--share`"), has exactly
+    /// one subnet" (docs/design.md, "The startup check"). Both are a fabric set up wrong, not
+    /// a cloud that did not answer, and each message names the network, the setting and what
+    /// is wrong with it.
+    #[tokio::test]
+    async fn discover_refuses_a_shared_transit_and_one_without_exactly_one_subnet() {
+        let transit = |shared: bool, subnets: &[&str]| Stub {
+            extensions: aliases(&[EXTRAROUTE_ATOMIC]),
+            network_error: None,
+            network: Some(Network {
+                id: "n".into(),
+                shared,
+                subnets: subnets.iter().map(|s| s.to_string()).collect(),
+                ..Default::default()
+            }),
+        };
+        assert!(
+            Fabric::discover(&transit(false, &["s"]), "n", "gw")
+                .await
+                .is_ok()
+        );
+
+        let err = Fabric::discover(&transit(true, &["s"]), "n", "gw")
+            .await
+            .unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, FabricError::SharedNetwork(_)), "{text}");
+        assert!(!err.is_unreachable(), "{text}");
+        assert!(
+            text.starts_with("transit network n (IPSEC_TRANSIT_NETWORK_ID)")
+                && text.contains("shared=true")
+                && text.contains("--share"),
+            "{text}"
+        );
+
+        for subnets in [&["s", "t"][..], &[]] {
+            let err = Fabric::discover(&transit(false, subnets), "n", "gw")
+                .await
+                .unwrap_err();
+            let text = err.to_string();
+            assert!(
+                matches!(err, FabricError::SubnetCount { count, .. } if count == subnets.len()),
+                "{text}"
+            );
+            assert!(!err.is_unreachable(), "{text}");
+            assert!(
+                text.starts_with("transit network n (IPSEC_TRANSIT_NETWORK_ID)")
+                    && text.contains("exactly one subnet")
+                    && text.contains(&format!("it has {}", subnets.len())),
+                "{text}"
+            );
+        }
     }
 
     #[tokio::test]
@@ -609,6 +671,7 @@ mod tests {
         let down = |e: CloudError| Stub {
             extensions: aliases(&[EXTRAROUTE_ATOMIC]),
             network_error: Some(e),
+            network: None,
         };
         let refused = CloudError::Transport {
             method: "POST".into(),

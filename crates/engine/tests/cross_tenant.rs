@@ -1598,3 +1598,190 @@ async fn a_cloud_without_the_privilege_probe() {
     assert!(m.contains("the policy probe could not run"), "{m}");
     assert!(out.probe_unavailable);
 }
+
+/// A gateway with a reverse exposure, its `status.portFixedIP` at `ip`.
+fn gateway_target(name: &str, cidr: &str, ip: &str) -> ReverseTarget {
+    ReverseTarget {
+        gateway: GatewayRef {
+            kind: "IPsecGateway".into(),
+            namespace: "vpn".into(),
+            name: name.into(),
+        },
+        service_cidr: cidr.into(),
+        port_fixed_ip: ip.into(),
+        uid: None,
+        created: None,
+    }
+}
+
+/// TransitNetworkShared runs "at every reconcile, so a share removed out of band comes back"
+/// (docs/crd-reference.md, "TransitNetworkShared"). Neutron keeps a share while the customer
+/// has a port on the network (409 RbacPolicyInUse), so the customer detaches the leg first
+/// (the detach deletes the port), then the operator's rule is deleted by hand. The next
+/// reconcile of the link, Ready before, makes a new rule and says so. Where the new leg lands
+/// is Neutron's pick (TransitIPMismatch when it is not the old address), not what this checks.
+async fn a_removed_share_is_made_again(mut env: Env) {
+    let side = customer_side(&env).await;
+    let router = side.net.create_router(&unique("reshare")).await.unwrap();
+    add(&mut env, &side, "reshare", &router.id, "10.176.0.0/16");
+    reconcile(&mut env, "reshare", &side).await;
+    env.assert_ready("reshare");
+    let rules = |env: &Env| {
+        let net = env.net.clone();
+        let network = env.fabric.transit_network_id.clone();
+        let project = side.project.clone();
+        async move {
+            net.list_rbac_policies(&network)
+                .await
+                .unwrap()
+                .into_iter()
+                .filter(|p| p.target_tenant == project && p.action == ACCESS_AS_SHARED)
+                .map(|p| p.id)
+                .collect::<Vec<_>>()
+        }
+    };
+    let before = rules(&env).await;
+    assert_eq!(before.len(), 1, "{before:?}");
+    let leg = env.leg_port_id("reshare");
+    side.net
+        .remove_router_interface(&router.id, &leg)
+        .await
+        .unwrap();
+    env.net.delete_rbac_policy(&before[0]).await.unwrap();
+    assert!(rules(&env).await.is_empty());
+
+    let out = reconcile(&mut env, "reshare", &side).await;
+    let (s, r, m) = env.condition("reshare", "TransitNetworkShared");
+    assert_eq!((s.as_str(), r.as_str()), ("True", "Shared"), "{m}");
+    let after = rules(&env).await;
+    assert_eq!(after.len(), 1, "one new rule: {after:?}");
+    assert_ne!(after[0], before[0], "a new rule, not the one deleted");
+    assert!(
+        out.actions
+            .iter()
+            .any(|a| a.kind == ActionKind::TransitNetworkShared),
+        "the share is reported: {:?}",
+        out.actions
+    );
+    delete(&mut env, "reshare", &side).await;
+    side.net.delete_router(&router.id).await.unwrap();
+}
+both!(a_removed_share_is_made_again);
+
+/// "On a cross-tenant link, failure messages of … ReverseRoutesInstalled start with
+/// `customer credential (secret <ns>/<name>): `" (docs/crd-reference.md, "Conditions"): the
+/// reverse routes go on the customer's router, with the customer's credential. A gateway
+/// whose `status.portFixedIP` is no gateway port is refused; the forward path stays Ready.
+async fn a_reverse_route_failure_names_the_customer_credential(mut env: Env) {
+    let side = customer_side(&env).await;
+    let router = side.net.create_router(&unique("revfail")).await.unwrap();
+    env.reverse = vec![gateway_target("nowhere", "100.64.82.0/24", "10.254.0.249")];
+    add(&mut env, &side, "revfail", &router.id, "10.175.0.0/16");
+    reconcile(&mut env, "revfail", &side).await;
+    env.assert_ready("revfail");
+    let (s, r, m) = env.condition("revfail", "ReverseRoutesInstalled");
+    assert_eq!(
+        (s.as_str(), r.as_str()),
+        ("False", "EnsureReverseRoutesFailed"),
+        "{m}"
+    );
+    assert!(
+        m.starts_with(&format!(
+            "customer credential (secret {NS}/clusterlink-revfail): "
+        )),
+        "{m}"
+    );
+    assert!(m.contains("vpn/nowhere"), "the gateway is named: {m}");
+    assert!(
+        side.net
+            .get_router(&router.id)
+            .await
+            .unwrap()
+            .routes
+            .is_empty(),
+        "no route for the refused gateway"
+    );
+    delete(&mut env, "revfail", &side).await;
+    side.net.delete_router(&router.id).await.unwrap();
+}
+both!(a_reverse_route_failure_names_the_customer_credential);
+
+/// "On a deleting link: the customer-side unwind refuses a credential of another project
+/// than the one the leg was built in and the one the link names (the finalizer is held)"
+/// (docs/crd-reference.md, "CredentialsResolved"). The Secret of a built link now holds
+/// another customer's credential: the gateway route goes on the operator's credential, as
+/// always, the delete is held at CredentialsResolved=False/CredentialsProjectMismatch, and
+/// nothing on the customer side is written: the leg stays attached, the reverse route stays.
+async fn an_unwind_with_another_projects_credential_is_held(mut env: Env) {
+    let side = customer_side(&env).await;
+    let router = side.net.create_router(&unique("moved")).await.unwrap();
+    env.reverse = vec![gateway_target("gw", "100.64.83.0/24", "10.254.0.250")];
+    // The gateway's own port holds its portFixedIP, so Neutron cannot pick it for the leg.
+    let gateway_port = env.port_at_ip("10.254.0.250", "gateway-pod").await;
+    add(&mut env, &side, "moved", &router.id, "10.174.0.0/16");
+    reconcile(&mut env, "moved", &side).await;
+    env.assert_ready("moved");
+    let leg = env.leg_port_id("moved");
+    let reverse = vec![Route::new("100.64.83.0/24", "10.254.0.250")];
+    assert_eq!(
+        side.net.get_router(&router.id).await.unwrap().routes,
+        reverse
+    );
+
+    let (id, secret) = side.app_cred("CUSTOMER2", "customer2", &["member"]);
+    side.put_secret(
+        "moved",
+        &[
+            ("OS_APPLICATION_CREDENTIAL_ID", &id),
+            ("OS_APPLICATION_CREDENTIAL_SECRET", &secret),
+        ],
+    );
+    if let Some(cloud) = &env.fake {
+        cloud.reset_counters();
+    }
+    let held = match unwind_link(&env, "moved", &side).await {
+        Err(held) => held,
+        Ok(r) => panic!("want a held delete, got {r:?}"),
+    };
+    assert_eq!(held.condition.as_str(), "CredentialsResolved");
+    assert_eq!(
+        held.fail.reason.as_str(),
+        "CredentialsProjectMismatch",
+        "{}",
+        held.fail.message
+    );
+    assert!(
+        held.fail.message.contains(&side.project),
+        "{}",
+        held.fail.message
+    );
+    assert!(held.gateway_route.is_ok());
+    assert!(
+        env.gateway_routes().await.is_empty(),
+        "the data path is cut first"
+    );
+    if let Some(cloud) = &env.fake {
+        let (_, writes) = cloud.read_write_counts();
+        assert_eq!(
+            writes,
+            1,
+            "the gateway route's removal, nothing else: {:?}",
+            cloud.calls()
+        );
+    }
+    let port = env.net.get_port(&leg).await.expect("the leg stays");
+    assert!(port.is_interface_of(&router.id), "the leg stays attached");
+    assert_eq!(
+        side.net.get_router(&router.id).await.unwrap().routes,
+        reverse,
+        "the reverse route stays"
+    );
+
+    // The credential of the link's project again: the unwind finishes.
+    side.put_member_secret("moved");
+    delete(&mut env, "moved", &side).await;
+    assert!(env.net.get_port(&leg).await.unwrap_err().is_not_found());
+    env.net.delete_port(&gateway_port.id).await.unwrap();
+    side.net.delete_router(&router.id).await.unwrap();
+}
+both!(an_unwind_with_another_projects_credential_is_held);

@@ -5,6 +5,7 @@
 
 use bnerd_api::names::{TAG_MANAGED, tag_link_uid};
 use bnerd_cloud::{CreatePort, Route};
+use bnerd_testkit::crash::{Crash, Crashing};
 use bnerd_testkit::{Env, both, reconcile_one, spec, unique};
 
 async fn new_link_is_ready(mut env: Env) {
@@ -498,3 +499,41 @@ async fn named_router_stays_put(mut env: Env) {
     assert_eq!(env.ports().await.len(), 1, "only the gateway's leg is left");
 }
 both!(named_router_stays_put);
+
+/// "The order leg port → attach → gateway route is the spec's: a route never points at an
+/// address no attached leg of ours holds" (docs/design.md, "A same-tenant link"). The
+/// reconcile of a new link runs through the crash harness's wrapper, which stops nowhere and
+/// logs every call as it is made: the leg port is created, then attached to the service
+/// router, and only then is the gateway route written (`add_extraroutes`, or the whole-table
+/// `set_routes` without `extraroute-atomic`). No gateway has reverse exposures here, so the
+/// gateway route is the only route this reconcile writes.
+async fn the_route_follows_the_attached_leg(mut env: Env) {
+    let svc = env.router("order").await;
+    env.add_link("order", spec(&svc.id, "10.41.0.0/16", None));
+    let crash = Crash::counting();
+    let net = Crashing::new(env.net.clone(), crash.clone());
+    let out = reconcile_one(&net, &env.fabric, &env.links, 0, &env.reverse).await;
+    env.links[0].status = Some(out.status);
+    env.assert_ready("order");
+    let log = crash.log();
+    let at = |names: &[&str]| {
+        log.iter()
+            .position(|c| names.contains(c))
+            .unwrap_or_else(|| panic!("no {names:?} in {log:?}"))
+    };
+    let create = at(&["create_port"]);
+    let attach = at(&["add_router_interface"]);
+    let route = at(&["add_extraroutes", "set_routes"]);
+    assert!(
+        create < attach && attach < route,
+        "leg port, attach, then the gateway route: {log:?}"
+    );
+    let ip = env.transit_ip("order").expect("transit ip");
+    assert_eq!(
+        env.gateway_routes().await,
+        vec![Route::new("10.41.0.0/16", &ip)]
+    );
+    env.delete("order").await;
+    assert!(env.leg_ports().await.is_empty());
+}
+both!(the_route_follows_the_attached_leg);

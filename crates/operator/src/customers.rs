@@ -135,3 +135,138 @@ impl CredentialSource for LinkSource<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The cache against a mock apiserver (a `tower_test` service behind the kube client)
+    //! that serves one Secret, whose UID and resourceVersion the test changes between
+    //! reconciles as an update or a delete-and-recreate of the Secret would.
+
+    use super::*;
+    use bnerd_cloud::{AuthConfig, AuthMethod, SecretString};
+    use http::{Request, Response};
+    use kube::client::Body;
+
+    const NS: &str = "bnerd-vpn-clusterlinks";
+
+    /// A kube client whose apiserver answers every GET with the Secret `clusterlink-l1` at the
+    /// version `version` holds then.
+    fn apiserver(version: Arc<Mutex<Version>>) -> Client {
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        tokio::spawn(async move {
+            while let Some((req, send)) = handle.next_request().await {
+                assert_eq!(
+                    req.uri().path(),
+                    format!("/api/v1/namespaces/{NS}/secrets/clusterlink-l1")
+                );
+                let (uid, rv) = version.lock().unwrap().clone();
+                let secret = serde_json::json!({
+                    "apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+                    "metadata": {"name": "clusterlink-l1", "namespace": NS, "uid": uid, "resourceVersion": rv},
+                    // "acid" and "s3cr3t"
+                    "data": {"OS_APPLICATION_CREDENTIAL_ID": "YWNpZA==", "OS_APPLICATION_CREDENTIAL_SECRET": "czNjcjN0"},
+                });
+                let resp = Response::builder()
+                    .status(200)
+                    .body(Body::from(serde_json::to_vec(&secret).unwrap()))
+                    .unwrap();
+                send.send_response(resp);
+            }
+        });
+        Client::new(service, "default")
+    }
+
+    /// The operator's client; nothing here sends a request with it.
+    fn operator() -> Arc<OpenStack> {
+        Arc::new(
+            OpenStack::new(AuthConfig {
+                auth_url: "http://127.0.0.1:9/v3".into(),
+                region: None,
+                interface: "public".into(),
+                method: AuthMethod::ApplicationCredential {
+                    id: "operator".into(),
+                    secret: SecretString::new(String::from("unused")),
+                },
+                tls: Default::default(),
+            })
+            .expect("client"),
+        )
+    }
+
+    /// One reconcile's use of the source, in the engine's order (`credentials::resolve`):
+    /// read the Secret, take the client, ask what is known of it, and remember what the
+    /// check found when nothing was. Returns the client and whether it was checked afresh.
+    async fn resolve(
+        clients: &CustomerClients,
+        kube: &Client,
+        project: &str,
+    ) -> (Arc<dyn CustomerCloud>, bool) {
+        let source = clients.source(kube, "l1");
+        let r = SecretRef {
+            namespace: NS.into(),
+            name: "clusterlink-l1".into(),
+        };
+        let data = source.secret(&r).await.expect("read").expect("the Secret");
+        assert_eq!(data["OS_APPLICATION_CREDENTIAL_ID"], b"acid");
+        let cred = CustomerCredential {
+            id: "acid".into(),
+            secret: SecretString::new(String::from("s3cr3t")),
+        };
+        let client = source.client(&cred);
+        let fresh = source.checked(&cred).is_none();
+        if fresh {
+            source.remember(
+                &cred,
+                Checked {
+                    project_id: project.into(),
+                    refused: None,
+                    probe_unavailable: false,
+                },
+            );
+        }
+        (client, fresh)
+    }
+
+    fn same(a: &Arc<dyn CustomerCloud>, b: &Arc<dyn CustomerCloud>) -> bool {
+        std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b))
+    }
+
+    /// "It keeps one customer client per link and builds a new one only when the Secret's UID
+    /// or resourceVersion changes; the new credential is authenticated and its roles checked
+    /// once" (docs/operations.md, "Rotate a customer credential").
+    #[tokio::test]
+    async fn one_client_and_one_check_per_secret_version() {
+        let version = Arc::new(Mutex::new(("uid-1".to_string(), "1".to_string())));
+        let kube = apiserver(version.clone());
+        let clients = CustomerClients::new(operator());
+
+        let (first, fresh) = resolve(&clients, &kube, "customer").await;
+        assert!(fresh, "a Secret version never seen is checked");
+        let (again, fresh) = resolve(&clients, &kube, "customer").await;
+        assert!(same(&first, &again), "the same version keeps its client");
+        assert!(!fresh, "the same version is not checked again");
+
+        // The Secret updated in place: a new resourceVersion.
+        *version.lock().unwrap() = ("uid-1".into(), "2".into());
+        let (rotated, fresh) = resolve(&clients, &kube, "customer").await;
+        assert!(
+            !same(&rotated, &first),
+            "a new resourceVersion, a new client"
+        );
+        assert!(fresh, "a new resourceVersion is checked again");
+        let (kept, fresh) = resolve(&clients, &kube, "customer").await;
+        assert!(same(&kept, &rotated) && !fresh);
+
+        // Deleted and made again under the same name: a new UID, whatever its
+        // resourceVersion reads.
+        *version.lock().unwrap() = ("uid-2".into(), "2".into());
+        let (recreated, fresh) = resolve(&clients, &kube, "customer").await;
+        assert!(!same(&recreated, &rotated), "a new UID, a new client");
+        assert!(fresh, "a new UID is checked again");
+
+        // A deleted link's client goes with it.
+        clients.forget("l1");
+        let (after, fresh) = resolve(&clients, &kube, "customer").await;
+        assert!(!same(&after, &recreated) && fresh);
+    }
+}
