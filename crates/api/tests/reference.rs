@@ -221,17 +221,11 @@ fn every_cel_rule_and_schema_bound_is_quoted() {
     }
 }
 
-/// Capitalised words in string literals of the product code (tests and comments left out),
-/// with where they are.
-fn literals() -> Vec<(String, String)> {
+/// The lines of the product code under `dirs` (tests and comments left out), trimmed, with
+/// where each is.
+fn product_lines(dirs: &[&str]) -> Vec<(String, String)> {
     let mut out = vec![];
-    let dirs = [
-        "crates/api/src",
-        "crates/engine/src",
-        "crates/operator/src",
-        "crates/cli/src",
-    ];
-    for path in files_under(&dirs, &["rs"]) {
+    for path in files_under(dirs, &["rs"]) {
         // A module's tests in a file of their own (`#[cfg(test)] #[path = "x_tests.rs"]`).
         if path.to_string_lossy().ends_with("_tests.rs") {
             continue;
@@ -242,22 +236,41 @@ fn literals() -> Vec<(String, String)> {
                 break;
             }
             let code = line.trim_start();
-            // Comments, and raw strings (the CRD's printer columns are JSON).
-            if code.starts_with("//") || code.contains("r#\"") {
+            if code.starts_with("//") {
                 continue;
             }
-            for (i, piece) in code.split('"').enumerate() {
-                let word = !piece.is_empty()
-                    && piece.starts_with(|c: char| c.is_ascii_uppercase())
-                    && piece.chars().all(|c| c.is_ascii_alphanumeric());
-                if i % 2 == 1 && word {
-                    let at = format!(
-                        "{}:{}",
-                        path.strip_prefix(root()).unwrap_or(&path).display(),
-                        n + 1
-                    );
-                    out.push((piece.to_string(), at));
-                }
+            let at = format!(
+                "{}:{}",
+                path.strip_prefix(root()).unwrap_or(&path).display(),
+                n + 1
+            );
+            out.push((code.to_string(), at));
+        }
+    }
+    out
+}
+
+/// Capitalised words in string literals of the product code (tests and comments left out),
+/// with where they are.
+fn literals() -> Vec<(String, String)> {
+    let mut out = vec![];
+    let dirs = [
+        "crates/api/src",
+        "crates/engine/src",
+        "crates/operator/src",
+        "crates/cli/src",
+    ];
+    for (code, at) in product_lines(&dirs) {
+        // Raw strings (the CRD's printer columns are JSON).
+        if code.contains("r#\"") {
+            continue;
+        }
+        for (i, piece) in code.split('"').enumerate() {
+            let word = !piece.is_empty()
+                && piece.starts_with(|c: char| c.is_ascii_uppercase())
+                && piece.chars().all(|c| c.is_ascii_alphanumeric());
+            if i % 2 == 1 && word {
+                out.push((piece.to_string(), at.clone()));
             }
         }
     }
@@ -316,6 +329,52 @@ fn no_reason_is_spelled_outside_its_list() {
         }
     }
     assert!(stray.is_empty(), "{}", stray.join("\n"));
+}
+
+/// The crates that make Events: the engine says what happened, the operator publishes.
+const EVENT_MAKERS: &[&str] = &["crates/engine/src", "crates/operator/src"];
+
+/// Every Event the reference documents is one the code makes: its reason spelled as
+/// `EventReason::<X>` by the product code (not in the table that maps an action kind to its
+/// reason), or an action of that kind made (`Action::new(ActionKind::<X>, …)`). An Event
+/// the code never makes is a promise to an admin that nothing keeps.
+#[test]
+fn every_documented_event_is_made_by_the_code() {
+    let lines = product_lines(EVENT_MAKERS);
+    let mut never = vec![];
+    for e in EventReason::ALL {
+        let reason = format!("EventReason::{e}");
+        let kind = format!("ActionKind::{e}");
+        let made = lines.iter().any(|(code, _)| {
+            let mapping = code.contains("=>");
+            (code.contains(&reason) && !mapping)
+                || code == &format!("{kind},")
+                || code.contains(&format!("Action::new({kind},"))
+        });
+        if !made {
+            never.push(format!(
+                "Event reason {e} is documented (EventReason) but no product code under {EVENT_MAKERS:?} makes it (EventReason::{e}, or Action::new(ActionKind::{e}, …))"
+            ));
+        }
+    }
+    assert!(never.is_empty(), "{}", never.join("\n"));
+}
+
+/// Actions are the Events of what a step did: a list of them made only to be dropped
+/// (`&mut vec![]` handed to a step) silences Events the reference promises, as an unwind
+/// that took a customer transit down once did.
+#[test]
+fn no_step_is_handed_a_list_of_actions_to_drop() {
+    let dropped: Vec<String> = product_lines(EVENT_MAKERS)
+        .into_iter()
+        .filter(|(code, _)| code.contains("&mut vec![]") || code.contains("&mut Vec::new()"))
+        .map(|(code, at)| {
+            format!(
+                "{at}: {code}: hand the step a list the caller reports (its actions are Events)"
+            )
+        })
+        .collect();
+    assert!(dropped.is_empty(), "{}", dropped.join("\n"));
 }
 
 #[test]

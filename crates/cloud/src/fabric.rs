@@ -313,8 +313,9 @@ fn keystone_or(source: CloudError, about: impl FnOnce(CloudError) -> FabricError
 }
 
 impl Fabric {
-    /// Read and check the fabric (docs/design.md, "The startup check"): fail fast, naming the
-    /// setting.
+    /// Read and check the fabric (docs/design.md, "The startup check"). An error is the first
+    /// problem found and names the setting: the operator logs it and shows it on `/readyz`
+    /// while it retries, so a human sees what to fix without a crash loop.
     pub async fn discover(
         net: &dyn Neutron,
         transit_network_id: &str,

@@ -440,12 +440,17 @@ pub async fn unwind_cross_tenant(
         plan::unwind::CustomerSide::NothingBuilt => {
             // Nothing of the link's on the customer side; the customer transit it may have
             // built is the operator's to take down.
-            if let Some(p) = per_customer
-                && let Err(f) = crate::per_customer::release(&base, p).await
-            {
-                return Ok(Err(f));
-            }
-            return Ok(Ok(UnwindPlan::default()));
+            let actions = match per_customer {
+                Some(p) => match crate::per_customer::release(&base, p).await {
+                    Ok(actions) => actions,
+                    Err(f) => return Ok(Err(f)),
+                },
+                None => vec![],
+            };
+            return Ok(Ok(UnwindPlan {
+                actions,
+                ..Default::default()
+            }));
         }
         plan::unwind::CustomerSide::NotAttested(f) => return Err(held(&f, gateway_route)),
         plan::unwind::CustomerSide::Resolve => {}

@@ -106,7 +106,10 @@ pub fn attestation(input: &Input<'_>, r: &SecretRef) -> Result<(Reason, String),
 }
 
 /// CredentialsResolved, in the order of docs/crd-reference.md, "CredentialsResolved": the ref
-/// (before any read), the Secret, the token, the roles, the projects, then the privilege probe.
+/// (before any read), the Secret, the token, its role names, the privilege probe (sent only
+/// when the names pass: a refused name needs no call), then the projects. The token, roles and
+/// probe are facts of the credential, remembered per Secret version; the projects are checked
+/// against the spec and status, which change, so they come last and run every time.
 pub async fn resolve(
     source: &dyn CredentialSource,
     operator: &OperatorIdentity,

@@ -14,13 +14,14 @@ use bnerd_cloud::{
 };
 use ipnet::Ipv4Net;
 
-use super::converge::Engine;
+use super::converge::{Customer, Engine};
 use super::model::{Action, ActionKind};
 use super::ops::gone_is_done;
 use super::plan::StepFail;
 use super::plan::customer_transit::{
-    Teardown, allocate_subnet, blocked_message, call_failed, edge_interfaces, edge_leg_address,
-    keeper, no_edge_address, not_configured, pool_exhausted, teardown,
+    Teardown, allocate_subnet, blocked_message, built_note, call_failed, customer_call_failed,
+    edge_interfaces, edge_leg_address, keeper, no_edge_address, not_configured, pool_exhausted,
+    removed_note, teardown,
 };
 use super::plan::leg::port_ip;
 
@@ -127,8 +128,8 @@ async fn interfaces(e: &Engine<'_>, router_id: &str) -> Result<Vec<Port>, StepFa
 /// overlaps another). Read only when a subnet is cut.
 pub(crate) struct Taken<'a> {
     pub link_cidrs: &'a [Ipv4Net],
-    /// The customer's credential and the link's router.
-    pub router: (&'a dyn bnerd_cloud::Neutron, &'a str),
+    /// The customer's side (that router is read with its credential) and the link's router.
+    pub router: (&'a Customer<'a>, &'a str),
 }
 
 /// Find or build the project's customer transit. `claimed`: transit addresses other links
@@ -144,9 +145,15 @@ pub(crate) async fn ensure(
     let pool = || e.fabric.customer_transit.ok_or_else(not_configured);
     let operator = &e.fabric.operator_project_id;
     let name = customer_transit_name(&e.fabric.transit_network_id, project);
+    // Each piece, and whether this reconcile made it: one Event names them all, since the
+    // Recorder folds Events of one reason into one series that keeps the first note only.
+    let mut pieces: Vec<(bool, String)> = vec![];
     let networks = networks(e, project).await?;
     let network = match keeper(networks, |n| &n.id) {
-        Some(n) => n,
+        Some(n) => {
+            pieces.push((false, format!("network {}", n.id)));
+            n
+        }
         None => {
             pool()?;
             let n = e
@@ -154,25 +161,28 @@ pub(crate) async fn ensure(
                 .create_network(&name)
                 .await
                 .map_err(|err| call_failed("creating the customer transit network", &err))?;
-            actions.push(Action::new(
-                ActionKind::CustomerTransitBuilt,
-                format!(
-                    "created customer transit network {} for project {project}",
-                    n.id
-                ),
-            ));
+            pieces.push((true, format!("network {}", n.id)));
             n
         }
     };
     let (subnet, cidr) = match subnet_of(e, &network.id).await? {
-        Some(found) => found,
+        Some((s, cidr)) => {
+            pieces.push((false, format!("subnet {} ({cidr})", s.id)));
+            (s, cidr)
+        }
         None => {
             let pool = pool()?;
             let _allocating = ALLOCATING.lock().await;
             let (customer, router) = taken.router;
-            let connected = super::ops::connected_subnets(customer, router)
+            let connected = super::ops::connected_subnets(customer.net, router)
                 .await
-                .map_err(|err| call_failed("reading the subnets on the customer's router", &err))?;
+                .map_err(|err| {
+                    customer_call_failed(
+                        customer.secret,
+                        "reading the subnets on the customer's router",
+                        &err,
+                    )
+                })?;
             // Everything of the operator's project counts as taken: the main transit and every
             // other customer transit live there.
             let mine = e
@@ -194,13 +204,7 @@ pub(crate) async fn ensure(
                 .create_subnet(&network.id, &cidr.to_string(), &gateway.to_string())
                 .await
                 .map_err(|err| call_failed("creating the customer transit's subnet", &err))?;
-            actions.push(Action::new(
-                ActionKind::CustomerTransitBuilt,
-                format!(
-                    "created subnet {} ({cidr}) on customer transit network {}",
-                    s.id, network.id
-                ),
-            ));
+            pieces.push((true, format!("subnet {} ({cidr})", s.id)));
             (s, cidr)
         }
     };
@@ -208,17 +212,17 @@ pub(crate) async fn ensure(
 
     let edge_name = edge_router_name(&e.fabric.transit_network_id, project);
     let router = match keeper(edge_routers(e, project).await?, |r| &r.id) {
-        Some(r) => r,
+        Some(r) => {
+            pieces.push((false, format!("edge router {}", r.id)));
+            r
+        }
         None => {
             let r = e
                 .net
                 .create_router(&edge_name)
                 .await
                 .map_err(|err| call_failed("creating the edge router", &err))?;
-            actions.push(Action::new(
-                ActionKind::CustomerTransitBuilt,
-                format!("created edge router {} for project {project}", r.id),
-            ));
+            pieces.push((true, format!("edge router {}", r.id)));
             r
         }
     };
@@ -229,25 +233,38 @@ pub(crate) async fn ensure(
         &network.id,
         &e.fabric.transit_network_id,
     );
-    if ifs.on_customer_transit.is_none() {
-        e.net
-            .add_router_subnet(&router.id, &subnet.id)
-            .await
-            .map_err(|err| {
-                call_failed("attaching the customer transit to the edge router", &err)
-            })?;
-        actions.push(Action::new(
-            ActionKind::CustomerTransitBuilt,
-            format!(
-                "attached subnet {} to edge router {} at {gateway}",
-                subnet.id, router.id
-            ),
-        ));
+    let interface = |port: &str| format!("its interface port {port} at {gateway}");
+    match ifs.on_customer_transit {
+        Some(p) => pieces.push((false, interface(&p.id))),
+        None => {
+            let port = e
+                .net
+                .add_router_subnet(&router.id, &subnet.id)
+                .await
+                .map_err(|err| {
+                    call_failed("attaching the customer transit to the edge router", &err)
+                })?;
+            pieces.push((true, interface(&port)));
+        }
     }
-    let edge_ip = match ifs.on_main_transit.and_then(port_ip) {
-        Some(ip) => ip,
-        None => edge_leg(e, &router.id, &edge_name, claimed, actions).await?,
+    let leg = |port: &str, ip: Ipv4Addr| format!("its transit leg port {port} at {ip}");
+    let edge_ip = match ifs
+        .on_main_transit
+        .and_then(|p| port_ip(p).map(|ip| (p, ip)))
+    {
+        Some((p, ip)) => {
+            pieces.push((false, leg(&p.id, ip)));
+            ip
+        }
+        None => {
+            let (port, ip) = edge_leg(e, &router.id, &edge_name, claimed).await?;
+            pieces.push((true, leg(&port, ip)));
+            ip
+        }
     };
+    if let Some(note) = built_note(project, &pieces) {
+        actions.push(Action::new(ActionKind::CustomerTransitBuilt, note));
+    }
     Ok(CustomerTransit {
         network_id: network.id,
         subnet_id: subnet.id,
@@ -293,14 +310,13 @@ pub(crate) async fn find(
 }
 
 /// The edge router's leg on the main transit: a port of that name left unattached by an
-/// earlier run, else a new one at the walk's address; then attached.
+/// earlier run, else a new one at the walk's address; then attached. Its port and address.
 async fn edge_leg(
     e: &Engine<'_>,
     router_id: &str,
     name: &str,
     claimed: &[Ipv4Addr],
-    actions: &mut Vec<Action>,
-) -> Result<Ipv4Addr, StepFail> {
+) -> Result<(String, Ipv4Addr), StepFail> {
     // One address walk at a time: two projects' edge legs would otherwise pick the same one.
     let _allocating = ALLOCATING.lock().await;
     let transit = super::ops::main_transit_ports(e)
@@ -338,14 +354,7 @@ async fn edge_leg(
         .await
         .map_err(|err| call_failed("attaching the edge router's transit leg", &err))?;
     let ip = port_ip(&port).ok_or_else(|| no_edge_address(e.fabric.transit_subnet))?;
-    actions.push(Action::new(
-        ActionKind::CustomerTransitBuilt,
-        format!(
-            "attached transit leg {} at {ip} to edge router {router_id}",
-            port.id
-        ),
-    ));
-    Ok(ip)
+    Ok((port.id, ip))
 }
 
 /// Take the project's customer transit down once nothing but `own_leg` (going, or gone)
@@ -392,6 +401,8 @@ pub(crate) async fn take_down(
         }
         Teardown::Go => {}
     }
+    // What went, for the one Event that names it all.
+    let mut gone: Vec<String> = vec![];
     for n in &networks {
         for policy in e
             .net
@@ -401,6 +412,10 @@ pub(crate) async fn take_down(
         {
             gone_is_done(e.net.delete_rbac_policy(&policy.id).await)
                 .map_err(|err| call_failed("removing the customer transit's share", &err))?;
+            gone.push(format!(
+                "share {} of network {} with project {}",
+                policy.id, n.id, policy.target_tenant
+            ));
         }
     }
     // Every route of the gateway router via an edge leg of the project's is the project's
@@ -436,6 +451,10 @@ pub(crate) async fn take_down(
                     &err,
                 )
             })?;
+        gone.extend(
+            via.iter()
+                .map(|r| format!("gateway route {} via {}", r.destination, r.nexthop)),
+        );
     }
     for r in &routers {
         if !r.routes.is_empty() {
@@ -452,16 +471,23 @@ pub(crate) async fn take_down(
             .filter(|p| p.is_interface_of(&r.id))
             .collect();
         ifs.sort_by_key(|p| p.network_id != e.fabric.transit_network_id);
+        let mut detached = vec![];
         for p in ifs {
             gone_is_done(e.net.remove_router_interface(&r.id, &p.id).await)
                 .map_err(|err| call_failed("detaching the edge router", &err))?;
+            detached.push(format!("{} at {}", p.id, p.first_ip().unwrap_or("?")));
         }
         gone_is_done(e.net.delete_router(&r.id).await)
             .map_err(|err| call_failed("deleting the edge router", &err))?;
-        actions.push(Action::new(
-            ActionKind::CustomerTransitRemoved,
-            format!("removed edge router {} of project {project}", r.id),
-        ));
+        gone.push(if detached.is_empty() {
+            format!("edge router {}", r.id)
+        } else {
+            format!(
+                "edge router {} with its interface ports {}",
+                r.id,
+                detached.join(", ")
+            )
+        });
     }
     // A transit leg made but never attached (a run stopped between the two).
     let loose: Vec<_> = super::ops::main_transit_ports(e)
@@ -473,17 +499,19 @@ pub(crate) async fn take_down(
     for p in loose {
         gone_is_done(e.net.delete_port(&p.id).await)
             .map_err(|err| call_failed("deleting the edge router's loose transit leg", &err))?;
+        gone.push(format!("loose transit leg port {}", p.id));
     }
     for n in &networks {
         gone_is_done(e.net.delete_network(&n.id).await)
             .map_err(|err| call_failed("deleting the customer transit network", &err))?;
-        actions.push(Action::new(
-            ActionKind::CustomerTransitRemoved,
-            format!(
-                "removed customer transit network {} of project {project}",
-                n.id
-            ),
-        ));
+        gone.push(if n.subnets.is_empty() {
+            format!("network {}", n.id)
+        } else {
+            format!("network {} with subnet {}", n.id, n.subnets.join(", "))
+        });
+    }
+    if let Some(note) = removed_note(project, &gone) {
+        actions.push(Action::new(ActionKind::CustomerTransitRemoved, note));
     }
     Ok(())
 }

@@ -266,20 +266,39 @@ pub fn events(
             counted: Some(Counted::DriftRepaired(r.kind.as_str())),
         });
     }
-    for a in rest {
-        out.push(LinkEvent {
-            severity: if a.kind.is_warning() {
-                Severity::Warning
-            } else {
-                Severity::Normal
-            },
-            reason: a.kind.as_str().to_string(),
-            action: "Reconcile".to_string(),
-            note: a.note,
-            logged: true,
-            counted: None,
-        });
+    out.extend(rest.into_iter().map(action_event));
+    out
+}
+
+/// An action worth telling, as its Event.
+fn action_event(a: crate::model::Action) -> LinkEvent {
+    LinkEvent {
+        severity: if a.kind.is_warning() {
+            Severity::Warning
+        } else {
+            Severity::Normal
+        },
+        reason: a.kind.as_str().to_string(),
+        action: "Reconcile".to_string(),
+        note: a.note,
+        logged: true,
+        counted: None,
     }
+}
+
+/// The Events a finished unwind makes: one per action it reports beyond the link's own leg
+/// and routes (the customer transit its project's last `PerCustomer` link took down), then
+/// `Unwound`. An unwind's actions are told here or nowhere: the link is about to go.
+pub fn unwound_events(done: &UnwindPlan) -> Vec<LinkEvent> {
+    let mut out: Vec<LinkEvent> = done.actions.iter().cloned().map(action_event).collect();
+    out.push(LinkEvent {
+        severity: Severity::Normal,
+        reason: bnerd_api::EventReason::Unwound.as_str().to_string(),
+        action: "Reconcile".to_string(),
+        note: "gateway route, router attachment and leg port removed".to_string(),
+        logged: false,
+        counted: None,
+    });
     out
 }
 
@@ -381,5 +400,40 @@ mod tests {
         assert_eq!(e[0].reason, drift::DRIFT_REPAIRED.as_str());
         assert_eq!(e[0].severity, Severity::Warning);
         assert!(matches!(e[0].counted, Some(Counted::DriftRepaired(_))));
+    }
+
+    #[test]
+    fn an_unwinds_actions_are_told_before_unwound() {
+        let plain = unwound_events(&UnwindPlan::default());
+        assert_eq!(plain.len(), 1, "{plain:?}");
+        assert_eq!(plain[0].reason, bnerd_api::EventReason::Unwound.as_str());
+        let removed = Action::new(
+            ActionKind::CustomerTransitRemoved,
+            "took down the customer transit of project p: network n1 with subnet s1",
+        );
+        let e = unwound_events(&UnwindPlan {
+            actions: vec![removed.clone()],
+            ..Default::default()
+        });
+        let told: Vec<(&str, Severity, &str)> = e
+            .iter()
+            .map(|e| (e.reason.as_str(), e.severity, e.note.as_str()))
+            .collect();
+        assert_eq!(
+            told,
+            vec![
+                (
+                    ActionKind::CustomerTransitRemoved.as_str(),
+                    Severity::Normal,
+                    removed.note.as_str()
+                ),
+                (
+                    bnerd_api::EventReason::Unwound.as_str(),
+                    Severity::Normal,
+                    plain[0].note.as_str()
+                ),
+            ]
+        );
+        assert!(e[0].logged, "an action is logged as well");
     }
 }

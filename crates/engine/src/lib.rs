@@ -28,7 +28,7 @@ pub use converge::{Customer, Engine, Held, reconcile_cross_tenant, unwind_cross_
 pub use credentials::{Checked, CredentialSource, CustomerCloud, OperatorIdentity};
 pub use door::{
     Batch, Counted, Customers, LinkEngine, LinkEvent, Reconciled, ResyncPath, Severity, Unwound,
-    events,
+    events, unwound_events,
 };
 pub use model::{Action, ActionKind, Input, Outcome, Retry};
 pub use plan::reverse_routes::GatewayProblem;

@@ -76,7 +76,7 @@ pub(crate) async fn converge(
     let (link_cidrs, claimed) = taken_by_links(input);
     let taken = customer_transit::Taken {
         link_cidrs: &link_cidrs,
-        router: (c.net, resolved.router_id()),
+        router: (c, resolved.router_id()),
     };
     let transit =
         match customer_transit::ensure(base, c.project_id, taken, &claimed, &mut r.actions).await {
@@ -433,12 +433,14 @@ pub(crate) async fn legs(
 
 /// A deleting link with nothing on the customer side (no leg of its own anywhere): the
 /// operator's part alone, the customer transit taken down when no other link stands on it.
-/// No call on the customer's credential.
-pub(crate) async fn release(base: &Engine<'_>, project: &str) -> Result<(), StepFail> {
+/// No call on the customer's credential. What it took down is in the actions.
+pub(crate) async fn release(base: &Engine<'_>, project: &str) -> Result<Vec<Action>, StepFail> {
     let _building = customer_transit::hold(project).await;
-    customer_transit::take_down(base, project, None, &mut vec![])
+    let mut actions = vec![];
+    customer_transit::take_down(base, project, None, &mut actions)
         .await
-        .map_err(|f| deleting_fail(f).fail)
+        .map_err(|f| deleting_fail(f).fail)?;
+    Ok(actions)
 }
 
 /// A deleting link held for its customer's credential: what the operator's credential may
@@ -479,8 +481,8 @@ pub(crate) async fn unwind(
     else {
         // No customer transit with a subnet: no leg can stand there. What a stopped build
         // left of it goes all the same.
-        let done = unwinding::unwind_rounds(base, input, targets).await?;
-        customer_transit::take_down(base, c.project_id, None, &mut vec![])
+        let mut done = unwinding::unwind_rounds(base, input, targets).await?;
+        customer_transit::take_down(base, c.project_id, None, &mut done.actions)
             .await
             .map_err(deleting_fail)?;
         return Ok(done);
@@ -557,7 +559,7 @@ pub(crate) async fn unwind(
     }
     let done = unwinding::unwind_rounds(&e, input, targets).await?;
     cut.legs.extend(done.legs);
-    customer_transit::take_down(&e, c.project_id, None, &mut vec![])
+    customer_transit::take_down(&e, c.project_id, None, &mut cut.actions)
         .await
         .map_err(deleting_fail)?;
     Ok(cut)

@@ -40,9 +40,16 @@ pub(crate) async fn ensure(
     match after_create(created.as_ref().map(|_| ())) {
         AfterCreate::Shared => {
             if created.is_ok() {
+                let which = if e.customer_transit.is_some() {
+                    "customer transit network"
+                } else {
+                    "transit network"
+                };
                 actions.push(Action::new(
                     ActionKind::TransitNetworkShared,
-                    format!("shared transit network {network} with project {project} (RBAC access_as_shared)"),
+                    format!(
+                        "shared {which} {network} with project {project} (RBAC access_as_shared)"
+                    ),
                 ));
             }
             Ok(shared_message(network, project))

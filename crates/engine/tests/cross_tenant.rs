@@ -570,6 +570,74 @@ async fn transit_ip_mismatch_is_terminal(mut env: Env) {
 }
 both!(transit_ip_mismatch_is_terminal);
 
+/// A changed `spec.transitIP` on a cross-tenant link: the customer's credential cannot choose
+/// an address on the operator's network, so the leg at the old address is removed and no leg
+/// comes at the new one (LegAttached=False/TransitIPUnavailable), the gateway route going
+/// with the old leg; status.transitIP keeps the old address, which a leg made without the pin
+/// must come back at (TransitIPMismatch otherwise). Recreated without the pin, it is Ready.
+async fn a_changed_transit_ip_removes_a_cross_tenant_leg(mut env: Env) {
+    let side = customer_side(&env).await;
+    let router = side.net.create_router(&unique("pin")).await.unwrap();
+    add(&mut env, &side, "pin", &router.id, "10.234.0.0/16");
+    reconcile(&mut env, "pin", &side).await;
+    env.assert_ready("pin");
+    let old = env.transit_ip("pin").unwrap();
+    let new = env
+        .fabric
+        .transit_subnet
+        .hosts()
+        .map(|h| h.to_string())
+        .rfind(|h| *h != old)
+        .unwrap();
+    let i = idx(&env, "pin");
+    env.links[i].spec.transit_ip = Some(new.clone());
+    let out = reconcile(&mut env, "pin", &side).await;
+    assert!(
+        out.actions.iter().any(|a| a.kind == ActionKind::LegMoved),
+        "{:?}",
+        out.actions
+    );
+    let (s, r, m) = env.condition("pin", "LegAttached");
+    assert_eq!(
+        (s.as_str(), r.as_str()),
+        ("False", "TransitIPUnavailable"),
+        "{m}"
+    );
+    assert!(m.contains(&new), "{m}");
+    assert_eq!(env.condition("pin", "Ready").0, "False");
+    let legs = env.leg_ports().await;
+    assert!(legs.is_empty(), "the old leg went: {legs:?}");
+    assert!(
+        env.gateway_routes().await.is_empty(),
+        "no route to the freed address"
+    );
+    assert_eq!(env.transit_ip("pin").as_deref(), Some(old.as_str()));
+    // Resyncs change nothing more.
+    let out = reconcile(&mut env, "pin", &side).await;
+    assert_eq!(
+        env.condition("pin", "LegAttached").1,
+        "TransitIPUnavailable"
+    );
+    assert!(out.actions.is_empty(), "{:?}", out.actions);
+    // Dropping the pin builds a leg where Neutron picks, which must be status.transitIP.
+    env.links[i].spec.transit_ip = None;
+    reconcile(&mut env, "pin", &side).await;
+    let (_, r, m) = env.condition("pin", "LegAttached");
+    if env.leg_ports().await.iter().all(|p| !p.has_ip(&old)) {
+        assert_eq!(r, "TransitIPMismatch", "{m}");
+    }
+    // The way out: the link recreated without the pin.
+    delete(&mut env, "pin", &side).await;
+    assert!(env.gateway_routes().await.is_empty());
+    assert!(env.leg_ports().await.is_empty());
+    add(&mut env, &side, "pin", &router.id, "10.234.0.0/16");
+    reconcile(&mut env, "pin", &side).await;
+    env.assert_ready("pin");
+    delete(&mut env, "pin", &side).await;
+    side.net.delete_router(&router.id).await.unwrap();
+}
+both!(a_changed_transit_ip_removes_a_cross_tenant_leg);
+
 /// A link that fails before its leg step keeps its gateway route; once no leg of the link
 /// holds the route's next hop (the leg vanished, its address is free for anyone), the route
 /// is withdrawn on the operator's credential: after the Secret went (CredentialsResolved)

@@ -8,15 +8,16 @@
 mod support;
 
 use bnerd_api::names::{customer_transit_name, edge_router_name};
-use bnerd_api::{ClusterLink, TransitIsolation};
+use bnerd_api::{ClusterLink, EventReason, TransitIsolation};
 use bnerd_cloud::fabric::CustomerTransitPool;
 use bnerd_cloud::{ACCESS_AS_SHARED, NetworkQuery, PortQuery, Route, RouterQuery};
 use bnerd_cloud_fake::FakeCloud;
+use bnerd_engine::{events, unwound_events};
 use bnerd_testkit::crash::{Crash, Kind, Sample};
 use bnerd_testkit::{Env, fake_env_with, lab_env_for, report, spec};
 use support::{
     CIDR, GW_PORT_IP, GW_SERVICE_CIDR, Stage, converge, converge_delete, new_link, reconcile_with,
-    unwind_with,
+    unwind_with, unwound_with,
 };
 
 const POOL: &str = "10.255.128.0/24";
@@ -250,12 +251,41 @@ async fn two_links_share_one_customer_transit(stage: &Stage) {
         ("True", "StructuralIsolation")
     );
     check_ready(stage, &[&one], "first link").await;
+    // One Event names every piece it built, by ID (the Recorder keeps the first note of a
+    // series, so five Events of one reason would show the network alone).
+    let f = fabric_of(stage).await;
+    let anet = &f.networks[0];
+    let edge = &f.routers[0];
+    let interface = stage
+        .env
+        .net
+        .list_ports(&PortQuery {
+            network_id: Some(anet.id.clone()),
+            device_id: Some(edge.id.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut pieces = vec![anet.id.clone(), anet.subnets[0].clone(), edge.id.clone()];
+    pieces.extend(interface.iter().map(|p| p.id.clone()));
+    pieces.push(f.edge_legs[0].id.clone());
+    assert_eq!(pieces.len(), 5, "{pieces:?}");
+    let built = told(&out, EventReason::CustomerTransitBuilt);
+    assert_eq!(built.len(), 1, "one CustomerTransitBuilt: {built:?}");
+    eprintln!("NOTE CustomerTransitBuilt: {}", built[0]);
+    for id in &pieces {
+        assert!(built[0].contains(id.as_str()), "{id} not in {}", built[0]);
+    }
 
     let mut two = per_customer_link(stage, &b, CIDR_2);
     let crash = Crash::counting();
     let out = reconcile_with(stage, &two, &crash).await;
     two.status = Some(out.status.clone());
     assert!(support::ready(&out.status), "{:#?}", out.status.conditions);
+    assert!(
+        told(&out, EventReason::CustomerTransitBuilt).is_empty(),
+        "the second link builds nothing"
+    );
     eprintln!(
         "NOTE per-customer second link converge calls: {} ({:?})",
         crash.calls(),
@@ -326,21 +356,55 @@ async fn two_links_share_one_customer_transit(stage: &Stage) {
 
     // The first link goes: the customer transit stays for the second.
     let crash = Crash::counting();
-    unwind_with(stage, &one, &crash).await.expect("unwind");
+    let done = unwound_with(stage, &one, &crash).await.expect("unwind");
     eprintln!(
         "NOTE per-customer unwind calls of a link that is not the last: {} ({:?})",
         crash.calls(),
         crash.log()
     );
+    assert_eq!(
+        reasons(&done),
+        vec![EventReason::Unwound.as_str()],
+        "a link that is not the last takes nothing down"
+    );
     check_ready(stage, &[&two], "after the first link's delete").await;
     let crash = Crash::counting();
-    unwind_with(stage, &two, &crash).await.expect("unwind");
+    let done = unwound_with(stage, &two, &crash).await.expect("unwind");
     eprintln!(
         "NOTE per-customer last unwind calls: {} ({:?})",
         crash.calls(),
         crash.log()
     );
     check_gone(stage, "after the last link's delete").await;
+    // The last link's delete says it took the customer transit down, naming what went,
+    // before Unwound.
+    assert_eq!(
+        reasons(&done),
+        vec![
+            EventReason::CustomerTransitRemoved.as_str(),
+            EventReason::Unwound.as_str()
+        ]
+    );
+    let removed = &unwound_events(&done)[0].note;
+    eprintln!("NOTE CustomerTransitRemoved: {removed}");
+    for id in &pieces {
+        assert!(removed.contains(id.as_str()), "{id} not in {removed}");
+    }
+    assert!(removed.contains("share "), "{removed}");
+}
+
+/// The notes of the Events of `reason` a reconcile's outcome makes (a link still converging).
+fn told(out: &bnerd_engine::Outcome, reason: EventReason) -> Vec<String> {
+    events(&Default::default(), out, false, "seen")
+        .into_iter()
+        .filter(|e| e.reason == reason.as_str())
+        .map(|e| e.note)
+        .collect()
+}
+
+/// The reasons of the Events a finished unwind makes, in order.
+fn reasons(done: &bnerd_engine::UnwindPlan) -> Vec<String> {
+    unwound_events(done).into_iter().map(|e| e.reason).collect()
 }
 
 #[tokio::test]
@@ -736,5 +800,118 @@ async fn lab_sampled_crash_points_of_a_per_customer_link() {
         }
     }
     report::count("crash_points.lab.per_customer", covered);
+    s.teardown().await;
+}
+/// A building step's failure names the credential that failed it: the read of the subnets on
+/// the customer's router (before a block is cut from the pool) is the customer's, every other
+/// call of the customer transit the operator's.
+#[tokio::test]
+async fn fake_a_failed_read_of_the_customers_router_names_the_customer_credential() {
+    let s = stage(fake_env_with(FakeCloud::new()).await).await;
+    let (a, _) = s.routers.clone();
+    let link = per_customer_link(&s, &a, CIDR);
+    let counting = Crash::counting();
+    let out = reconcile_with(&s, &link, &counting).await;
+    assert!(support::ready(&out.status), "{:#?}", out.status.conditions);
+    let mut built = link.clone();
+    built.status = Some(out.status);
+    converge_delete(&s, &built, "before the faults").await;
+    // The calls after the network's create: the pool's subnets are read, then the customer's
+    // router (its interface ports, on the customer's credential), then the operator's subnets.
+    let log = counting.log();
+    let created = log
+        .iter()
+        .position(|c| *c == "create_network")
+        .expect("the network is made");
+    let on_router = created
+        + log[created..]
+            .iter()
+            .position(|c| *c == "list_ports")
+            .expect("the customer's router is read");
+    let operators = on_router + 1;
+    assert_eq!(log[operators], "list_subnets", "{log:?}");
+    for (k, who) in [
+        (
+            on_router,
+            format!("customer credential (secret {}/", support::NS),
+        ),
+        (operators, "operator credential: ".to_string()),
+    ] {
+        let out = reconcile_with(&s, &link, &Crash::fail_at(k, api(503, ""), false)).await;
+        let shared = out
+            .status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "TransitNetworkShared")
+            .expect("TransitNetworkShared");
+        assert_eq!(
+            (shared.status.as_str(), shared.reason.as_str()),
+            ("False", "EnsureNetworkSharedFailed"),
+            "call {k}: {}",
+            shared.message
+        );
+        assert!(
+            shared.message.starts_with(&who),
+            "call {k} ({}): {}",
+            log[k],
+            shared.message
+        );
+        let mut failed = link.clone();
+        failed.status = Some(out.status.clone());
+        converge_delete(&s, &failed, "after the fault").await;
+    }
+    check_gone(&s, "after the faults").await;
+    s.teardown().await;
+}
+
+/// `spec.transitIP` names an address on the main transit, where a `PerCustomer` link has no
+/// leg: set on a built link it is refused before any cloud call (Validated=False/InvalidSpec),
+/// and the leg and the routes stay as they were; removed again, the link is Ready.
+#[tokio::test]
+async fn fake_a_pinned_transit_ip_is_refused_and_the_leg_stays() {
+    let s = stage(fake_env_with(FakeCloud::new()).await).await;
+    let (a, _) = s.routers.clone();
+    let mut link = per_customer_link(&s, &a, CIDR);
+    converge(&s, &mut link, "create").await;
+    let before = fabric_of(&s).await;
+    let gateway = s.env.gateway_routes().await;
+    link.spec.transit_ip = Some(
+        s.env
+            .fabric
+            .transit_subnet
+            .hosts()
+            .last()
+            .expect("a host")
+            .to_string(),
+    );
+    let counting = Crash::counting();
+    let out = reconcile_with(&s, &link, &counting).await;
+    let validated = out
+        .status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Validated")
+        .expect("Validated");
+    assert_eq!(
+        (validated.status.as_str(), validated.reason.as_str()),
+        ("False", "InvalidSpec"),
+        "{}",
+        validated.message
+    );
+    assert!(
+        validated.message.contains("spec.transitIP"),
+        "{}",
+        validated.message
+    );
+    assert!(out.actions.is_empty(), "{:?}", out.actions);
+    link.status = Some(out.status);
+    link.spec.transit_ip = None;
+    check_ready(&s, &[&link], "refused, the leg stays").await;
+    assert_eq!(s.env.gateway_routes().await, gateway);
+    assert_eq!(fabric_of(&s).await.edge_legs, before.edge_legs);
+    converge(&s, &mut link, "unpinned").await;
+    check_ready(&s, &[&link], "unpinned").await;
+    converge_delete(&s, &link, "delete").await;
+    check_gone(&s, "delete").await;
     s.teardown().await;
 }

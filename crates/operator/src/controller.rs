@@ -39,7 +39,7 @@ use crate::engine::resync::{RecordedLeg, Snapshots, aligned_requeue, check_legs,
 use crate::engine::{
     Batch, Counted, Customers, GatewayProblem, Held, Input, LinkEngine, LinkEvent,
     OperatorIdentity, Peer, Reconciled, ResyncPath, Retry, Severity, Unwound, deleting_status,
-    events, failed_status,
+    events, failed_status, unwound_events,
 };
 use crate::finalizer;
 use crate::gateways::{NotSynced, TargetIndex, fan_out};
@@ -379,30 +379,25 @@ async fn remove(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> 
     let targets = ctx.targets.current(TARGETS_WAIT).await?;
     let input = link_input(&link, &status, &[], &targets)?;
     let source = ctx.customers.source(&ctx.client, &name);
-    match engine_for(ctx, &link, &source)
+    let done = match engine_for(ctx, &link, &source)
         .unwind(&input, &targets)
         .await
     {
-        Unwound::Done(_) => {}
+        Unwound::Done(done) => done,
         Unwound::Held(held) => return hold_or_abandon(&link, ctx, &status, held).await,
         Unwound::Stuck(f) => {
             let stuck = deleting_status(&status, &f, link.metadata.generation);
             report_stuck(ctx, &link, &status, &stuck, &f).await?;
             return Err(Error::Unwind(f.message));
         }
-    }
+    };
     ctx.customers.forget(&name);
     ctx.metrics.forget_link(&name);
     info!(clusterlink = %name, "unwound gateway route, attachment and leg port");
     let reference = link.object_ref(&());
-    publish(
-        ctx,
-        &reference,
-        EventType::Normal,
-        EventReason::Unwound.as_str(),
-        "gateway route, router attachment and leg port removed",
-    )
-    .await;
+    for e in unwound_events(&done) {
+        emit(ctx, &reference, &name, e).await;
+    }
     ctx.backoff.reset(&link.name_any());
     Ok(Action::await_change())
 }

@@ -334,3 +334,104 @@ async fn a_deleting_link_is_unwound_then_lets_go_of_its_own_finalizer_only() {
         ])
     );
 }
+
+/// A deleting `PerCustomer` link that never got a leg, the last of its project, takes the
+/// customer transit it built down (no call on the customer's credential), and the controller
+/// tells it: one `CustomerTransitRemoved` naming what went, then `Unwound`.
+#[tokio::test]
+async fn the_last_per_customer_links_delete_tells_the_customer_transit_went() {
+    use bnerd_api::names::{customer_transit_name, edge_router_name};
+    use bnerd_cloud::{CreatePort, NetworkQuery, ShareNetwork};
+
+    let cloud = FakeCloud::new();
+    let (client, seen) = mock_apiserver(StatusCode::OK, &cloud);
+    let (ctx, _cloud) = context(client, cloud).await;
+    let project = "0123456789abcdef0123456789abcdef";
+    let transit = ctx.fabric.transit_network_id.clone();
+    // The project's customer transit as a first reconcile builds it before the leg step.
+    let net = ctx.net.as_ref();
+    let anet = net
+        .create_network(&customer_transit_name(&transit, project))
+        .await
+        .expect("network");
+    let subnet = net
+        .create_subnet(&anet.id, "10.255.128.0/28", "10.255.128.1")
+        .await
+        .expect("subnet");
+    let edge_name = edge_router_name(&transit, project);
+    let edge = net.create_router(&edge_name).await.expect("edge router");
+    net.add_router_subnet(&edge.id, &subnet.id)
+        .await
+        .expect("interface");
+    let leg = net
+        .create_port(&CreatePort {
+            network_id: transit.clone(),
+            subnet_id: Some(ctx.fabric.transit_subnet_id.clone()),
+            ip_address: Some("10.254.0.9".into()),
+            name: edge_name,
+            description: String::new(),
+            tags: vec![],
+        })
+        .await
+        .expect("edge leg");
+    net.add_router_interface(&edge.id, &leg.id)
+        .await
+        .expect("attach");
+    net.create_rbac_policy(&ShareNetwork {
+        network_id: anet.id.clone(),
+        action: bnerd_cloud::ACCESS_AS_SHARED.into(),
+        target_tenant: project.into(),
+    })
+    .await
+    .expect("share");
+
+    let mut deleting = link("pc", true);
+    deleting.spec.credentials_secret_ref = Some(bnerd_api::SecretRef {
+        name: "clusterlink-pc".into(),
+        namespace: ctx.config.credentials_namespace.clone(),
+    });
+    deleting.spec.customer_project_id = Some(project.into());
+    deleting.spec.transit_isolation = Some(bnerd_api::TransitIsolation::PerCustomer);
+    deleting.metadata.deletion_timestamp = Some(
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now()),
+    );
+    deleting.status = Some(ClusterLinkStatus {
+        customer_project_id: Some(project.into()),
+        ..Default::default()
+    });
+    let done = reconcile(Arc::new(deleting), ctx.clone()).await;
+    assert!(done.is_ok(), "{done:?}");
+
+    let left = ctx
+        .net
+        .list_networks(&NetworkQuery {
+            name: Some(anet.name.clone()),
+            project_id: None,
+        })
+        .await
+        .expect("list");
+    assert!(left.is_empty(), "the customer transit went: {left:?}");
+    let seen = seen.lock().unwrap().clone();
+    let events: Vec<(String, String)> = seen
+        .iter()
+        .filter(|s| s.path.starts_with("/apis/events.k8s.io/"))
+        .map(|s| {
+            (
+                s.body["reason"].as_str().unwrap_or_default().to_string(),
+                s.body["note"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    let reasons: Vec<&str> = events.iter().map(|(r, _)| r.as_str()).collect();
+    assert_eq!(
+        reasons,
+        vec![
+            EventReason::CustomerTransitRemoved.as_str(),
+            EventReason::Unwound.as_str()
+        ],
+        "{events:#?}"
+    );
+    for id in [&anet.id, &subnet.id, &edge.id, &leg.id] {
+        assert!(events[0].1.contains(id.as_str()), "{id} in {}", events[0].1);
+    }
+}

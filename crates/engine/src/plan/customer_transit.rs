@@ -170,6 +170,52 @@ pub(crate) fn call_failed(what: &str, e: &CloudError) -> StepFail {
     )
 }
 
+/// A call on the customer's credential while the customer transit is built (reading the
+/// subnets on the customer's router) failed: the message names that credential, not the
+/// operator's, so the human knows whose Secret or quota to look at.
+pub(crate) fn customer_call_failed(secret: &str, what: &str, e: &CloudError) -> StepFail {
+    StepFail::cloud(
+        Reason::EnsureNetworkSharedFailed,
+        &format!("{}{what}", Credential::Customer(secret).prefix()),
+        e,
+    )
+}
+
+/// The note of the one `CustomerTransitBuilt` Event: every piece of the project's customer
+/// transit with its ID, those this reconcile made first; `None` when it made none. `pieces`:
+/// (made now, the piece) in build order.
+pub(crate) fn built_note(project: &str, pieces: &[(bool, String)]) -> Option<String> {
+    let list = |made: bool| {
+        pieces
+            .iter()
+            .filter(|(m, _)| *m == made)
+            .map(|(_, p)| p.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let made = list(true);
+    if made.is_empty() {
+        return None;
+    }
+    let found = list(false);
+    Some(if found.is_empty() {
+        format!("built the customer transit of project {project}: {made}")
+    } else {
+        format!("built the customer transit of project {project}: {made}; already there: {found}")
+    })
+}
+
+/// The note of the one `CustomerTransitRemoved` Event: what the teardown removed, with IDs;
+/// `None` when there was nothing left to remove.
+pub(crate) fn removed_note(project: &str, gone: &[String]) -> Option<String> {
+    (!gone.is_empty()).then(|| {
+        format!(
+            "took down the customer transit of project {project}: {}",
+            gone.join("; ")
+        )
+    })
+}
+
 /// TransitNetworkShared=True's message for a `PerCustomer` link.
 pub(crate) fn ready_message(
     network: &str,
@@ -519,5 +565,75 @@ mod tests {
         );
         assert_eq!(rm, vec![gone]);
         assert_eq!(add, vec![b]);
+    }
+
+    #[test]
+    fn one_note_names_every_piece_of_the_customer_transit() {
+        let pieces = |made: [bool; 5]| -> Vec<(bool, String)> {
+            [
+                "network n1",
+                "subnet s1 (10.255.0.0/28)",
+                "edge router r1",
+                "its interface port i1 at 10.255.0.1",
+                "its transit leg port l1 at 10.254.0.4",
+            ]
+            .iter()
+            .zip(made)
+            .map(|(p, m)| (m, p.to_string()))
+            .collect()
+        };
+        assert_eq!(
+            built_note("p", &pieces([true; 5])).as_deref(),
+            Some(
+                "built the customer transit of project p: network n1, subnet s1 (10.255.0.0/28), edge router r1, its interface port i1 at 10.255.0.1, its transit leg port l1 at 10.254.0.4"
+            )
+        );
+        // A build a stopped run left half done: what this one made, then what was there.
+        assert_eq!(
+            built_note("p", &pieces([false, false, true, true, true])).as_deref(),
+            Some(
+                "built the customer transit of project p: edge router r1, its interface port i1 at 10.255.0.1, its transit leg port l1 at 10.254.0.4; already there: network n1, subnet s1 (10.255.0.0/28)"
+            )
+        );
+        assert_eq!(built_note("p", &pieces([false; 5])), None);
+        assert_eq!(removed_note("p", &[]), None);
+        assert_eq!(
+            removed_note(
+                "p",
+                &["edge router r1".into(), "network n1 with subnet s1".into()]
+            )
+            .as_deref(),
+            Some(
+                "took down the customer transit of project p: edge router r1; network n1 with subnet s1"
+            )
+        );
+    }
+
+    #[test]
+    fn a_call_on_the_customers_credential_names_it() {
+        let e = CloudError::Api {
+            method: "GET".into(),
+            path: "/ports".into(),
+            status: 503,
+            kind: String::new(),
+            message: "m".into(),
+        };
+        let f = customer_call_failed(
+            "ns/clusterlink-x",
+            "reading the subnets on the customer's router",
+            &e,
+        );
+        assert_eq!(f.reason, Reason::EnsureNetworkSharedFailed);
+        assert!(
+            f.message
+                .starts_with("customer credential (secret ns/clusterlink-x): reading the subnets"),
+            "{}",
+            f.message
+        );
+        assert!(
+            call_failed("listing", &e)
+                .message
+                .starts_with("operator credential: ")
+        );
     }
 }

@@ -11,6 +11,7 @@ use bnerd_api::{Reason, ReverseRoute, RouteRecord};
 use bnerd_cloud::{CloudError, Port, Route};
 use ipnet::Ipv4Net;
 
+use super::action::Action;
 use super::leg::is_own;
 use super::{StepFail, reverse_route_of, route_of};
 
@@ -36,6 +37,10 @@ pub struct UnwindPlan {
     pub gateway_remove: Vec<Route>,
     /// Every port carrying our UID (duplicates included), to detach and delete.
     pub legs: Vec<Port>,
+    /// What a finished unwind took down beyond the link's own legs and routes (a `PerCustomer`
+    /// project's customer transit, with its last link): worth an Event of its own, which the
+    /// controller publishes before `Unwound`.
+    pub actions: Vec<Action>,
 }
 
 impl UnwindPlan {
@@ -78,6 +83,7 @@ pub(crate) fn plan(v: &UnwindView<'_>) -> UnwindPlan {
     UnwindPlan {
         gateway_remove,
         legs,
+        actions: vec![],
     }
 }
 

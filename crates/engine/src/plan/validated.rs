@@ -97,6 +97,13 @@ fn check(spec: &ClusterLinkSpec, subnet: Ipv4Net) -> Result<Valid, String> {
             "spec.customerProjectID is required when spec.credentialsSecretRef is set".into(),
         );
     }
+    // The pin names an address on the main transit, where a PerCustomer link has no leg: left
+    // to the leg step, it would take the working leg away and never build another.
+    if spec.per_customer() && pinned_ip.is_some() {
+        return Err(
+            "spec.transitIP does not apply to a PerCustomer link: its leg stands on its project's customer transit, where Neutron picks the address (status.transitIP); remove spec.transitIP".into(),
+        );
+    }
     Ok(Valid { cidr, pinned_ip })
 }
 
@@ -217,6 +224,25 @@ mod tests {
                 .unwrap_err()
                 .contains("spec.customerProjectID is required")
         );
+    }
+
+    #[test]
+    fn a_per_customer_link_pins_no_transit_ip() {
+        let mut s = spec("10.251.0.0/16", Some("10.254.0.9"));
+        s.credentials_secret_ref = Some(SecretRef {
+            name: "clusterlink-x".into(),
+            namespace: "n".into(),
+        });
+        s.customer_project_id = Some("c".into());
+        assert!(check(&s, subnet()).is_ok(), "a Shared link may pin");
+        s.transit_isolation = Some(bnerd_api::TransitIsolation::PerCustomer);
+        let m = check(&s, subnet()).unwrap_err();
+        assert!(
+            m.contains("spec.transitIP does not apply to a PerCustomer link"),
+            "{m}"
+        );
+        s.transit_ip = None;
+        assert!(check(&s, subnet()).is_ok());
     }
 
     #[test]

@@ -20,7 +20,7 @@ use bnerd_cloud::{Neutron, Port, Route};
 use bnerd_cloud_fake::FakeCloud;
 use bnerd_engine::{
     CredentialSource, CustomerCloud, CustomerCredential, Customers, LinkEngine, OperatorIdentity,
-    Outcome, Retry, Unwound,
+    Outcome, Retry, UnwindPlan, Unwound,
 };
 use bnerd_testkit::crash::{Crash, Crashing, run_until_crash};
 use bnerd_testkit::link_input;
@@ -348,6 +348,15 @@ pub async fn unwind_with(
     link: &ClusterLink,
     crash: &Arc<Crash>,
 ) -> Result<(), String> {
+    unwound_with(stage, link, crash).await.map(|_| ())
+}
+
+/// [`unwind_with`], with what the finished unwind reports (its actions make Events).
+pub async fn unwound_with(
+    stage: &Stage,
+    link: &ClusterLink,
+    crash: &Arc<Crash>,
+) -> Result<UnwindPlan, String> {
     let status = link.status.clone().unwrap_or_default();
     let input = link_input(link, &status, &[], &stage.env.reverse).expect("uid");
     let net = Crashing::new(stage.env.net.clone(), crash.clone());
@@ -363,8 +372,7 @@ pub async fn unwind_with(
         Unwound::Stuck(f) => Err(f),
         Unwound::Held(held) => Err(held.fail),
     };
-    done.map(|_| ())
-        .map_err(|f| format!("{:?}: {}", f.reason, f.message))
+    done.map_err(|f| format!("{:?}: {}", f.reason, f.message))
 }
 
 pub fn ready(status: &ClusterLinkStatus) -> bool {
