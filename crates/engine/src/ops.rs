@@ -223,11 +223,18 @@ pub(crate) async fn unwind_port(
         let rid = &port.device_id;
         let mut reverse = vec![];
         // Without a gateway asking for one and none recorded, no reverse route can be ours.
-        let may_have_reverse = !screened.is_empty() || !recorded_reverse.is_empty();
+        let edge = e.customer_transit.as_ref().map(|t| t.gateway.to_string());
+        let may_have_reverse =
+            !screened.is_empty() || !recorded_reverse.is_empty() || edge.is_some();
         if may_have_reverse {
             match leg.get_router(rid).await {
                 Ok(router) => {
-                    reverse = reverse_to_remove(&router.routes, recorded_reverse, screened);
+                    reverse = reverse_to_remove(
+                        &router.routes,
+                        recorded_reverse,
+                        screened,
+                        edge.as_deref(),
+                    );
                     remove_routes(e, leg, &router, &reverse)
                         .await
                         .map_err(cloud(format!("removing reverse routes from router {rid}")))?;

@@ -21,7 +21,11 @@ use super::plan::customer_transit::{
     edge_reverse_routes, edge_route, ready_message, return_route, route_call_failed, routes_message,
 };
 use super::plan::leg::{LegCall, call_failed as leg_call_failed};
-use super::plan::reverse_routes::{ReverseCall, call_failed as reverse_call_failed};
+use super::plan::reverse_routes::{
+    GatewayProblem, ReverseCall, call_failed as reverse_call_failed, verdict as reverse_verdict,
+};
+use super::plan::route_quota;
+use super::plan::tenant::{MainTransitShare, per_customer_isolation};
 use super::plan::unwind::{UnwindError, UnwindPlan, customer_refused, deleting, refused_for_good};
 use super::plan::validated::Valid;
 use super::plan::{StepFail, reverse_route_of};
@@ -64,6 +68,26 @@ pub(crate) async fn converge(
     r: &mut Report,
 ) {
     r.status.customer_project_id = Some(c.project_id.to_string());
+    if let Some(share) = main_transit_share(base, c).await {
+        let secret = input
+            .spec
+            .credentials_secret_ref
+            .clone()
+            .unwrap_or_default();
+        match per_customer_isolation(
+            &share,
+            &base.fabric.transit_network_id,
+            c.project_id,
+            input
+                .annotations
+                .get(bnerd_api::names::ANNOTATION_API_ACCESS)
+                .map(String::as_str),
+            &secret,
+        ) {
+            Ok((reason, msg)) => r.pass_with(ConditionType::TenantIsolationAttested, reason, msg),
+            Err(f) => r.fail(ConditionType::TenantIsolationAttested, f),
+        }
+    }
     // The router first: a link whose router cannot be found builds and shares nothing.
     let resolved = match leg::resolve(base, input).await {
         Ok(found) => found,
@@ -174,11 +198,53 @@ pub(crate) async fn converge(
         }
         return;
     };
-    match (edge_reverse(&e, &transit, &wanted).await, rev.verdict) {
+    let edge = edge_reverse(&e, &transit, &wanted, input.reverse_targets).await;
+    match (edge, rev.verdict) {
         (Err(f), _) => r.fail(ConditionType::ReverseRoutesInstalled, e.named(f, false)),
-        (Ok(()), Ok(msg)) => r.pass(ConditionType::ReverseRoutesInstalled, msg),
-        (Ok(()), Err(f)) => r.fail(ConditionType::ReverseRoutesInstalled, e.named(f, true)),
+        (Ok(missing), verdict) if !missing.is_empty() => {
+            // Routes that did not fit on the edge router: the link's message says so after
+            // what its own router reports, naming each gateway.
+            let edge_fail = reverse_verdict(
+                &transit.edge_router_id,
+                wanted.len() - missing.len(),
+                &missing,
+            );
+            r.gateway_problems.extend(missing);
+            let mut f = match edge_fail {
+                Err(f) => e.named(f, false),
+                Ok(_) => return,
+            };
+            if let Err(own) = verdict {
+                f.message = format!("{}; {}", e.named(own, true).message, f.message);
+            }
+            r.fail(ConditionType::ReverseRoutesInstalled, f);
+        }
+        (Ok(_), Ok(msg)) => r.pass(ConditionType::ReverseRoutesInstalled, msg),
+        (Ok(_), Err(f)) => r.fail(ConditionType::ReverseRoutesInstalled, e.named(f, true)),
     }
+}
+
+/// Whether the customer project still holds a share of the main transit network: the
+/// customer's own look (it sees every rule, an admin's too), then the operator's rules that
+/// make it (to name them). `None` when a read failed: the condition stays as it was decided
+/// before the look, and the next reconcile looks again.
+async fn main_transit_share(base: &Engine<'_>, c: &Customer<'_>) -> Option<MainTransitShare> {
+    let transit = &base.fabric.transit_network_id;
+    match c.net.get_network(transit).await {
+        Ok(_) => {}
+        Err(e) if e.is_not_found() => return Some(MainTransitShare::None),
+        Err(_) => return None,
+    }
+    let rules = base
+        .net
+        .list_rbac_policies(transit)
+        .await
+        .ok()?
+        .into_iter()
+        .filter(|p| p.target_tenant == c.project_id && p.action == bnerd_cloud::ACCESS_AS_SHARED)
+        .map(|p| p.id)
+        .collect();
+    Some(MainTransitShare::Visible { rules })
 }
 
 /// After LegAttached failed: the edge router's routes via the address status recorded for
@@ -331,31 +397,60 @@ async fn routes(
     ))
 }
 
-/// The edge router's reverse routes (operator credential).
+/// The edge router's reverse routes (operator credential). `Ok` names the gateways whose
+/// route did not fit on the edge router (its route quota is full), the oldest kept first.
 async fn edge_reverse(
     e: &Engine<'_>,
     transit: &CustomerTransit,
     wanted: &[bnerd_api::ReverseRoute],
-) -> Result<(), StepFail> {
+    targets: &[ReverseTarget],
+) -> Result<Vec<GatewayProblem>, StepFail> {
     let edge_id = &transit.edge_router_id;
-    let wanted: Vec<Route> = wanted.iter().map(reverse_route_of).collect();
+    let routes: Vec<Route> = wanted.iter().map(reverse_route_of).collect();
     let router = e
         .net
         .get_router(edge_id)
         .await
         .map_err(|err| reverse_call_failed(ReverseCall::Read, edge_id, &err))?;
-    let (remove, add) = edge_reverse_routes(&router.routes, &wanted, e.fabric.transit_subnet);
+    let (remove, add) = edge_reverse_routes(&router.routes, &routes, e.fabric.transit_subnet);
     if !remove.is_empty() {
         ops::remove_routes(e, e.net, &router, &remove)
             .await
             .map_err(|err| reverse_call_failed(ReverseCall::Remove, edge_id, &err))?;
     }
-    if !add.is_empty() {
-        ops::add_routes(e, e.net, &router, &add)
-            .await
-            .map_err(|err| reverse_call_failed(ReverseCall::Add, edge_id, &err))?;
+    if add.is_empty() {
+        return Ok(vec![]);
     }
-    Ok(())
+    match ops::add_routes(e, e.net, &router, &add).await {
+        Ok(()) => Ok(vec![]),
+        Err(err) if route_quota::is_full(&err) => {
+            // One at a time, the oldest gateways first, until the edge router is full.
+            let mut each: Vec<bnerd_api::ReverseRoute> = wanted
+                .iter()
+                .filter(|w| add.contains(&reverse_route_of(w)))
+                .cloned()
+                .collect();
+            route_quota::oldest_first(&mut each, targets);
+            let mut missing = vec![];
+            let mut full: Option<CloudError> = None;
+            for d in &each {
+                if let Some(err) = &full {
+                    missing.push(route_quota::did_not_fit(d, edge_id, err));
+                    continue;
+                }
+                match ops::add_routes(e, e.net, &router, &[reverse_route_of(d)]).await {
+                    Ok(()) => {}
+                    Err(err) if route_quota::is_full(&err) => {
+                        missing.push(route_quota::did_not_fit(d, edge_id, &err));
+                        full = Some(err);
+                    }
+                    Err(err) => return Err(reverse_call_failed(ReverseCall::Add, edge_id, &err)),
+                }
+            }
+            Ok(missing)
+        }
+        Err(err) => Err(reverse_call_failed(ReverseCall::Add, edge_id, &err)),
+    }
 }
 
 /// An unwind's failure on the operator's credential: Ready=False/Deleting.

@@ -667,6 +667,123 @@ async fn lab_a_refused_gateway_never_freezes_the_edge_router() {
     a_refused_gateway_never_freezes_the_edge_router(env).await;
 }
 
+/// A project that still holds a share of the main transit network (an earlier `Shared` link's,
+/// or one made by hand) is not isolated: the link says so, naming the rule, and needs the
+/// attestation; once the share goes, the isolation is structural again.
+async fn a_main_transit_share_undoes_the_isolation(env: Env) {
+    let s = stage(env).await;
+    let (a, _) = s.routers.clone();
+    let project = s.side.as_ref().unwrap().project.clone();
+    let mut link = per_customer_link(&s, &a, CIDR);
+    converge(&s, &mut link, "create").await;
+    let rule = s
+        .env
+        .net
+        .create_rbac_policy(&bnerd_cloud::ShareNetwork {
+            network_id: s.env.fabric.transit_network_id.clone(),
+            action: ACCESS_AS_SHARED.into(),
+            target_tenant: project.clone(),
+        })
+        .await
+        .expect("the main transit shared by hand");
+    let isolation = |l: &ClusterLink| {
+        let c = l
+            .status
+            .as_ref()
+            .unwrap()
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "TenantIsolationAttested")
+            .cloned()
+            .unwrap();
+        (c.status, c.reason, c.message)
+    };
+    let out = reconcile_with(&s, &link, &Crash::counting()).await;
+    link.status = Some(out.status.clone());
+    let (st, reason, m) = isolation(&link);
+    assert_eq!(
+        (st.as_str(), reason.as_str()),
+        ("False", "NotAttested"),
+        "{m}"
+    );
+    assert!(
+        m.starts_with("not isolated: ") && m.contains(&rule.id),
+        "{m}"
+    );
+    assert!(!support::ready(&out.status));
+    // Attested by a platform admin: True/Attested, still naming the share.
+    let mut attested = link.clone();
+    attested.metadata.annotations = Some(
+        [(
+            bnerd_api::names::ANNOTATION_API_ACCESS.to_string(),
+            "none".to_string(),
+        )]
+        .into(),
+    );
+    let out = reconcile_with(&s, &attested, &Crash::counting()).await;
+    attested.status = Some(out.status);
+    let (st, reason, m) = isolation(&attested);
+    assert_eq!((st.as_str(), reason.as_str()), ("True", "Attested"), "{m}");
+    assert!(m.contains(&rule.id), "{m}");
+    // The share goes: structural again.
+    s.env.net.delete_rbac_policy(&rule.id).await.unwrap();
+    converge(&s, &mut link, "share removed").await;
+    let (st, reason, _) = isolation(&link);
+    assert_eq!(
+        (st.as_str(), reason.as_str()),
+        ("True", "StructuralIsolation")
+    );
+    converge_delete(&s, &link, "delete").await;
+    check_gone(&s, "delete").await;
+    s.teardown().await;
+}
+
+#[tokio::test]
+async fn fake_a_main_transit_share_undoes_the_isolation() {
+    a_main_transit_share_undoes_the_isolation(fake_env_with(FakeCloud::new()).await).await;
+}
+
+#[tokio::test]
+async fn lab_a_main_transit_share_undoes_the_isolation() {
+    let Some(env) = lab_env_for("lab_a_main_transit_share_undoes_the_isolation").await else {
+        return;
+    };
+    a_main_transit_share_undoes_the_isolation(env).await;
+}
+
+/// A `PerCustomer` link moved to another router: the old router's way back to the transit
+/// (via the edge router) goes with its leg, so Neutron lets the leg detach, and the link
+/// converges on the new router.
+async fn a_per_customer_link_moves_to_another_router(env: Env) {
+    let s = stage(env).await;
+    let (a, b) = s.routers.clone();
+    let mut link = per_customer_link(&s, &a, CIDR);
+    converge(&s, &mut link, "create").await;
+    check_ready(&s, &[&link], "on router a").await;
+    link.spec.service_cluster_router = b.clone();
+    link.metadata.generation = Some(2);
+    converge(&s, &mut link, "moved to router b").await;
+    check_ready(&s, &[&link], "on router b").await;
+    let left = s.leg_net().get_router(&a).await.unwrap().routes;
+    assert!(left.is_empty(), "routes left on the old router: {left:?}");
+    converge_delete(&s, &link, "delete").await;
+    check_gone(&s, "delete").await;
+    s.teardown().await;
+}
+
+#[tokio::test]
+async fn fake_a_per_customer_link_moves_to_another_router() {
+    a_per_customer_link_moves_to_another_router(fake_env_with(FakeCloud::new()).await).await;
+}
+
+#[tokio::test]
+async fn lab_a_per_customer_link_moves_to_another_router() {
+    let Some(env) = lab_env_for("lab_a_per_customer_link_moves_to_another_router").await else {
+        return;
+    };
+    a_per_customer_link_moves_to_another_router(env).await;
+}
+
 /// A deleting link whose Secret is gone is held (CredentialsUnavailable); the operator's
 /// credential removes at once what it may (the gateway route, the edge router's route via the
 /// leg), and the leg waits. With the Secret back, the unwind finishes and nothing is left.
@@ -715,93 +832,6 @@ async fn fake_a_held_link_loses_its_operator_side_at_once() {
     s.teardown().await;
 }
 
-fn api(status: u16, kind: &str) -> bnerd_cloud::CloudError {
-    bnerd_cloud::CloudError::Api {
-        method: "PUT".into(),
-        path: "/injected".into(),
-        status,
-        kind: kind.into(),
-        message: "injected".into(),
-    }
-}
-
-/// Every fault at every call of a project's first link's create and of its delete: the run
-/// fails there (or commits and loses the answer), a fresh engine converges, and nothing of the
-/// customer transit is left after the delete. The faults of `faults.rs`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fake_each_fault_at_each_call_of_a_per_customer_link() {
-    let s = stage(fake_env_with(FakeCloud::new()).await).await;
-    let faults = [
-        ("500", api(500, "InternalServerError"), false),
-        ("503", api(503, "ServiceUnavailable"), false),
-        ("429", api(429, "OverLimit"), false),
-        (
-            "timeout after commit",
-            bnerd_cloud::CloudError::Timeout {
-                method: "PUT".into(),
-                path: "/injected".into(),
-            },
-            true,
-        ),
-        ("409 concurrent writer", api(409, "Conflict"), false),
-    ];
-    let mut covered = 0;
-    for delete in [false, true] {
-        let counting = Crash::counting();
-        crash_point(&s, delete, counting.clone(), "unfaulted").await;
-        let calls = counting.calls();
-        for (name, error, commit) in &faults {
-            for k in 0..calls {
-                let at = format!(
-                    "{} {name} at call {k}",
-                    if delete { "delete" } else { "create" }
-                );
-                crash_point(&s, delete, Crash::fail_at(k, error.clone(), *commit), &at).await;
-                covered += 1;
-            }
-        }
-    }
-    eprintln!("faults at every call of a PerCustomer link on the fake: {covered}");
-    report::count("faults.per_customer", covered);
-    s.teardown().await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn lab_sampled_crash_points_of_a_per_customer_link() {
-    let Some(env) = lab_env_for("lab_sampled_crash_points_of_a_per_customer_link").await else {
-        return;
-    };
-    let s = stage(env).await;
-    let seed = std::env::var("BNERD_CRASH_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(1)
-        });
-    eprintln!("per-customer lab crash sample: BNERD_CRASH_SEED={seed}");
-    let mut sample = Sample::new(seed);
-    let mut covered = 0;
-    for delete in [false, true] {
-        // How many calls the run makes uncrashed, then a few points among them.
-        let counting = Crash::counting();
-        crash_point(&s, delete, counting.clone(), "uncrashed").await;
-        let calls = counting.calls();
-        for k in sample.distinct(2, calls) {
-            let kind = Kind::ALL[(sample.draw() % 2) as usize];
-            let at = format!(
-                "lab {} stopped {kind:?} at call {k} of {calls}",
-                if delete { "delete" } else { "create" }
-            );
-            crash_point(&s, delete, Crash::at(k, kind), &at).await;
-            covered += 1;
-        }
-    }
-    report::count("crash_points.lab.per_customer", covered);
-    s.teardown().await;
-}
 /// A building step's failure names the credential that failed it: the read of the subnets on
 /// the customer's router (before a block is cut from the pool) is the customer's, every other
 /// call of the customer transit the operator's.
@@ -913,5 +943,93 @@ async fn fake_a_pinned_transit_ip_is_refused_and_the_leg_stays() {
     check_ready(&s, &[&link], "unpinned").await;
     converge_delete(&s, &link, "delete").await;
     check_gone(&s, "delete").await;
+    s.teardown().await;
+}
+
+fn api(status: u16, kind: &str) -> bnerd_cloud::CloudError {
+    bnerd_cloud::CloudError::Api {
+        method: "PUT".into(),
+        path: "/injected".into(),
+        status,
+        kind: kind.into(),
+        message: "injected".into(),
+    }
+}
+
+/// Every fault at every call of a project's first link's create and of its delete: the run
+/// fails there (or commits and loses the answer), a fresh engine converges, and nothing of the
+/// customer transit is left after the delete. The faults of `faults.rs`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fake_each_fault_at_each_call_of_a_per_customer_link() {
+    let s = stage(fake_env_with(FakeCloud::new()).await).await;
+    let faults = [
+        ("500", api(500, "InternalServerError"), false),
+        ("503", api(503, "ServiceUnavailable"), false),
+        ("429", api(429, "OverLimit"), false),
+        (
+            "timeout after commit",
+            bnerd_cloud::CloudError::Timeout {
+                method: "PUT".into(),
+                path: "/injected".into(),
+            },
+            true,
+        ),
+        ("409 concurrent writer", api(409, "Conflict"), false),
+    ];
+    let mut covered = 0;
+    for delete in [false, true] {
+        let counting = Crash::counting();
+        crash_point(&s, delete, counting.clone(), "unfaulted").await;
+        let calls = counting.calls();
+        for (name, error, commit) in &faults {
+            for k in 0..calls {
+                let at = format!(
+                    "{} {name} at call {k}",
+                    if delete { "delete" } else { "create" }
+                );
+                crash_point(&s, delete, Crash::fail_at(k, error.clone(), *commit), &at).await;
+                covered += 1;
+            }
+        }
+    }
+    eprintln!("faults at every call of a PerCustomer link on the fake: {covered}");
+    report::count("faults.per_customer", covered);
+    s.teardown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lab_sampled_crash_points_of_a_per_customer_link() {
+    let Some(env) = lab_env_for("lab_sampled_crash_points_of_a_per_customer_link").await else {
+        return;
+    };
+    let s = stage(env).await;
+    let seed = std::env::var("BNERD_CRASH_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(1)
+        });
+    eprintln!("per-customer lab crash sample: BNERD_CRASH_SEED={seed}");
+    let mut sample = Sample::new(seed);
+    let mut covered = 0;
+    for delete in [false, true] {
+        // How many calls the run makes uncrashed, then a few points among them.
+        let counting = Crash::counting();
+        crash_point(&s, delete, counting.clone(), "uncrashed").await;
+        let calls = counting.calls();
+        for k in sample.distinct(2, calls) {
+            let kind = Kind::ALL[(sample.draw() % 2) as usize];
+            let at = format!(
+                "lab {} stopped {kind:?} at call {k} of {calls}",
+                if delete { "delete" } else { "create" }
+            );
+            crash_point(&s, delete, Crash::at(k, kind), &at).await;
+            covered += 1;
+        }
+    }
+    report::count("crash_points.lab.per_customer", covered);
     s.teardown().await;
 }

@@ -120,6 +120,59 @@ pub fn attested(
     }
 }
 
+/// What the customer project holds of the main transit network, looked at for a
+/// `PerCustomer` link: its isolation is structural only while it holds nothing there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MainTransitShare {
+    /// The customer's credential does not see the main transit network.
+    None,
+    /// It sees it: through these rules of the operator's (left by an earlier `Shared` link, a
+    /// migration, or by hand on the operator's credential), or through a rule the operator
+    /// cannot list (an admin's) when the list is empty.
+    Visible { rules: Vec<String> },
+}
+
+/// TenantIsolationAttested of a `PerCustomer` link once its project's view of the main
+/// transit network is known. Without a share of it the isolation is structural. With one, the
+/// project can still make ports on the main transit and reach every link through it: then the
+/// link needs the attestation a `Shared` link needs, and the message names the share and the
+/// command that removes it. The link's own path is built either way (it adds no reach).
+pub fn per_customer_isolation(
+    share: &MainTransitShare,
+    transit: &str,
+    project: &str,
+    annotation: Option<&str>,
+    secret: &SecretRef,
+) -> Result<(Reason, String), StepFail> {
+    let MainTransitShare::Visible { rules } = share else {
+        return attested(true, annotation, secret);
+    };
+    let which = if rules.is_empty() {
+        "by a rule the operator's credential cannot list (an admin's)".to_string()
+    } else {
+        format!("by RBAC rule(s) {}", rules.join(", "))
+    };
+    let standing = format!(
+        "the main transit network {transit} is still shared with project {project} ({which}): the project can make ports on it and reach every link through it, so spec.transitIsolation PerCustomer isolates nothing while that share stands; remove it once no Shared link of the project needs it (kubectl clusterlink decommission-share --project {project})"
+    );
+    match attested(false, annotation, secret) {
+        Ok((reason, _)) => Ok((
+            reason,
+            format!(
+                "{ANNOTATION_API_ACCESS}=\"none\" attests what isolation cannot yet: {standing} (secret {})",
+                secret_name(secret)
+            ),
+        )),
+        Err(f) => Err(StepFail::terminal(
+            f.reason,
+            format!(
+                "not isolated: {standing}; until then the link needs annotation {ANNOTATION_API_ACCESS}=\"none\" like a Shared link (secret {})",
+                secret_name(secret)
+            ),
+        )),
+    }
+}
+
 fn secret_name(r: &SecretRef) -> String {
     format!("{}/{}", r.namespace, r.name)
 }
@@ -311,6 +364,39 @@ pub fn project_checks(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_per_customer_link_is_isolated_only_without_a_main_transit_share() {
+        let secret = SecretRef {
+            name: "clusterlink-x".into(),
+            namespace: "ns".into(),
+        };
+        let run = |share: &MainTransitShare, annotation: Option<&str>| {
+            per_customer_isolation(share, "transit-1", "proj-1", annotation, &secret)
+        };
+        let none = MainTransitShare::None;
+        assert_eq!(run(&none, None).unwrap().0, Reason::StructuralIsolation);
+        let ours = MainTransitShare::Visible {
+            rules: vec!["rbac-1".into()],
+        };
+        let (reason, m) = run(&ours, Some("none")).unwrap();
+        assert_eq!(reason, Reason::Attested);
+        for want in [
+            "transit-1",
+            "proj-1",
+            "rbac-1",
+            "decommission-share --project proj-1",
+        ] {
+            assert!(m.contains(want), "{want}: {m}");
+        }
+        let f = run(&ours, None).unwrap_err();
+        assert_eq!((f.reason, f.retryable), (Reason::NotAttested, false));
+        assert!(f.message.starts_with("not isolated: "), "{}", f.message);
+        assert!(f.message.contains("rbac-1"), "{}", f.message);
+        let admins = MainTransitShare::Visible { rules: vec![] };
+        let f = run(&admins, Some("yes")).unwrap_err();
+        assert!(f.message.contains("cannot list"), "{}", f.message);
+    }
+
     use super::*;
 
     fn sref(ns: &str, name: &str) -> SecretRef {

@@ -207,10 +207,15 @@ pub(crate) fn gateway_routes_via(routes: &[Route], port: &Port) -> Vec<Route> {
 /// and the ones a gateway that passes the screen asks for (status may have been lost) —
 /// never any other route. A refused gateway's status may name a route someone else put on
 /// the router; that route is not the link's.
+///
+/// `edge`: a `PerCustomer` leg's customer transit gateway (the edge router's address there).
+/// Every route of the router via it is the customer transit's (the way back to the main
+/// transit, and the reverse routes), and Neutron refuses the detach while one is left.
 pub(crate) fn reverse_to_remove(
     router_routes: &[Route],
     recorded: &[ReverseRoute],
     screened: &[ReverseRoute],
+    edge: Option<&str>,
 ) -> Vec<Route> {
     let ours: Vec<Route> = recorded
         .iter()
@@ -219,7 +224,7 @@ pub(crate) fn reverse_to_remove(
         .collect();
     router_routes
         .iter()
-        .filter(|r| ours.contains(r))
+        .filter(|r| ours.contains(r) || edge == Some(r.nexthop.as_str()))
         .cloned()
         .collect()
 }
@@ -469,8 +474,24 @@ mod tests {
             route("100.64.9.0/24", "10.254.0.12"),
         ];
         assert_eq!(
-            reverse_to_remove(&on_router, &[rec], &[t]),
+            reverse_to_remove(
+                &on_router,
+                std::slice::from_ref(&rec),
+                std::slice::from_ref(&t),
+                None
+            ),
             on_router[..2].to_vec()
+        );
+        // A PerCustomer leg's router: whatever goes via the edge router goes too.
+        let mut with_back = on_router.clone();
+        with_back.push(route("10.254.0.0/24", "10.255.0.1"));
+        assert_eq!(
+            reverse_to_remove(&with_back, &[rec], &[t], Some("10.255.0.1")),
+            vec![
+                with_back[0].clone(),
+                with_back[1].clone(),
+                with_back[3].clone()
+            ]
         );
     }
 
