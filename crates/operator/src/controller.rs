@@ -79,6 +79,8 @@ pub struct Context {
     /// The resync window's shared reads (engine::resync).
     pub snapshots: Snapshots,
     pub metrics: Arc<Metrics>,
+    /// The gateway Warnings already published (each once, not per link and reconcile).
+    pub gateway_warnings: crate::gateway_warnings::GatewayWarnings,
 }
 
 /// Other links' claims, from the informer cache.
@@ -358,7 +360,13 @@ async fn warn_gateway(ctx: &Context, link: &str, p: &GatewayProblem, targets: &[
         uid,
         ..Default::default()
     };
-    warn!(clusterlink = %link, gateway = %format!("{}/{}", p.gateway.namespace, p.gateway.name), "reverse route not installed: {}", p.message);
+    let gateway = format!("{}/{}", p.gateway.namespace, p.gateway.name);
+    if !ctx.gateway_warnings.first(&p.gateway, &p.note, targets) {
+        // Already told, by this link or another: the link's condition still says it.
+        debug!(clusterlink = %link, gateway = %gateway, "reverse route not installed: {}", p.message);
+        return;
+    }
+    warn!(clusterlink = %link, gateway = %gateway, "reverse route not installed: {}", p.message);
     // The gateway's tenant reads this Event: its own problem only, never which link, router
     // or other tenant's CIDR met it (the link's condition and the log carry those).
     publish(
@@ -576,6 +584,7 @@ pub async fn run(
         targets: TargetIndex::new(),
         snapshots: Snapshots::new(window),
         metrics: observers.metrics,
+        gateway_warnings: Default::default(),
     });
     let store = ctx.links.clone();
     let index = ctx.targets.clone();

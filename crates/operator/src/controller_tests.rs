@@ -152,6 +152,7 @@ async fn context(client: Client, cloud: FakeCloud) -> (Arc<Context>, FakeCloud) 
         links,
         targets,
         metrics: Arc::new(Metrics::new()),
+        gateway_warnings: Default::default(),
     };
     (Arc::new(ctx), cloud)
 }

@@ -9,6 +9,7 @@ pub mod config;
 pub mod controller;
 pub mod customers;
 pub mod finalizer;
+pub mod gateway_warnings;
 /// The reconcile itself lives in its own crate, which `kubectl-clusterlink plan` shares.
 pub use bnerd_engine as engine;
 pub mod gateways;

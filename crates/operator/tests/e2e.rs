@@ -382,11 +382,13 @@ async fn operator_binary_converges_heals_and_unwinds() {
     assert_eq!(st.transit_ip.as_deref(), Some("10.254.0.3"));
     // The binary's defaults admit what earlier versions admitted: a link with a public CIDR
     // converges (the bounds are a recommended setting, docs/operations.md "CIDR bounds").
+    // A router of its own: one router carries one link's leg on the transit subnet.
+    let public_router = env.router("shoot--services--e2e-public").await;
     let public = unique("e2e-public");
     let p = create_ready(
         &api,
         &public,
-        json!({"serviceClusterRouter": svc.name, "serviceClusterCIDR": "198.51.100.0/24"}),
+        json!({"serviceClusterRouter": public_router.name, "serviceClusterCIDR": "198.51.100.0/24"}),
         60,
     )
     .await;
@@ -784,6 +786,18 @@ async fn gateway_changes_fan_out_to_every_link() {
         .await;
         assert_eq!(ev.type_.as_deref(), Some("Warning"));
     }
+    // Both links, resync after resync (3 s), meet the same refused gateway: its owner is told
+    // once, not once per link and reconcile (an Event series would count every publish).
+    tokio::time::sleep(std::time::Duration::from_secs(8)).await;
+    let warned = event_about(&client, "default", &bad_name, "ReverseRouteNotInstalled")
+        .await
+        .expect("the gateway's Warning");
+    assert_eq!(
+        warned.series.as_ref().map_or(1, |s| s.count),
+        1,
+        "the gateway's Warning was published more than once: {:?}",
+        warned.series
+    );
     let addr = op.served_address().await;
     let (_, metrics) = bnerd_testkit::operator_proc::http_get(&addr, "/metrics").await;
     assert!(
