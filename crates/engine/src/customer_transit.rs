@@ -357,6 +357,22 @@ async fn edge_leg(
     Ok((port.id, ip))
 }
 
+/// Why a customer transit did not go.
+#[derive(Debug)]
+pub(crate) enum NotDown {
+    /// Ports the customer made stand on it: only the customer (or a human giving up on them,
+    /// with the abandon annotation) can clear that.
+    Blocked(StepFail),
+    /// A cloud call failed: retried.
+    Failed(StepFail),
+}
+
+impl From<StepFail> for NotDown {
+    fn from(f: StepFail) -> Self {
+        NotDown::Failed(f)
+    }
+}
+
 /// Take the project's customer transit down once nothing but `own_leg` (going, or gone)
 /// stands on it: the shares, every route of the edge router, its interfaces, the router, the
 /// network with its subnet. Nothing to do when it is already gone or another link's leg stands
@@ -366,7 +382,7 @@ pub(crate) async fn take_down(
     project: &str,
     own_leg: Option<&str>,
     actions: &mut Vec<Action>,
-) -> Result<(), StepFail> {
+) -> Result<(), NotDown> {
     let operator = &e.fabric.operator_project_id;
     let networks = networks(e, project).await?;
     let edge_name = edge_router_name(&e.fabric.transit_network_id, project);
@@ -389,15 +405,15 @@ pub(crate) async fn take_down(
         .filter(|p| !edge_ids.contains(&p.device_id.as_str()))
         .cloned()
         .collect();
-    match teardown(&not_edge, "", own_leg) {
+    match teardown(&not_edge, project, "", own_leg) {
         Teardown::Keep(_) => return Ok(()),
         Teardown::Blocked(foreign) => {
             let network = networks.first().map(|n| n.id.as_str()).unwrap_or("?");
-            return Err(StepFail {
+            return Err(NotDown::Blocked(StepFail {
                 reason: bnerd_api::Reason::Deleting,
                 message: blocked_message(network, project, &foreign),
                 retryable: true,
-            });
+            }));
         }
         Teardown::Go => {}
     }

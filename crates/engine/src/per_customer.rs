@@ -488,6 +488,19 @@ fn customer_failed<'e>(
 }
 
 /// A failure of the customer transit's own steps during an unwind: Ready=False/Deleting.
+/// A customer transit that did not go. Blocked by the customer's own ports, the link's own
+/// legs and routes are gone already: like a refusal of the customer side, only a human can
+/// end that, so the abandon annotation may release the link (the transit stays, named).
+fn not_down(n: customer_transit::NotDown) -> Stopped {
+    match n {
+        customer_transit::NotDown::Blocked(f) => Stopped {
+            customer_refused: true,
+            ..deleting_fail(f)
+        },
+        customer_transit::NotDown::Failed(f) => deleting_fail(f),
+    }
+}
+
 fn deleting_fail(f: StepFail) -> Stopped {
     Stopped {
         fail: StepFail {
@@ -534,7 +547,7 @@ pub(crate) async fn release(base: &Engine<'_>, project: &str) -> Result<Vec<Acti
     let mut actions = vec![];
     customer_transit::take_down(base, project, None, &mut actions)
         .await
-        .map_err(|f| deleting_fail(f).fail)?;
+        .map_err(|n| not_down(n).fail)?;
     Ok(actions)
 }
 
@@ -579,7 +592,7 @@ pub(crate) async fn unwind(
         let mut done = unwinding::unwind_rounds(base, input, targets).await?;
         customer_transit::take_down(base, c.project_id, None, &mut done.actions)
             .await
-            .map_err(deleting_fail)?;
+            .map_err(not_down)?;
         return Ok(done);
     };
     let e = Engine {
@@ -656,6 +669,6 @@ pub(crate) async fn unwind(
     cut.legs.extend(done.legs);
     customer_transit::take_down(&e, c.project_id, None, &mut cut.actions)
         .await
-        .map_err(deleting_fail)?;
+        .map_err(not_down)?;
     Ok(cut)
 }

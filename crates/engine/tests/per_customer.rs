@@ -550,6 +550,57 @@ async fn fake_a_customer_port_stops_the_teardown_until_it_goes() {
     s.teardown().await;
 }
 
+/// A port carrying a link's UID but not in the customer project is no leg (the ownership
+/// rule): it does not keep the customer transit up for ever, it blocks the teardown, named.
+/// Blocked by what the customer side holds, the link is held, and the abandon annotation
+/// releases it, the customer transit left behind.
+#[tokio::test]
+async fn fake_a_foreign_marker_blocks_the_teardown_and_the_abandon_annotation_releases() {
+    let s = stage(fake_env_with(FakeCloud::new()).await).await;
+    let (a, _) = s.routers.clone();
+    let mut link = per_customer_link(&s, &a, CIDR);
+    converge(&s, &mut link, "create").await;
+    let anet = link
+        .status
+        .as_ref()
+        .and_then(|st| st.customer_transit.clone())
+        .and_then(|c| c.network_id)
+        .expect("customer transit");
+    // Made on the operator's credential: another project than the customer's.
+    let forged = s
+        .env
+        .net
+        .create_port(&bnerd_cloud::CreatePort {
+            network_id: anet.clone(),
+            name: "forged".into(),
+            tags: vec![bnerd_api::names::tag_link_uid("another-links-uid")],
+            ..Default::default()
+        })
+        .await
+        .expect("a marked port of another project");
+    let err = unwind_with(&s, &link, &Crash::counting())
+        .await
+        .expect_err("the teardown stops");
+    assert!(err.contains(&forged.id) && err.contains(&anet), "{err}");
+    assert_eq!(
+        support::unwind_held(&s, &link).await,
+        Some(false),
+        "held, not released without the annotation"
+    );
+    link.metadata.annotations = Some(
+        [(
+            bnerd_api::names::ANNOTATION_ABANDON.to_string(),
+            "true".to_string(),
+        )]
+        .into(),
+    );
+    assert_eq!(support::unwind_held(&s, &link).await, Some(true));
+    s.env.net.delete_port(&forged.id).await.unwrap();
+    converge_delete(&s, &link, "after the port went").await;
+    check_gone(&s, "after the port went").await;
+    s.teardown().await;
+}
+
 /// The pool's block skips a subnet already on the customer's router: Neutron would refuse
 /// the leg's attach on an overlapping one.
 #[tokio::test]

@@ -423,7 +423,9 @@ async fn hold_or_abandon(
     let name = link.name_any();
     let reference = link.object_ref(&());
     if held.released_by(link) {
-        let note = abandoned(status);
+        // What stays, then why it could not go (a blocked customer transit names the ports
+        // of the customer's that stand on it).
+        let note = format!("{}; held because: {}", abandoned(status), held.fail.message);
         warn!(clusterlink = %name, "{note}");
         publish(
             ctx,

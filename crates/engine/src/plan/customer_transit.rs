@@ -85,20 +85,29 @@ pub(crate) enum Teardown {
     Go,
 }
 
-/// `ports`: every port on the customer transit; `own_leg`: this link's leg, about to go (or
-/// gone). A port carrying a link's UID (tag or description marker) is a link's leg, attached
-/// or not: the transit stays for it. A port Neutron made for itself (DHCP, metadata: a
+/// `ports`: every port on the customer transit; `project`: the customer project it serves;
+/// `own_leg`: this link's leg, about to go (or gone). A port carrying a link's UID (tag or
+/// description marker) in the customer project is a link's leg, attached or not: the transit
+/// stays for it (the ownership rule every other teardown follows: the UID alone proves
+/// nothing, a marker in another project is anyone's). A port Neutron made for itself (DHCP, metadata: a
 /// `network:` owner that is no router interface) goes with the network. Anything else (a VM,
 /// a loose port, a router the customer attached on its own) is the customer's: Neutron would
 /// refuse the network's delete while it stands, so it is named.
-pub(crate) fn teardown(ports: &[Port], edge_router: &str, own_leg: Option<&str>) -> Teardown {
+pub(crate) fn teardown(
+    ports: &[Port],
+    project: &str,
+    edge_router: &str,
+    own_leg: Option<&str>,
+) -> Teardown {
     let others: Vec<&Port> = ports
         .iter()
         .filter(|p| Some(p.id.as_str()) != own_leg && !p.is_interface_of(edge_router))
         .collect();
+    let is_leg =
+        |p: &Port| p.project_id == project && leg_owner_uid(&p.tags, &p.description).is_some();
     let legs: Vec<String> = others
         .iter()
-        .filter(|p| leg_owner_uid(&p.tags, &p.description).is_some())
+        .filter(|p| is_leg(p))
         .map(|p| p.id.clone())
         .collect();
     if !legs.is_empty() {
@@ -433,6 +442,7 @@ mod tests {
             network_id: network.into(),
             device_id: device.into(),
             device_owner: owner.into(),
+            project_id: "p".into(),
             fixed_ips: vec![FixedIp {
                 subnet_id: "s".into(),
                 ip_address: "10.255.0.4".into(),
@@ -474,23 +484,33 @@ mod tests {
         let own_router = port("cr", "anet", "customer-router", OWNER_ROUTER_INTERFACE);
         // Only our own leg (going) and Neutron's ports: down.
         let ports = vec![edge.clone(), dhcp.clone(), meta.clone(), own.clone()];
-        assert_eq!(teardown(&ports, "edge", Some("own")), Teardown::Go);
+        assert_eq!(teardown(&ports, "p", "edge", Some("own")), Teardown::Go);
         // Another link's leg, attached or not: kept, whatever else stands there.
         let ports = vec![edge.clone(), own.clone(), other, vm.clone()];
         assert_eq!(
-            teardown(&ports, "edge", Some("own")),
+            teardown(&ports, "p", "edge", Some("own")),
             Teardown::Keep(vec!["leg2".into()])
         );
         let ports = vec![edge.clone(), loose_leg];
         assert_eq!(
-            teardown(&ports, "edge", None),
+            teardown(&ports, "p", "edge", None),
             Teardown::Keep(vec!["leg3".into()])
         );
         // A VM, a loose port or a router of the customer: Neutron would refuse, so say which.
         let ports = vec![edge, dhcp, meta, own, vm, unbound, own_router];
         assert_eq!(
-            teardown(&ports, "edge", Some("own")),
+            teardown(&ports, "p", "edge", Some("own")),
             Teardown::Blocked(vec!["vm".into(), "loose".into(), "cr".into()])
+        );
+        // A port carrying a link's UID in another project is no leg: it blocks, named.
+        let forged = Port {
+            project_id: "other".into(),
+            ..marked(port("forged", "anet", "", ""), "u4")
+        };
+        let ports = vec![port("e", "anet", "edge", OWNER_ROUTER_INTERFACE), forged];
+        assert_eq!(
+            teardown(&ports, "p", "edge", None),
+            Teardown::Blocked(vec!["forged".into()])
         );
         assert!(blocked_message("anet", "p", &["vm".into()]).starts_with(
             "operator credential: the customer transit network anet of project p still holds ports"

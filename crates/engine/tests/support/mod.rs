@@ -375,6 +375,26 @@ pub async fn unwound_with(
     done.map_err(|f| format!("{:?}: {}", f.reason, f.message))
 }
 
+/// One unwind as a fresh process runs it: `Some(whether the link's annotations release it)`
+/// when it is held (the controller then keeps or abandons it), `None` when it is not.
+pub async fn unwind_held(stage: &Stage, link: &ClusterLink) -> Option<bool> {
+    let status = link.status.clone().unwrap_or_default();
+    let input = link_input(link, &status, &[], &stage.env.reverse).expect("uid");
+    let crash = Crash::counting();
+    let net = Crashing::new(stage.env.net.clone(), crash.clone());
+    let source = stage.side.as_ref().map(|side| Source {
+        side,
+        crash: crash.clone(),
+    });
+    match engine(stage, link, &net, source.as_ref())
+        .unwind(&input, &stage.env.reverse)
+        .await
+    {
+        Unwound::Held(held) => Some(held.released_by(link)),
+        _ => None,
+    }
+}
+
 pub fn ready(status: &ClusterLinkStatus) -> bool {
     status
         .conditions
