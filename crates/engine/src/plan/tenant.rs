@@ -259,6 +259,16 @@ pub fn credential_from_secret(
             Requeue::Fixed15s,
         ));
     };
+    // A source that read the Secret says its type; one that did not (a test's) says nothing.
+    if let Some(t) = data.get(bnerd_api::secrets::TYPE_KEY)
+        && t.as_slice() != bnerd_api::secrets::OPAQUE.as_bytes()
+    {
+        return Err(invalid(format!(
+            "is of type {}, not {}: write the application credential into an Opaque Secret",
+            quoted(&String::from_utf8_lossy(t)),
+            bnerd_api::secrets::OPAQUE
+        )));
+    }
     if let Some(k) = PASSWORD_KEYS.iter().find(|k| data.contains_key(**k)) {
         return Err(invalid(format!(
             "has key {k}: username/password credentials are refused, use an application credential ({KEY_AC_ID}, {KEY_AC_SECRET})"
@@ -471,6 +481,24 @@ mod tests {
             !format!("{c:?}").contains("s3cr3t-value"),
             "the secret never prints"
         );
+        // "Type: Opaque": another type is refused, naming it; Opaque passes.
+        let mut typed = ok.clone();
+        typed.insert(
+            bnerd_api::secrets::TYPE_KEY.into(),
+            b"kubernetes.io/basic-auth".to_vec(),
+        );
+        let (f, q) = credential_from_secret(&r, Some(&typed), &OP).unwrap_err();
+        assert_eq!(
+            (f.reason, q),
+            (Reason::CredentialsInvalid, Requeue::Fixed15s)
+        );
+        assert!(
+            f.message.contains("\"kubernetes.io/basic-auth\"") && f.message.contains("Opaque"),
+            "{}",
+            f.message
+        );
+        typed.insert(bnerd_api::secrets::TYPE_KEY.into(), b"Opaque".to_vec());
+        assert!(credential_from_secret(&r, Some(&typed), &OP).is_ok());
         // SecretNotFound
         let (f, q) = credential_from_secret(&r, None, &OP).unwrap_err();
         assert_eq!((f.reason, q), (Reason::SecretNotFound, Requeue::Fixed15s));
