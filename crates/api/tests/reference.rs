@@ -290,6 +290,8 @@ const NOT_REASONS: &[&str] = &[
     "Pod",
     "Lease",
     "Reconcile",
+    // The Secret type the credentials contract asks for.
+    "Opaque",
     // The Event actions of DriftRepaired (one series per kind), listed in its row of the
     // reference; the test below checks they are.
     "RestoreGatewayRoute",
