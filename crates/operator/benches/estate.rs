@@ -7,7 +7,9 @@
 //! gateway watch is stood in for by feeding the same watch events to the same tracker and index the
 //! controller uses. There is no apiserver and no controller loop here, so apiserver LISTs and idle
 //! CPU are not measured here: `tests/estate_binary.rs` counts both on the real binary (the LISTs by
-//! the apiserver's own metrics, the CPU from /proc).
+//! the apiserver's own metrics, the CPU from /proc). Last, the gateway screen at 1000 gateways with
+//! reverse exposures and the fan-out of 1000 gateway changes (docs/performance.md, "Gateways at
+//! scale: the screen and the fan-out").
 //!
 //! `cargo bench -p bnerd-vpn-operator --bench estate` (ESTATE_LINKS=n for another size).
 
@@ -470,6 +472,8 @@ async fn main() {
     );
     over_quota().await;
     cross_tenant_leg_check(n).await;
+    gateway_screen(n);
+    gateway_fan_out(n);
 }
 
 /// The short check of cross-tenant legs between resyncs (`controller::legs_to_check`,
@@ -584,4 +588,175 @@ async fn cross_tenant_leg_check(n: usize) {
         "  at 30 s: {} reads an hour, whatever the number of links",
         3600 / 30 * (reads / u64::from(CHECKS))
     );
+}
+
+/// The gateway screen (`engine::plan::reverse_routes::screen`, run on every reconcile of every
+/// link) at `GATEWAYS` gateways with reverse exposures and `n` link CIDRs: one /24 each, one in
+/// 50 a /25 inside an older gateway's /24 (refused, naming it), each via its own gateway port
+/// on a transit that also holds the `n` legs. Prints the mean time of one screen.
+fn gateway_screen(n: usize) {
+    use bnerd_api::GatewayRef;
+    use bnerd_cloud::fabric::CidrPolicy;
+    use bnerd_cloud::{FixedIp, Port};
+    use bnerd_vpn_operator::engine::plan::reverse_routes::{ScreenView, screen};
+    use ipnet::Ipv4Net;
+    use std::net::Ipv4Addr;
+
+    const RUNS: u32 = 20;
+    let transit: Ipv4Net = TRANSIT.parse().unwrap();
+    let base = u32::from(transit.network());
+    let port = |id: String, ip: Ipv4Addr, tags: Vec<String>| Port {
+        id,
+        network_id: "transit".into(),
+        project_id: "operator".into(),
+        fixed_ips: vec![FixedIp {
+            subnet_id: "transit-subnet".into(),
+            ip_address: ip.to_string(),
+        }],
+        tags,
+        ..Default::default()
+    };
+    let links: Vec<Ipv4Net> = (0..n)
+        .map(|i| {
+            format!("10.{}.{}.0/24", 100 + i / 250, i % 250)
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    // Legs from .3 up, gateway ports from the transit's upper half (10.254.4.1 up).
+    let claimed: Vec<Ipv4Addr> = (0..n as u32)
+        .map(|i| Ipv4Addr::from(base + 3 + i))
+        .collect();
+    let gw_ip = |g: usize| Ipv4Addr::from(base + 1025 + g as u32);
+    let mut ports: Vec<Port> = claimed
+        .iter()
+        .enumerate()
+        .map(|(i, ip)| {
+            port(
+                format!("leg{i}"),
+                *ip,
+                vec![bnerd_api::names::tag_link_uid(&format!("u{i}"))],
+            )
+        })
+        .collect();
+    ports.extend((0..GATEWAYS).map(|g| port(format!("gw{g}"), gw_ip(g), vec![])));
+    let targets: Vec<ReverseTarget> = (0..GATEWAYS)
+        .map(|g| {
+            let cidr = if g % 50 == 49 {
+                let older = g - 1;
+                format!("100.{}.{}.0/25", 64 + older / 256, older % 256)
+            } else {
+                format!("100.{}.{}.0/24", 64 + g / 256, g % 256)
+            };
+            ReverseTarget {
+                gateway: GatewayRef {
+                    kind: "IPsecGateway".into(),
+                    namespace: format!("tenant{}", g % 40),
+                    name: format!("gw{g}"),
+                },
+                service_cidr: cidr,
+                port_fixed_ip: gw_ip(g).to_string(),
+                uid: None,
+                // One second apart, in the order of g: the /25s are the newer.
+                created: Some(format!("2026-01-01T00:{:02}:{:02}Z", g / 60, g % 60)),
+            }
+        })
+        .collect();
+    let policy = CidrPolicy::default();
+    let view = ScreenView {
+        transit,
+        link_cidrs: &links,
+        ports: &ports,
+        operator_project: "operator",
+        claimed: &claimed,
+        policy: &policy,
+        pool: None,
+    };
+    let (routes, refused) = screen(&targets, &view);
+    assert_eq!(
+        (routes.len(), refused.len()),
+        (GATEWAYS - GATEWAYS / 50, GATEWAYS / 50),
+        "{:?}",
+        refused.first()
+    );
+    let t = Instant::now();
+    for _ in 0..RUNS {
+        std::hint::black_box(screen(std::hint::black_box(&targets), &view));
+    }
+    let per = t.elapsed() / RUNS;
+    println!(
+        "\ngateway screen, {GATEWAYS} gateways with reverse exposures x {n} link CIDRs ({} transit ports, {n} leg addresses):",
+        ports.len()
+    );
+    println!(
+        "  one screen: {per:.2?} (mean of {RUNS}); {} routes, {} refused as overlapping an older gateway",
+        routes.len(),
+        refused.len()
+    );
+    println!(
+        "  every link screens on its reconcile: {:.2?} of screening per fan-out over {n} links",
+        per * n as u32
+    );
+}
+
+/// The gateway fan-out (`gateways::fan_out`'s window, `gateways::coalesce`): `GATEWAYS`
+/// gateways gain reverse exposures, fed through the tracker and index the controller uses,
+/// all at once and spread over 10 s. Before the window every change was one fan-out, each a
+/// reconcile request for every link. Runs on paused time, so the windows cost no waiting.
+fn gateway_fan_out(n: usize) {
+    use bnerd_vpn_operator::gateways::{FAN_OUT_WINDOW, coalesce};
+    use futures::StreamExt;
+
+    let run = |spread: Duration| -> (usize, Vec<usize>, Duration) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let (tx, rx) = futures::channel::mpsc::unbounded();
+            let mut fan_outs = Box::pin(coalesce(rx, FAN_OUT_WINDOW));
+            let cpu = Instant::now();
+            let feed = tokio::spawn(async move {
+                let index = TargetIndex::new();
+                index.set("VPNGateway", BTreeMap::new());
+                let mut tracker = TargetTracker::default();
+                let mut changes = 0;
+                let step = spread / GATEWAYS as u32;
+                for g in 0..GATEWAYS {
+                    if tracker.observe(Event::Apply(gateway(g, true))) {
+                        // As the watch does: the index first, then the trigger.
+                        index.set("IPsecGateway", tracker.targets());
+                        tx.unbounded_send(()).unwrap();
+                        changes += 1;
+                    }
+                    if !step.is_zero() {
+                        tokio::time::sleep(step).await;
+                    }
+                }
+                changes
+            });
+            let mut windows = vec![];
+            while let Some(merged) = fan_outs.next().await {
+                windows.push(merged);
+                if windows.iter().sum::<usize>() == GATEWAYS {
+                    break;
+                }
+            }
+            let changes = feed.await.unwrap();
+            (changes, windows, cpu.elapsed())
+        })
+    };
+    println!(
+        "\ngateway fan-out, {GATEWAYS} gateways gain reverse exposures, {n} links (window FAN_OUT_WINDOW = {FAN_OUT_WINDOW:?}):"
+    );
+    for spread in [Duration::ZERO, Duration::from_secs(10)] {
+        let (changes, windows, cpu) = std::thread::spawn(move || run(spread)).join().unwrap();
+        println!(
+            "  changes over {spread:?}: {changes} changes -> {} fan-out(s) ({} link reconcile requests; one fan-out per change: {}); tracker, index and window {cpu:.1?}",
+            windows.len(),
+            windows.len() * n,
+            changes * n
+        );
+    }
 }

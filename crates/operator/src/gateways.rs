@@ -1,7 +1,8 @@
 //! The gateways' side of reverse routes: a watch-fed index of every VPNGateway/IPsecGateway
 //! that needs one, and the estate-wide fan-out the spec asks for. A gateway gaining or losing
 //! reverse exposures, changing the CIDR or address they route to, or being deleted re-triggers
-//! every ClusterLink at once instead of waiting for the resync.
+//! every ClusterLink instead of waiting for the resync; the changes of one
+//! [`FAN_OUT_WINDOW`] re-trigger them once.
 //!
 //! One watch per gateway kind feeds both: the index every reconcile reads from memory (a
 //! fan-out over N links used to cost 2N cluster-wide LISTs), and the trigger stream. The index
@@ -180,10 +181,40 @@ fn crd_missing(e: &watcher::Error) -> bool {
     matches!(e, watcher::Error::InitialListFailed(kube::Error::Api(s)) | watcher::Error::WatchStartFailed(kube::Error::Api(s)) if s.code == 404)
 }
 
-/// One `()` per change of the estate's reverse targets, from watches on both gateway kinds,
-/// which keep `index` current before each `()` is yielded (so the reconciles it triggers read
-/// the change). A kind whose CRD is missing counts as synced and empty, and keeps retrying
-/// with the watcher's backoff, so installing it later needs no restart.
+/// How long the fan-out gathers gateway changes before it re-triggers every link. Each
+/// fan-out queues a reconcile of every link, and a link already reconciling runs again after,
+/// so a burst of N changes (a namespace deleted with its gateways, a gateway controller
+/// rewriting their statuses after a restart) used to reconcile the estate up to N times. Such
+/// bursts reach the watch within about a second. Two seconds takes them whole, and is what a
+/// change waits at most: little next to the fan-out it starts (a Neutron write on every link's
+/// router: 11 to 27 s for 50 links on the lab) or to the resync that would pick the change up
+/// otherwise (minutes). A longer trickle of changes re-triggers the links once per window.
+pub const FAN_OUT_WINDOW: Duration = Duration::from_secs(2);
+
+/// `changes` merged by window: the first change opens a window of `window`, every change until
+/// it closes joins it, and at its close one item says how many it took. A window never grows
+/// past `window` from its first change, so a steady stream of changes still goes out once per
+/// window. Ends when `changes` ends (closing an open window at once).
+pub fn coalesce<S>(changes: S, window: Duration) -> impl Stream<Item = usize> + Send + 'static
+where
+    S: Stream<Item = ()> + Send + Unpin + 'static,
+{
+    stream::unfold(changes.fuse(), move |mut changes| async move {
+        changes.next().await?;
+        let close = tokio::time::Instant::now() + window;
+        let mut merged = 1;
+        while let Ok(Some(())) = tokio::time::timeout_at(close, changes.next()).await {
+            merged += 1;
+        }
+        Some((merged, changes))
+    })
+}
+
+/// One `()` per [`FAN_OUT_WINDOW`] in which the estate's reverse targets changed, from watches
+/// on both gateway kinds, which keep `index` current as each change arrives (so the reconciles
+/// a `()` triggers read every change of its window). A kind whose CRD is missing counts as
+/// synced and empty, and keeps retrying with the watcher's backoff, so installing it later
+/// needs no restart.
 pub fn fan_out(client: Client, index: TargetIndex) -> impl Stream<Item = ()> + Send + 'static {
     let per_kind = GATEWAY_KINDS.iter().map(move |(kind, plural)| {
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource(kind, plural));
@@ -220,13 +251,18 @@ pub fn fan_out(client: Client, index: TargetIndex) -> impl Stream<Item = ()> + S
                     }
                 };
                 if changed {
-                    info!(kind = %kind, "gateway reverse targets changed; re-triggering every ClusterLink");
+                    debug!(kind = %kind, "gateway reverse targets changed");
                 }
                 std::future::ready(changed.then_some(()))
             })
             .boxed()
     });
-    stream::select_all(per_kind)
+    coalesce(stream::select_all(per_kind), FAN_OUT_WINDOW).map(|changes| {
+        info!(
+            changes,
+            "gateway reverse targets changed; re-triggering every ClusterLink"
+        );
+    })
 }
 
 #[cfg(test)]
@@ -286,6 +322,76 @@ mod tests {
         // A relist that misses a deletion notices it.
         assert!(!k.observe(Event::Init));
         assert!(k.observe(Event::InitDone));
+    }
+
+    /// What `Controller::reconcile_all_on` does with each fan-out: a reconcile of every link.
+    fn trigger_every_link(triggered: &mut [u32]) {
+        for n in triggered {
+            *n += 1;
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_of_gateway_changes_reconciles_each_link_once() {
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        let mut fan_outs = Box::pin(coalesce(rx, FAN_OUT_WINDOW));
+        let mut triggered = vec![0u32; 1000];
+        // 1000 gateways gain reverse exposures over about a second, ten every 10 ms, each a
+        // change for the tracker as the watch would feed it.
+        let burst = tokio::spawn({
+            let tx = tx.clone();
+            async move {
+                let mut k = TargetTracker::default();
+                for i in 0..1000 {
+                    if k.observe(Event::Apply(t(&format!("g{i}"), "100.64.1.0/24"))) {
+                        tx.unbounded_send(()).expect("receiver alive");
+                    }
+                    if i % 10 == 9 {
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                }
+            }
+        });
+        let start = tokio::time::Instant::now();
+        assert_eq!(fan_outs.next().await, Some(1000));
+        trigger_every_link(&mut triggered);
+        // Out when the window closes, not later.
+        let waited = start.elapsed();
+        assert!(
+            waited >= FAN_OUT_WINDOW && waited < FAN_OUT_WINDOW + Duration::from_millis(20),
+            "{waited:?}"
+        );
+        burst.await.expect("burst");
+        assert!(triggered.iter().all(|n| *n == 1));
+        // Quiet: no more fan-outs.
+        let quiet = tokio::time::timeout(Duration::from_secs(60), fan_outs.next()).await;
+        assert!(quiet.is_err(), "{quiet:?}");
+        // A change after the window has its own fan-out, one window later.
+        let again = tokio::time::Instant::now();
+        tx.unbounded_send(()).expect("receiver alive");
+        assert_eq!(fan_outs.next().await, Some(1));
+        trigger_every_link(&mut triggered);
+        assert!(again.elapsed() >= FAN_OUT_WINDOW);
+        assert!(triggered.iter().all(|n| *n == 2));
+        // A steady trickle, one change every 100 ms for 10 s: one fan-out per window.
+        let trickle = tokio::spawn({
+            let tx = tx.clone();
+            async move {
+                for _ in 0..100 {
+                    tx.unbounded_send(()).expect("receiver alive");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        });
+        let mut windows = vec![];
+        while windows.iter().sum::<usize>() < 100 {
+            windows.push(fan_outs.next().await.expect("open"));
+        }
+        trickle.await.expect("trickle");
+        assert_eq!(windows.len(), 5, "{windows:?}");
+        // The watches gone: the fan-out ends.
+        drop(tx);
+        assert_eq!(fan_outs.next().await, None);
     }
 
     #[tokio::test]

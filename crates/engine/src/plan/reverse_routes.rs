@@ -3,6 +3,7 @@
 //! namespace and are untrusted input: each target is screened, and one bad gateway never
 //! blocks the others.
 
+use std::collections::{HashMap, HashSet};
 use std::net::Ipv4Addr;
 
 use bnerd_api::echo::quoted;
@@ -57,7 +58,7 @@ fn as_reverse_route(t: &ReverseTarget) -> ReverseRoute {
 /// What the screen checks every gateway against. Gateways live in any namespace, so their
 /// status is untrusted: it steers a route on every service router of the estate.
 #[derive(Debug)]
-pub(crate) struct ScreenView<'a> {
+pub struct ScreenView<'a> {
     pub transit: Ipv4Net,
     /// Every link's spec.serviceClusterCIDR (this one's and its peers').
     pub link_cidrs: &'a [Ipv4Net],
@@ -73,6 +74,155 @@ pub(crate) struct ScreenView<'a> {
     pub pool: Option<Ipv4Net>,
 }
 
+/// What the screen looks up for each target: which link CIDR it overlaps, whether its next hop
+/// is a leg address, which transit port holds that hop. Behind a trait so that the screen's
+/// indexes can be held to plain scans in a test.
+trait Lookups<'a> {
+    /// The first of `link_cidrs`, in their order, that overlaps `cidr`.
+    fn link_overlapping(&self, cidr: Ipv4Net) -> Option<Ipv4Net>;
+    /// Whether a link claims `hop` as a leg address.
+    fn claimed(&self, hop: Ipv4Addr) -> bool;
+    /// The first transit port, in list order, holding `ip`.
+    fn port_holding(&self, ip: &str) -> Option<&'a Port>;
+}
+
+/// The view indexed once per screen: with G gateways and L links (and about as many transit
+/// ports as both), a scan per target costs G×L, a few million comparisons at 1000 of each on
+/// every reconcile of every link; the indexes cost (G + L)·log.
+struct Indexed<'a> {
+    link_cidrs: &'a [Ipv4Net],
+    links: OverlapIndex,
+    claimed: HashSet<Ipv4Addr>,
+    ports: HashMap<&'a str, &'a Port>,
+}
+
+impl<'a> Indexed<'a> {
+    fn new(v: &ScreenView<'a>) -> Self {
+        let mut links = OverlapIndex::with_room(v.link_cidrs.iter().copied());
+        for (rank, c) in v.link_cidrs.iter().enumerate() {
+            links.insert(*c, rank);
+        }
+        let mut ports = HashMap::new();
+        for p in v.ports {
+            for f in &p.fixed_ips {
+                // The first port holding an address answers, as a scan of the list would.
+                ports.entry(f.ip_address.as_str()).or_insert(p);
+            }
+        }
+        Self {
+            link_cidrs: v.link_cidrs,
+            links,
+            claimed: v.claimed.iter().copied().collect(),
+            ports,
+        }
+    }
+}
+
+impl<'a> Lookups<'a> for Indexed<'a> {
+    fn link_overlapping(&self, cidr: Ipv4Net) -> Option<Ipv4Net> {
+        self.links
+            .first_overlapping(cidr)
+            .and_then(|rank| self.link_cidrs.get(rank).copied())
+    }
+
+    fn claimed(&self, hop: Ipv4Addr) -> bool {
+        self.claimed.contains(&hop)
+    }
+
+    fn port_holding(&self, ip: &str) -> Option<&'a Port> {
+        self.ports.get(ip).copied()
+    }
+}
+
+/// Networks with a rank each, answering "the lowest rank among the networks that overlap
+/// this one" in O(log n) rather than by a scan. Two IPv4 networks overlap exactly when one
+/// contains the other, so the networks overlapping `net` are those that start inside it (a
+/// range of start addresses: a min segment tree over the sorted starts) and those that
+/// contain it and start before it (its supernets: at most one lookup per prefix length in
+/// use).
+#[derive(Debug)]
+struct OverlapIndex {
+    /// The start address of every network that may be inserted, sorted, without repeats:
+    /// the leaves of `tree`.
+    starts: Vec<u32>,
+    /// Segment tree (leaves at `starts.len()..`): the lowest rank of the networks inserted
+    /// that start at or under a node; `usize::MAX` for none.
+    tree: Vec<usize>,
+    /// The lowest rank of each network inserted.
+    ranks: HashMap<Ipv4Net, usize>,
+    /// Bit p set when a network of prefix length p was inserted.
+    lens: u64,
+}
+
+impl OverlapIndex {
+    /// An empty index with room for networks starting where those of `room` start.
+    fn with_room(room: impl Iterator<Item = Ipv4Net>) -> Self {
+        let mut starts: Vec<u32> = room.map(|n| u32::from(n.network())).collect();
+        starts.sort_unstable();
+        starts.dedup();
+        Self {
+            tree: vec![usize::MAX; 2 * starts.len()],
+            starts,
+            ranks: HashMap::new(),
+            lens: 0,
+        }
+    }
+
+    /// Add `net` with `rank`; a network already in keeps the lower of its ranks.
+    fn insert(&mut self, net: Ipv4Net, rank: usize) {
+        let Ok(leaf) = self.starts.binary_search(&u32::from(net.network())) else {
+            debug_assert!(false, "{net} is outside the room the index was made with");
+            return;
+        };
+        let kept = self.ranks.entry(net).or_insert(rank);
+        *kept = (*kept).min(rank);
+        self.lens |= 1 << net.prefix_len();
+        let mut i = leaf + self.starts.len();
+        while i > 0 && rank < self.tree[i] {
+            self.tree[i] = rank;
+            i /= 2;
+        }
+    }
+
+    /// The lowest rank of `net` itself, when it was inserted.
+    fn rank_of(&self, net: Ipv4Net) -> Option<usize> {
+        self.ranks.get(&net).copied()
+    }
+
+    /// The lowest rank among the networks inserted that overlap `net` (itself included).
+    fn first_overlapping(&self, net: Ipv4Net) -> Option<usize> {
+        let (first, last) = (u32::from(net.network()), u32::from(net.broadcast()));
+        let n = self.starts.len();
+        let mut lo = self.starts.partition_point(|s| *s < first) + n;
+        let mut hi = self.starts.partition_point(|s| *s <= last) + n;
+        let mut best = usize::MAX;
+        while lo < hi {
+            if lo % 2 == 1 {
+                best = best.min(self.tree[lo]);
+                lo += 1;
+            }
+            if hi % 2 == 1 {
+                hi -= 1;
+                best = best.min(self.tree[hi]);
+            }
+            lo /= 2;
+            hi /= 2;
+        }
+        for len in 0..net.prefix_len() {
+            if self.lens & (1 << len) == 0 {
+                continue;
+            }
+            let rank = Ipv4Net::new(net.network(), len)
+                .ok()
+                .and_then(|s| self.rank_of(s.trunc()));
+            if let Some(r) = rank {
+                best = best.min(r);
+            }
+        }
+        (best != usize::MAX).then_some(best)
+    }
+}
+
 /// A refusal: (message for the link, note for the gateway).
 type Fault = (String, String);
 
@@ -81,7 +231,11 @@ fn same(m: String) -> Fault {
 }
 
 /// Why this target's serviceCIDR cannot be routed, if it cannot.
-fn cidr_fault(t: &ReverseTarget, v: &ScreenView<'_>) -> Result<Ipv4Net, Fault> {
+fn cidr_fault<'a>(
+    t: &ReverseTarget,
+    v: &ScreenView<'a>,
+    look: &impl Lookups<'a>,
+) -> Result<Ipv4Net, Fault> {
     let cidr = match t.service_cidr.parse::<IpNet>() {
         Ok(IpNet::V4(n)) => n,
         Ok(IpNet::V6(_)) => {
@@ -134,11 +288,7 @@ fn cidr_fault(t: &ReverseTarget, v: &ScreenView<'_>) -> Result<Ipv4Net, Fault> {
             format!("status.serviceCIDR {cidr} overlaps the operator's per-customer transit pool"),
         ));
     }
-    if let Some(c) = v
-        .link_cidrs
-        .iter()
-        .find(|c| bnerd_api::cidr::overlaps(**c, cidr))
-    {
+    if let Some(c) = look.link_overlapping(cidr) {
         return Err((
             format!(
                 "status.serviceCIDR {cidr} overlaps the service cluster CIDR {c} of a ClusterLink"
@@ -153,7 +303,11 @@ fn cidr_fault(t: &ReverseTarget, v: &ScreenView<'_>) -> Result<Ipv4Net, Fault> {
 /// port the operator's project holds on the transit network, and no leg, router interface,
 /// gateway-router leg (.1) or DHCP address (.2), or any address could steer every service
 /// router's traffic for the CIDR to another customer's leg.
-fn hop_fault(t: &ReverseTarget, v: &ScreenView<'_>) -> Result<(), Fault> {
+fn hop_fault<'a>(
+    t: &ReverseTarget,
+    v: &ScreenView<'a>,
+    look: &impl Lookups<'a>,
+) -> Result<(), Fault> {
     let transit = v.transit;
     let Ok(hop) = t.port_fixed_ip.parse::<Ipv4Addr>() else {
         return Err(same(format!(
@@ -175,14 +329,14 @@ fn hop_fault(t: &ReverseTarget, v: &ScreenView<'_>) -> Result<(), Fault> {
     let not_gateway = format!(
         "status.portFixedIP {hop} is not a gateway port on the transit network (a port of the operator's project that is no router interface and no ClusterLink's leg)"
     );
-    if v.claimed.contains(&hop) {
+    if look.claimed(hop) {
         return Err((
             format!("status.portFixedIP {hop} is a ClusterLink's leg address"),
             not_gateway,
         ));
     }
     let text = hop.to_string();
-    let Some(p) = v.ports.iter().find(|p| p.has_ip(&text)) else {
+    let Some(p) = look.port_holding(&text) else {
         return Err(same(format!(
             "status.portFixedIP {hop}: no port on the transit network holds that address"
         )));
@@ -241,14 +395,19 @@ pub(crate) fn age_key(t: &ReverseTarget) -> (bool, &str, &str, &str, &str) {
 /// naming its gateway. Of two gateways whose serviceCIDRs overlap, the older keeps its
 /// routes and the newer is refused naming it ("one next hop per destination", and a newer
 /// object can never take an older one's traffic); identical ones share one route.
-pub(crate) fn screen(
+///
+/// O((G + L)·log) for G targets and L links: every gateway's route is screened on every
+/// reconcile of every link, so a scan of the kept gateways and of the link CIDRs per target
+/// (G² + G×L) would be paid N times per fan-out.
+pub fn screen(
     targets: &[ReverseTarget],
     v: &ScreenView<'_>,
 ) -> (Vec<ReverseRoute>, Vec<GatewayProblem>) {
+    let look = Indexed::new(v);
     let mut problems = vec![];
     let mut ok: Vec<(&ReverseTarget, Ipv4Net)> = vec![];
     for t in targets {
-        let checked = cidr_fault(t, v).and_then(|c| hop_fault(t, v).map(|()| c));
+        let checked = cidr_fault(t, v, &look).and_then(|c| hop_fault(t, v, &look).map(|()| c));
         match checked {
             Err((message, note)) => problems.push(GatewayProblem {
                 gateway: t.gateway.clone(),
@@ -260,14 +419,24 @@ pub(crate) fn screen(
         }
     }
     ok.sort_by(|a, b| age_key(a.0).cmp(&age_key(b.0)));
+    // Kept gateways, ranked by age (their place in `kept`). Two kept CIDRs never overlap
+    // unless they are the same CIDR via the same next hop (twins), so a target whose CIDR is
+    // kept already overlaps nothing else: it is a twin of the oldest holder, or refused
+    // naming it. Any other target is refused naming the oldest kept CIDR it overlaps.
     let mut kept: Vec<(&ReverseTarget, Ipv4Net)> = vec![];
+    let mut index = OverlapIndex::with_room(ok.iter().map(|(_, c)| *c));
     for (t, cidr) in ok {
-        let older = kept.iter().find(|(k, kc)| {
-            bnerd_api::cidr::overlaps(*kc, cidr)
-                && !(*kc == cidr && k.port_fixed_ip == t.port_fixed_ip)
-        });
+        let older = match index.rank_of(cidr) {
+            Some(i) => kept
+                .get(i)
+                .filter(|(k, _)| k.port_fixed_ip != t.port_fixed_ip),
+            None => index.first_overlapping(cidr).and_then(|i| kept.get(i)),
+        };
         match older {
-            None => kept.push((t, cidr)),
+            None => {
+                index.insert(cidr, kept.len());
+                kept.push((t, cidr));
+            }
             Some((k, _)) => problems.push(GatewayProblem::own(
                 &t.gateway,
                 format!(
@@ -770,6 +939,176 @@ mod tests {
         );
         let (ok, problems) = screen(&[old, twin], &v);
         assert_eq!((ok.len(), problems.len()), (2, 0));
+    }
+
+    /// The lookups as plain scans of the view, as the screen made them before its indexes.
+    struct Scan<'a, 'v>(&'v ScreenView<'a>);
+
+    impl<'a> Lookups<'a> for Scan<'a, '_> {
+        fn link_overlapping(&self, cidr: Ipv4Net) -> Option<Ipv4Net> {
+            self.0
+                .link_cidrs
+                .iter()
+                .copied()
+                .find(|c| bnerd_api::cidr::overlaps(*c, cidr))
+        }
+
+        fn claimed(&self, hop: Ipv4Addr) -> bool {
+            self.0.claimed.contains(&hop)
+        }
+
+        fn port_holding(&self, ip: &str) -> Option<&'a Port> {
+            self.0.ports.iter().find(|p| p.has_ip(ip))
+        }
+    }
+
+    /// The screen written the straightforward way: every target against every link CIDR and
+    /// port, then against every gateway kept before it.
+    fn reference(
+        targets: &[ReverseTarget],
+        v: &ScreenView<'_>,
+    ) -> (Vec<ReverseRoute>, Vec<GatewayProblem>) {
+        let look = Scan(v);
+        let mut problems = vec![];
+        let mut ok: Vec<(&ReverseTarget, Ipv4Net)> = vec![];
+        for t in targets {
+            match cidr_fault(t, v, &look).and_then(|c| hop_fault(t, v, &look).map(|()| c)) {
+                Err((message, note)) => problems.push(GatewayProblem {
+                    gateway: t.gateway.clone(),
+                    message,
+                    note,
+                    retryable: false,
+                }),
+                Ok(c) => ok.push((t, c)),
+            }
+        }
+        ok.sort_by(|a, b| age_key(a.0).cmp(&age_key(b.0)));
+        let mut kept: Vec<(&ReverseTarget, Ipv4Net)> = vec![];
+        for (t, cidr) in ok {
+            let older = kept.iter().find(|(k, kc)| {
+                bnerd_api::cidr::overlaps(*kc, cidr)
+                    && !(*kc == cidr && k.port_fixed_ip == t.port_fixed_ip)
+            });
+            match older {
+                None => kept.push((t, cidr)),
+                Some((k, _)) => problems.push(GatewayProblem::own(
+                    &t.gateway,
+                    format!(
+                        "status.serviceCIDR {cidr} overlaps the serviceCIDR of an older gateway, {}, which keeps its routes; one destination takes one next hop",
+                        gateway_name(&k.gateway)
+                    ),
+                    false,
+                )),
+            }
+        }
+        let mut routes: Vec<ReverseRoute> = kept.iter().map(|(t, _)| as_reverse_route(t)).collect();
+        routes.sort();
+        (routes, problems)
+    }
+
+    /// splitmix64: deterministic pseudo-random numbers without a crate.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        }
+
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+
+        /// A network in 100.64.0.0/16 of prefix length `shortest` to /28, crowded so that
+        /// many overlap.
+        fn net(&mut self, shortest: u8) -> Ipv4Net {
+            let len = shortest + self.below(u64::from(29 - shortest)) as u8;
+            let addr = Ipv4Addr::from(0x6440_0000 | (self.below(1 << 12) as u32) << 4);
+            Ipv4Net::new(addr, len).unwrap().trunc()
+        }
+    }
+
+    #[test]
+    fn the_indexed_screen_decides_as_the_straightforward_one() {
+        for seed in 0..20u64 {
+            let mut r = Rng(seed);
+            // Link CIDRs in the gateways' space, some overlapping each other, some repeated:
+            // the first in their order is the one a refusal names.
+            let links: Vec<Ipv4Net> = (0..40).map(|_| r.net(22)).collect();
+            let mut ports = gw_ports();
+            let mut leg = crate::plan::fixtures::leg("leg", "10.254.0.20", "svc-router");
+            leg.tags = vec![bnerd_api::names::tag_link_uid("u-other")];
+            let mut foreign = gw_port("10.254.0.22");
+            foreign.project_id = "customer-b".into();
+            // Two ports holding one address: the first in the list answers.
+            let mut shadow = gw_port("10.254.0.11");
+            shadow.project_id = "customer-c".into();
+            ports.extend([leg, foreign, shadow]);
+            let claimed: Vec<Ipv4Addr> = vec!["10.254.0.13".parse().unwrap()];
+            let policy = CidrPolicy::default();
+            let v = ScreenView {
+                claimed: &claimed,
+                pool: Some("100.64.255.0/24".parse().unwrap()),
+                ..view(&links, &ports, &policy)
+            };
+            let hops = [
+                "10.254.0.10",
+                "10.254.0.11",
+                "10.254.0.12",
+                "10.254.0.13",
+                "10.254.0.20",
+                "10.254.0.22",
+                "10.254.0.99",
+                "10.254.0.1",
+                "nope",
+            ];
+            let mut targets: Vec<ReverseTarget> = vec![];
+            for i in 0..300 {
+                let cidr = match r.below(20) {
+                    0 => "100.64.1.1/24".to_string(),
+                    1 => "10.254.0.0/25".to_string(),
+                    2 => "junk".to_string(),
+                    _ => r.net(18).to_string(),
+                };
+                // Most hops good, so that many targets reach the overlap check.
+                let hop = if r.below(4) == 0 {
+                    hops[r.below(hops.len() as u64) as usize]
+                } else {
+                    hops[r.below(3) as usize]
+                };
+                let mut t = target(&format!("ns{}", r.below(5)), &format!("g{i}"), &cidr, hop);
+                // Few distinct times: ties are decided by namespace/name.
+                if r.below(6) != 0 {
+                    t.created = Some(format!("2026-01-0{}T00:00:00Z", 1 + r.below(5)));
+                }
+                // Some repeat an earlier gateway's CIDR, mostly via its next hop (twins).
+                if i > 0 && r.below(8) == 0 {
+                    let earlier = &targets[r.below(i) as usize];
+                    t.service_cidr = earlier.service_cidr.clone();
+                    if r.below(4) != 0 {
+                        t.port_fixed_ip = earlier.port_fixed_ip.clone();
+                    }
+                }
+                targets.push(t);
+            }
+            let got = screen(&targets, &v);
+            let want = reference(&targets, &v);
+            assert_eq!(got, want, "seed {seed}");
+            // The draw exercises every branch: kept routes, twins, refusals of each kind.
+            let said = |w: &str| got.1.iter().filter(|p| p.message.contains(w)).count();
+            let twins = got
+                .0
+                .windows(2)
+                .filter(|w| w[0].service_cidr == w[1].service_cidr)
+                .count();
+            assert!(got.0.len() > 10, "seed {seed}: {} kept", got.0.len());
+            assert!(twins > 0, "seed {seed}");
+            assert!(said("older gateway") > 10, "seed {seed}");
+            assert!(said("ClusterLink") > 10, "seed {seed}");
+        }
     }
 
     #[test]
