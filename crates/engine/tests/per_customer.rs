@@ -20,6 +20,24 @@ use support::{
     unwind_with, unwound_with,
 };
 
+/// The fake and the lab run of one scenario, as two tests.
+macro_rules! fake_and_lab {
+    ($scenario:ident, $fake:ident, $lab:ident) => {
+        #[tokio::test]
+        async fn $fake() {
+            $scenario(fake_env_with(FakeCloud::new()).await).await;
+        }
+
+        #[tokio::test]
+        async fn $lab() {
+            let Some(env) = lab_env_for(stringify!($lab)).await else {
+                return;
+            };
+            $scenario(env).await;
+        }
+    };
+}
+
 const POOL: &str = "10.255.128.0/24";
 const CIDR_2: &str = "10.62.0.0/16";
 
@@ -705,18 +723,11 @@ async fn a_refused_gateway_never_freezes_the_edge_router(env: Env) {
     s.teardown().await;
 }
 
-#[tokio::test]
-async fn fake_a_refused_gateway_never_freezes_the_edge_router() {
-    a_refused_gateway_never_freezes_the_edge_router(fake_env_with(FakeCloud::new()).await).await;
-}
-
-#[tokio::test]
-async fn lab_a_refused_gateway_never_freezes_the_edge_router() {
-    let Some(env) = lab_env_for("lab_a_refused_gateway_never_freezes_the_edge_router").await else {
-        return;
-    };
-    a_refused_gateway_never_freezes_the_edge_router(env).await;
-}
+fake_and_lab!(
+    a_refused_gateway_never_freezes_the_edge_router,
+    fake_a_refused_gateway_never_freezes_the_edge_router,
+    lab_a_refused_gateway_never_freezes_the_edge_router
+);
 
 /// A project that still holds a share of the main transit network (an earlier `Shared` link's,
 /// or one made by hand) is not isolated: the link says so, naming the rule, and needs the
@@ -789,18 +800,11 @@ async fn a_main_transit_share_undoes_the_isolation(env: Env) {
     s.teardown().await;
 }
 
-#[tokio::test]
-async fn fake_a_main_transit_share_undoes_the_isolation() {
-    a_main_transit_share_undoes_the_isolation(fake_env_with(FakeCloud::new()).await).await;
-}
-
-#[tokio::test]
-async fn lab_a_main_transit_share_undoes_the_isolation() {
-    let Some(env) = lab_env_for("lab_a_main_transit_share_undoes_the_isolation").await else {
-        return;
-    };
-    a_main_transit_share_undoes_the_isolation(env).await;
-}
+fake_and_lab!(
+    a_main_transit_share_undoes_the_isolation,
+    fake_a_main_transit_share_undoes_the_isolation,
+    lab_a_main_transit_share_undoes_the_isolation
+);
 
 /// A `PerCustomer` link moved to another router: the old router's way back to the transit
 /// (via the edge router) goes with its leg, so Neutron lets the leg detach, and the link
@@ -822,18 +826,11 @@ async fn a_per_customer_link_moves_to_another_router(env: Env) {
     s.teardown().await;
 }
 
-#[tokio::test]
-async fn fake_a_per_customer_link_moves_to_another_router() {
-    a_per_customer_link_moves_to_another_router(fake_env_with(FakeCloud::new()).await).await;
-}
-
-#[tokio::test]
-async fn lab_a_per_customer_link_moves_to_another_router() {
-    let Some(env) = lab_env_for("lab_a_per_customer_link_moves_to_another_router").await else {
-        return;
-    };
-    a_per_customer_link_moves_to_another_router(env).await;
-}
+fake_and_lab!(
+    a_per_customer_link_moves_to_another_router,
+    fake_a_per_customer_link_moves_to_another_router,
+    lab_a_per_customer_link_moves_to_another_router
+);
 
 /// A deleting link whose Secret is gone is held (CredentialsUnavailable); the operator's
 /// credential removes at once what it may (the gateway route, the edge router's route via the
