@@ -31,7 +31,7 @@ use serde::{Deserialize, Serialize};
     validation = Rule::new("!has(oldSelf.customerProjectID) || (has(self.customerProjectID) && self.customerProjectID == oldSelf.customerProjectID)")
         .message("customerProjectID is immutable once set: it can be neither changed nor removed"),
     validation = Rule::new("has(self.credentialsSecretRef) == has(oldSelf.credentialsSecretRef)")
-        .message("credentialsSecretRef may not be added to or removed from a live ClusterLink; switching between same-tenant and cross-tenant is delete-and-recreate"),
+        .message("credentialsSecretRef cannot be set on or taken off an existing ClusterLink; switching between same-tenant and cross-tenant is delete-and-recreate"),
     validation = Rule::new("!has(self.transitIsolation) || has(self.credentialsSecretRef)")
         .message("transitIsolation is only for a cross-tenant link (one with credentialsSecretRef)"),
     validation = Rule::new("(has(self.transitIsolation) ? self.transitIsolation : 'Shared') == (has(oldSelf.transitIsolation) ? oldSelf.transitIsolation : 'Shared')")
@@ -484,13 +484,13 @@ mod tests {
         let err = cross_tenant(Some(P1))
             .validate_cel_update(&same_tenant())
             .unwrap_err();
-        assert!(message(err).contains("may not be added to or removed"));
+        assert!(message(err).contains("cannot be set on or taken off"));
         let mut removed = cross_tenant(None);
         removed.spec.credentials_secret_ref = None;
         let err = removed
             .validate_cel_update(&cross_tenant(None))
             .unwrap_err();
-        assert!(message(err).contains("may not be added to or removed"));
+        assert!(message(err).contains("cannot be set on or taken off"));
         let mut repointed = cross_tenant(None);
         repointed.spec.credentials_secret_ref.as_mut().unwrap().name = "other".into();
         assert!(repointed.validate_cel_update(&cross_tenant(None)).is_ok());

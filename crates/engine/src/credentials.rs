@@ -37,8 +37,8 @@ pub trait CredentialSource: Send + Sync {
     /// endpoint (never one a Secret names).
     fn client(&self, c: &CustomerCredential) -> Arc<dyn CustomerCloud>;
     /// What an earlier reconcile found out about this credential (the same Secret version):
-    /// "The roles are checked when the operator first authenticates with a Secret version,
-    /// not again", and a refused one is "not re-authenticated for the same Secret version".
+    /// its roles are looked at once per Secret version, and a version refused once is not
+    /// tried again (docs/crd-reference.md, "CredentialsResolved").
     fn checked(&self, _c: &CustomerCredential) -> Option<Checked> {
         None
     }
@@ -92,8 +92,9 @@ fn with_requeue(f: StepFail) -> (StepFail, Requeue) {
     (f, q)
 }
 
-/// "Without it, the condition TenantIsolationAttested reads False/NotAttested and no
-/// OpenStack call is made at all — not even to resolve the credential."
+/// TenantIsolationAttested, decided from the object alone: a cross-tenant link without the
+/// attestation stops here, before any OpenStack call, the credential's resolution included
+/// (docs/crd-reference.md, "TenantIsolationAttested").
 pub fn attestation(input: &Input<'_>, r: &SecretRef) -> Result<(Reason, String), StepFail> {
     attested(
         input.spec.per_customer(),

@@ -209,8 +209,8 @@ impl Resolved {
 }
 
 /// The router the spec names, and what was read finding it. On a cross-tenant link this
-/// comes first: "RouterResolveFailed is checked before the transit network is shared, so it
-/// leaves no share behind".
+/// comes first: a router that cannot be found fails the link before anything is shared
+/// (docs/crd-reference.md, "Router resolution").
 pub(crate) struct Resolved {
     ports: Vec<Port>,
     router: Router,

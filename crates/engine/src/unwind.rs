@@ -105,8 +105,8 @@ async fn unwind_round(
 }
 
 /// Only this link's gateway-router routes, on the operator's credential: the first step of
-/// every unwind ("this cuts the data path even if the customer credential is completely
-/// unavailable"). `Ok` carries the link's legs the same look found on the transit network
+/// every unwind, so the data path is cut whatever state the customer's credential is in
+/// (docs/crd-reference.md, "Deletion"). `Ok` carries the link's legs the same look found on the transit network
 /// (whatever project they are in: the operator owns the network and sees every port).
 pub async fn unwind_gateway_route(
     e: &Engine<'_>,

@@ -184,7 +184,7 @@ async fn cel_rules_enforced_by_the_apiserver() {
             .unwrap_err(),
     );
     assert!(
-        msg.contains("credentialsSecretRef may not be added to or removed from a live ClusterLink"),
+        msg.contains("credentialsSecretRef cannot be set on or taken off an existing ClusterLink"),
         "{msg}"
     );
     api.replace(&name, &dry, &upd(cross(Some(P1))))
@@ -200,7 +200,7 @@ async fn cel_rules_enforced_by_the_apiserver() {
     let mut l2 = live2.clone();
     l2.spec = serde_json::from_value(cross(Some(P1))).expect("spec");
     let msg = rejection(api.replace(&name2, &dry, &l2).await.unwrap_err());
-    assert!(msg.contains("may not be added to or removed"), "{msg}");
+    assert!(msg.contains("cannot be set on or taken off"), "{msg}");
     for n in [&name, &name2] {
         // No operator runs in this test, so nothing holds a finalizer.
         api.delete(n, &DeleteParams::default())

@@ -31,9 +31,10 @@ pub(crate) enum RouterSeen {
     Failed(String, CloudError),
 }
 
-/// "spec.serviceClusterRouter (a router name or ID — resolved at reconcile time)": the
-/// router the leg sits on settles it while it still answers to the spec's value, so a second
-/// router taking the same name later does not unseat a working leg.
+/// spec.serviceClusterRouter is a name or an ID, looked up at each reconcile
+/// (docs/crd-reference.md, "Router resolution"): the router the leg sits on settles it while
+/// it still answers to the spec's value, so a second router taking the same name later does
+/// not unseat a working leg.
 pub(crate) fn current_router_settles(router: &Router, value: &str) -> bool {
     router.id == value || router.name == value
 }
@@ -345,19 +346,20 @@ pub(crate) fn plan(v: &LegView<'_>) -> LegPlan {
     allocate(v)
 }
 
-/// "an untagged port already attached to the target router": in the project the link builds
-/// in (a router only takes interfaces of its own project, so another project's port there is
-/// something this link did not expect and must not take over).
+/// An unmarked port attached to the link's router is adopted only in the project the link
+/// builds in (docs/crd-reference.md, "The adoption rule"): a router only takes interfaces of
+/// its own project, so another project's port there is something this link did not expect
+/// and must not take over.
 fn adoptable(h: &Port, v: &LegView<'_>) -> bool {
     !is_managed(&h.tags)
         && h.is_interface_of(v.router_id)
         && v.project.is_some_and(|want| h.project_id == want)
 }
 
-/// "starting at the transit subnet's .3 … any address already claimed by another ClusterLink
-/// or occupied on the network is skipped too, unless spec.transitIP pins one explicitly", and
-/// "an untagged port already attached to the target router, at the candidate transit IP, is
-/// re-tagged and taken over". Candidates are walked lazily: a /8 is 16 M of them.
+/// The address walk from .3 past every address another link claims or a port holds, unless
+/// spec.transitIP pins one (docs/crd-reference.md, "The transit-IP allocation rule"), and the
+/// adoption of an unmarked port on the link's router at the candidate address ("The adoption
+/// rule"). Candidates are walked lazily: a /8 is 16 M of them.
 fn allocate(v: &LegView<'_>) -> LegPlan {
     if v.neutron_picks {
         return allocate_by_neutron(v);
