@@ -425,24 +425,17 @@ async fn edge_reverse(
         Ok(()) => Ok(vec![]),
         Err(err) if route_quota::is_full(&err) => {
             // One at a time, the oldest gateways first, until the edge router is full.
-            let mut each: Vec<bnerd_api::ReverseRoute> = wanted
+            let each: Vec<bnerd_api::ReverseRoute> = wanted
                 .iter()
                 .filter(|w| add.contains(&reverse_route_of(w)))
                 .cloned()
                 .collect();
-            route_quota::oldest_first(&mut each, targets);
             let mut missing = vec![];
-            let mut full: Option<CloudError> = None;
-            for d in &each {
-                if let Some(err) = &full {
-                    missing.push(route_quota::did_not_fit(d, edge_id, err));
-                    continue;
-                }
-                match ops::add_routes(e, e.net, &router, &[reverse_route_of(d)]).await {
+            for (d, added) in reverse_routes::add_each(e, e.net, &router, &each, targets).await {
+                match added {
                     Ok(()) => {}
                     Err(err) if route_quota::is_full(&err) => {
-                        missing.push(route_quota::did_not_fit(d, edge_id, &err));
-                        full = Some(err);
+                        missing.push(route_quota::did_not_fit(&d, edge_id, &err));
                     }
                     Err(err) => return Err(reverse_call_failed(ReverseCall::Add, edge_id, &err)),
                 }

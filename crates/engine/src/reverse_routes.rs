@@ -168,22 +168,14 @@ pub(crate) async fn ensure(
                 // router with too little room for all of them: give each its own call, the
                 // oldest gateways first, so the others still go in and every refusal names
                 // its gateway.
-                let mut each = p.add.clone();
-                route_quota::oldest_first(&mut each, input.reverse_targets);
-                let mut full: Option<bnerd_cloud::CloudError> = None;
-                for d in &each {
-                    // Once the router is full, a newer gateway's route cannot fit either.
-                    if let Some(err) = &full {
-                        problems.push(route_quota::did_not_fit(d, rid, err));
-                        continue;
-                    }
-                    match ops::add_routes(e, e.leg_net(), &router, &[reverse_route_of(d)]).await {
-                        Ok(()) => installed.push(d.clone()),
+                let each = add_each(e, e.leg_net(), &router, &p.add, input.reverse_targets).await;
+                for (d, added) in each {
+                    match added {
+                        Ok(()) => installed.push(d),
                         Err(err) if route_quota::is_full(&err) => {
-                            problems.push(route_quota::did_not_fit(d, rid, &err));
-                            full = Some(err);
+                            problems.push(route_quota::did_not_fit(&d, rid, &err));
                         }
-                        Err(err) => problems.push(add_failed(d, rid, &err)),
+                        Err(err) => problems.push(add_failed(&d, rid, &err)),
                     }
                 }
             }
@@ -207,4 +199,33 @@ pub(crate) async fn ensure(
         problems,
         wanted: Some(wanted),
     }
+}
+
+/// Add reverse routes one call each, the oldest gateways' first, and say how each went. Once
+/// Neutron answers that the router is full, a newer gateway's route cannot fit either: the
+/// rest get that answer without a call.
+pub(crate) async fn add_each(
+    e: &Engine<'_>,
+    net: &dyn bnerd_cloud::Neutron,
+    router: &bnerd_cloud::Router,
+    routes: &[ReverseRoute],
+    targets: &[bnerd_api::gateway::ReverseTarget],
+) -> Vec<(ReverseRoute, Result<(), bnerd_cloud::CloudError>)> {
+    let mut each = routes.to_vec();
+    route_quota::oldest_first(&mut each, targets);
+    let mut full: Option<bnerd_cloud::CloudError> = None;
+    let mut out = Vec::with_capacity(each.len());
+    for d in each {
+        let added = match &full {
+            Some(err) => Err(err.clone()),
+            None => ops::add_routes(e, net, router, &[reverse_route_of(&d)]).await,
+        };
+        if let Err(err) = &added
+            && route_quota::is_full(err)
+        {
+            full = Some(err.clone());
+        }
+        out.push((d, added));
+    }
+    out
 }
