@@ -8,8 +8,9 @@
 
 use bnerd_api::ConditionType;
 use bnerd_api::CustomerTransit as CustomerTransitStatus;
+use bnerd_api::ReverseRoute;
 use bnerd_api::gateway::ReverseTarget;
-use bnerd_cloud::{CloudError, Port, PortQuery, Route};
+use bnerd_cloud::{CloudError, Neutron, Port, PortQuery, Route, Router};
 use ipnet::Ipv4Net;
 
 use super::converge::{Customer, Engine};
@@ -22,7 +23,8 @@ use super::plan::customer_transit::{
 };
 use super::plan::leg::{LegCall, call_failed as leg_call_failed};
 use super::plan::reverse_routes::{
-    GatewayProblem, ReverseCall, call_failed as reverse_call_failed, verdict as reverse_verdict,
+    GatewayProblem, ReverseCall, call_failed as reverse_call_failed, gateway_name,
+    verdict as reverse_verdict,
 };
 use super::plan::route_quota;
 use super::plan::tenant::{MainTransitShare, per_customer_isolation};
@@ -139,7 +141,7 @@ pub(crate) async fn converge(
         }
         Err(err) => Err(e.named(leg_call_failed(LegCall::ListPorts, &err), false)),
     };
-    let leg = match leg {
+    let mut leg = match leg {
         Ok(leg) => leg,
         Err(f) => {
             withdraw_orphaned(&e, input, &transit, &mut r.actions).await;
@@ -149,7 +151,7 @@ pub(crate) async fn converge(
     };
     super::converge::record_leg(r, &leg, Some(&transit.network_id));
 
-    match routes(&e, input, valid, &leg, &transit, &mut r.actions).await {
+    match routes(&e, input, valid, &mut leg, &transit, &mut r.actions).await {
         Ok((msg, route)) => {
             r.status.gateway_route = Some(route);
             r.pass(ConditionType::RouteInstalled, msg);
@@ -299,7 +301,7 @@ async fn routes(
     e: &Engine<'_>,
     input: &Input<'_>,
     valid: &Valid,
-    leg: &Leg,
+    leg: &mut Leg,
     transit: &CustomerTransit,
     actions: &mut Vec<Action>,
 ) -> RouteResult {
@@ -333,12 +335,35 @@ async fn routes(
     }
     let edge = Route::new(valid.cidr.to_string(), leg.ip.to_string());
     if let Some(add) = &add {
-        ops::add_routes(e, e.net, &router, std::slice::from_ref(add))
+        // The edge router is the operator's own: a gateway's route there is its serviceCIDR
+        // via its port on the main transit, as `edge_reverse` puts it. A route via anywhere
+        // else (another link's edge route, via its leg) is never taken for one, whatever a
+        // gateway's status says.
+        let gateways: Vec<ReverseRoute> = input
+            .reverse_targets
+            .iter()
+            .filter(|t| {
+                t.port_fixed_ip
+                    .parse::<std::net::Ipv4Addr>()
+                    .is_ok_and(|h| e.fabric.transit_subnet.contains(&h))
+            })
+            .map(|t| ReverseRoute {
+                service_cidr: t.service_cidr.clone(),
+                next_hop: t.port_fixed_ip.clone(),
+                gateway_ref: t.gateway.clone(),
+            })
+            .collect();
+        let room = Room {
+            router_name: "edge router",
+            ours: &gateways,
+            targets: input.reverse_targets,
+        };
+        add_own(e, e.net, &router, add, room, actions)
             .await
-            .map_err(|err| {
+            .map_err(|(what, err)| {
                 (
                     e.named(
-                        route_call_failed("adding a route to edge", edge_id, &err),
+                        route_call_failed(&format!("{what} edge"), edge_id, &err),
                         false,
                     ),
                     keep(),
@@ -370,14 +395,21 @@ async fn routes(
     )
     .map_err(|f| (e.named(f, true), keep()))?;
     if let Some(add) = &back {
-        ops::add_routes(e, e.leg_net(), &service, std::slice::from_ref(add))
+        // On the customer's router, only the reverse routes this link recorded are its own
+        // to move aside.
+        let room = Room {
+            router_name: "router",
+            ours: &input.status.reverse_routes,
+            targets: input.reverse_targets,
+        };
+        let made_room = add_own(e, e.leg_net(), &service, add, room, actions)
             .await
-            .map_err(|err| {
-                (
-                    e.named(route_call_failed("adding a route to", rid, &err), true),
-                    keep(),
-                )
-            })?;
+            .map_err(|(what, err)| (e.named(route_call_failed(what, rid, &err), true), keep()))?;
+        if made_room {
+            // The leg step's read of the router still holds the route that went: the reverse
+            // step reads it again, or it would count that route as in place.
+            leg.seen.service = None;
+        }
         actions.push(Action::new(
             ActionKind::RouteInstalled,
             format!("{} via {} on router {rid}", add.destination, add.nexthop),
@@ -395,6 +427,65 @@ async fn routes(
         ),
         record,
     ))
+}
+
+/// The reverse routes on a router that may give way to a link's own route there, and how its
+/// Event names that router.
+struct Room<'a> {
+    router_name: &'a str,
+    /// The routes the operator put there for gateways: `route_quota::make_room` picks among
+    /// those present.
+    ours: &'a [ReverseRoute],
+    targets: &'a [ReverseTarget],
+}
+
+/// Add a link's own route (its edge route or its return route) to `router`. A link's own
+/// routes come before the gateways' reverse routes (docs/crd-reference.md,
+/// "ReverseRoutesInstalled"): when the router is full, the newest gateway's reverse route of
+/// `room.ours` goes, as a `RouteRemoved` action naming it, and the add is tried once more.
+/// The reverse step after it then meets the full router and names that gateway as not
+/// fitting. With no route of ours there the refusal stands, naming the quota. `Ok` says
+/// whether a reverse route went; `Err`, which call failed.
+async fn add_own(
+    e: &Engine<'_>,
+    net: &dyn Neutron,
+    router: &Router,
+    add: &Route,
+    room: Room<'_>,
+    actions: &mut Vec<Action>,
+) -> Result<bool, (&'static str, CloudError)> {
+    const ADDING: &str = "adding a route to";
+    let refused = match ops::add_routes(e, net, router, std::slice::from_ref(add)).await {
+        Ok(()) => return Ok(false),
+        Err(err) if route_quota::is_full(&err) => err,
+        Err(err) => return Err((ADDING, err)),
+    };
+    let Some(gone) = route_quota::make_room(&router.routes, room.ours, room.targets) else {
+        return Err((ADDING, refused));
+    };
+    let route = reverse_route_of(&gone);
+    ops::remove_routes(e, net, router, std::slice::from_ref(&route))
+        .await
+        .map_err(|err| ("removing a gateway's reverse route to make room on", err))?;
+    actions.push(Action::new(
+        ActionKind::RouteRemoved,
+        format!(
+            "removed {} via {} ({}'s reverse route) from {} {} to make room for this link's {} via {}: the router holds as many routes as Neutron allows it, and a link's own routes come first",
+            route.destination,
+            route.nexthop,
+            gateway_name(&gone.gateway_ref),
+            room.router_name,
+            router.id,
+            add.destination,
+            add.nexthop
+        ),
+    ));
+    let mut left = router.clone();
+    left.routes.retain(|r| *r != route);
+    ops::add_routes(e, net, &left, std::slice::from_ref(add))
+        .await
+        .map(|()| true)
+        .map_err(|err| (ADDING, err))
 }
 
 /// The edge router's reverse routes (operator credential). `Ok` names the gateways whose

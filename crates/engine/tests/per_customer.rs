@@ -729,6 +729,193 @@ fake_and_lab!(
     lab_a_refused_gateway_never_freezes_the_edge_router
 );
 
+/// A router's routes, read on `net`.
+async fn routes_on(net: &dyn bnerd_cloud::Neutron, id: &str) -> Vec<Route> {
+    net.get_router(id).await.unwrap().routes
+}
+
+/// A `PerCustomer` link's own routes come before gateways' reverse routes: gateways fill the
+/// edge router and a service router up to the route quota, then a link's edge route, and its
+/// return route, each take the place of the newest gateway's reverse route on that router,
+/// which is named as not fitting; the older gateways keep theirs.
+async fn a_links_own_routes_take_the_newest_gateways_place(env: Env) {
+    // The lab's router_route quota stays at Neutron's default (lab/openstack/README.md); the
+    // fake's is lowered, to keep the scenario small.
+    let quota = match &env.fake {
+        Some(cloud) => {
+            let _ = cloud.clone().max_routes(4);
+            4
+        }
+        None => 30,
+    };
+    let mut s = stage(env).await;
+    let (a, b) = s.routers.clone();
+    // The stage's gateway is the oldest; one more per route the routers hold besides a link's
+    // own, each newer than the one before.
+    s.env.reverse[0].created = Some("2026-01-01T00:00:00Z".into());
+    let mut ports = vec![];
+    for i in 1..quota - 1 {
+        let hop = format!("10.254.0.{}", 200 + i);
+        ports.push(s.env.port_at_ip(&hop, &format!("gateway-pod-{i}")).await);
+        let mut g = gateway(
+            &format!("g{i:02}"),
+            &format!("100.64.{}.0/24", 100 + i),
+            &hop,
+        );
+        g.created = Some(format!("2026-01-01T00:{i:02}:00Z"));
+        s.env.reverse.push(g);
+    }
+    let newest = s.env.reverse.last().cloned().unwrap();
+    let newest_name = format!("vpn/{}", newest.gateway.name);
+    let older: Vec<_> = s.env.reverse[..s.env.reverse.len() - 1].to_vec();
+    let newest_on_edge = Route::new(&newest.service_cidr, &newest.port_fixed_ip);
+
+    // The project's first link: its edge router and its router hold as many routes as they may.
+    let mut one = per_customer_link(&s, &a, CIDR);
+    converge(&s, &mut one, "the routers filled").await;
+    let ct = one.status.clone().unwrap().customer_transit.unwrap();
+    let edge = ct.edge_router_id.clone().unwrap();
+    let gw = {
+        let cidr: ipnet::Ipv4Net = ct.cidr.clone().unwrap().parse().unwrap();
+        cidr.hosts().next().unwrap().to_string()
+    };
+    let full = routes_on(s.env.net.as_ref(), &edge).await;
+    assert_eq!(full.len(), quota, "{full:?}");
+    let full = routes_on(s.leg_net(), &a).await;
+    assert_eq!(full.len(), quota, "{full:?}");
+
+    // A second link of the project: its edge route takes the newest gateway's place there.
+    let mut two = per_customer_link(&s, &b, CIDR_2);
+    let out = reconcile_with(&s, &two, &Crash::counting()).await;
+    two.status = Some(out.status.clone());
+    let condition = |l: &ClusterLink, t: &str| {
+        let c = l
+            .status
+            .as_ref()
+            .unwrap()
+            .conditions
+            .iter()
+            .find(|c| c.type_ == t)
+            .cloned()
+            .unwrap();
+        (c.status, c.reason, c.message)
+    };
+    let (st, _, m) = condition(&two, "RouteInstalled");
+    assert_eq!(st, "True", "{m}");
+    let leg_two = two.status.clone().unwrap().transit_ip.unwrap();
+    let routes = routes_on(s.env.net.as_ref(), &edge).await;
+    assert!(routes.contains(&Route::new(CIDR_2, &leg_two)), "{routes:?}");
+    assert!(!routes.contains(&newest_on_edge), "{routes:?}");
+    for g in &older {
+        let r = Route::new(&g.service_cidr, &g.port_fixed_ip);
+        assert!(
+            routes.contains(&r),
+            "an older gateway's route stays: {r:?} in {routes:?}"
+        );
+    }
+    assert_eq!(routes.len(), quota, "{routes:?}");
+    let removed = told(&out, EventReason::RouteRemoved);
+    assert!(
+        removed.len() == 1
+            && removed[0].contains(&newest_name)
+            && removed[0].contains(&format!("edge router {edge}")),
+        "{removed:?}"
+    );
+    let (st, reason, m) = condition(&two, "ReverseRoutesInstalled");
+    assert_eq!(
+        (st.as_str(), reason.as_str()),
+        ("False", "EnsureReverseRoutesFailed"),
+        "{m}"
+    );
+    assert!(
+        m.contains(&format!("{newest_name}: {}", newest.service_cidr)),
+        "{m}"
+    );
+    assert!(m.contains("router_route"), "the quota named: {m}");
+
+    // Its router: a route of the customer's own takes the place of the return route, which
+    // then takes the newest gateway's place there.
+    let back = Route::new(s.env.fabric.transit_subnet.to_string(), &gw);
+    let leg_one = one.status.clone().unwrap().transit_ip.unwrap();
+    let theirs = Route::new("192.168.77.0/24", &leg_one);
+    let mut table = routes_on(s.leg_net(), &b).await;
+    assert_eq!(table.len(), quota, "{table:?}");
+    table.retain(|r| *r != back);
+    table.push(theirs.clone());
+    s.leg_net().set_routes(&b, &table, None).await.unwrap();
+    let out = reconcile_with(&s, &two, &Crash::counting()).await;
+    two.status = Some(out.status.clone());
+    let (st, _, m) = condition(&two, "RouteInstalled");
+    assert_eq!(st, "True", "{m}");
+    let routes = routes_on(s.leg_net(), &b).await;
+    assert!(
+        routes.contains(&back) && routes.contains(&theirs),
+        "{routes:?}"
+    );
+    assert!(
+        !routes.contains(&Route::new(&newest.service_cidr, &gw)),
+        "{routes:?}"
+    );
+    for g in &older {
+        let r = Route::new(&g.service_cidr, &gw);
+        assert!(
+            routes.contains(&r),
+            "an older gateway's route stays: {r:?} in {routes:?}"
+        );
+    }
+    let removed = told(&out, EventReason::RouteRemoved);
+    assert!(
+        removed.len() == 1
+            && removed[0].contains(&newest_name)
+            && removed[0].contains(&format!("router {b}")),
+        "{removed:?}"
+    );
+    let (st, reason, m) = condition(&two, "ReverseRoutesInstalled");
+    assert_eq!(
+        (st.as_str(), reason.as_str()),
+        ("False", "EnsureReverseRoutesFailed"),
+        "{m}"
+    );
+    assert!(
+        m.contains(&format!("{newest_name}: {}", newest.service_cidr)),
+        "{m}"
+    );
+    let recorded = two.status.clone().unwrap().reverse_routes;
+    assert_eq!(recorded.len(), older.len(), "{recorded:?}");
+    assert!(recorded.iter().all(|r| r.gateway_ref != newest.gateway));
+
+    // The first link keeps its own routes, and names the newest gateway too.
+    let out = reconcile_with(&s, &one, &Crash::counting()).await;
+    one.status = Some(out.status);
+    assert_eq!(condition(&one, "RouteInstalled").0, "True");
+    let (st, _, m) = condition(&one, "ReverseRoutesInstalled");
+    assert_eq!(st, "False", "{m}");
+    assert!(m.contains(&newest_name), "{m}");
+    assert!(
+        routes_on(s.env.net.as_ref(), &edge)
+            .await
+            .contains(&Route::new(CIDR, &leg_one))
+    );
+
+    // Nothing leaks: the customer's route goes by hand, then both links.
+    let mut table = routes_on(s.leg_net(), &b).await;
+    table.retain(|r| *r != theirs);
+    s.leg_net().set_routes(&b, &table, None).await.unwrap();
+    converge_delete(&s, &two, "delete the second").await;
+    converge_delete(&s, &one, "delete the first").await;
+    for p in ports {
+        s.env.net.delete_port(&p.id).await.unwrap();
+    }
+    check_gone(&s, "delete").await;
+    s.teardown().await;
+}
+
+fake_and_lab!(
+    a_links_own_routes_take_the_newest_gateways_place,
+    fake_a_links_own_routes_take_the_newest_gateways_place,
+    lab_a_links_own_routes_take_the_newest_gateways_place
+);
+
 /// A project that still holds a share of the main transit network (an earlier `Shared` link's,
 /// or one made by hand) is not isolated: the link says so, naming the rule, and needs the
 /// attestation; once the share goes, the isolation is structural again.

@@ -6,8 +6,9 @@
 
 use bnerd_api::ReverseRoute;
 use bnerd_api::gateway::ReverseTarget;
-use bnerd_cloud::{CloudError, NeutronErrorKind};
+use bnerd_cloud::{CloudError, NeutronErrorKind, Route};
 
+use super::reverse_route_of;
 use super::reverse_routes::{GatewayProblem, age_key};
 
 /// Whether Neutron refused because the router holds as many routes as it may.
@@ -31,6 +32,32 @@ pub(crate) fn oldest_first(add: &mut [ReverseRoute], targets: &[ReverseTarget]) 
         (None, Some(_)) => std::cmp::Ordering::Greater,
         (None, None) => a.cmp(b),
     });
+}
+
+/// The reverse route that gives way when a `PerCustomer` link's own route (its edge route or
+/// its return route) does not fit on a full router: of `ours`, the routes the operator put
+/// there for gateways, the newest gateway's among those present in `routes`, newest as
+/// [`oldest_first`] orders them (a route whose gateway is among no target, a gateway gone,
+/// gives way before any). A link's own routes come before the gateways' routes back to it
+/// (docs/crd-reference.md, "ReverseRoutesInstalled"): without them the link carries nothing,
+/// and the gateway that gave way is then named as not fitting, as a newer gateway is when the
+/// router fills up. `None` when no route of ours is on the router.
+pub(crate) fn make_room(
+    routes: &[Route],
+    ours: &[ReverseRoute],
+    targets: &[ReverseTarget],
+) -> Option<ReverseRoute> {
+    let mut present: Vec<ReverseRoute> = ours
+        .iter()
+        .filter(|d| routes.contains(&reverse_route_of(d)))
+        .cloned()
+        .collect();
+    // Sorted first, so that two routes of one gateway rank the same whatever order `ours`
+    // came in (`oldest_first` keeps the order of equals).
+    present.sort();
+    present.dedup();
+    oldest_first(&mut present, targets);
+    present.pop()
 }
 
 /// A gateway whose route did not fit on the router: retried with backoff (a route may go,
@@ -99,6 +126,123 @@ mod tests {
         oldest_first(&mut add, &targets);
         let order: Vec<&str> = add.iter().map(|d| d.gateway_ref.name.as_str()).collect();
         assert_eq!(order, ["old", "new", "undated", "stray"]);
+    }
+
+    /// `make_room` over a table: targets as (namespace/name, creationTimestamp), the routes
+    /// of ours as (namespace/name, serviceCIDR), the CIDRs on the router (each via the one
+    /// hop every route here uses), and the gateway whose route gives way.
+    #[test]
+    fn the_newest_gateways_route_on_the_router_gives_way() {
+        const OLD: Option<&str> = Some("2025-01-01T00:00:00Z");
+        const MID: Option<&str> = Some("2025-06-01T00:00:00Z");
+        const NEW: Option<&str> = Some("2026-03-01T00:00:00Z");
+        type Case<'a> = (
+            &'a str,
+            &'a [(&'a str, Option<&'a str>)],
+            &'a [(&'a str, &'a str)],
+            &'a [&'a str],
+            Option<&'a str>,
+        );
+        let dated: &[(&str, Option<&str>)] =
+            &[("vpn/old", OLD), ("vpn/new", NEW), ("vpn/mid", MID)];
+        let three: &[(&str, &str)] = &[
+            ("vpn/mid", "100.64.2.0/24"),
+            ("vpn/new", "100.64.3.0/24"),
+            ("vpn/old", "100.64.1.0/24"),
+        ];
+        let cases: &[Case] = &[
+            (
+                "the newest first",
+                dated,
+                three,
+                &["100.64.1.0/24", "100.64.2.0/24", "100.64.3.0/24"],
+                Some("vpn/new"),
+            ),
+            (
+                "only a route on the router",
+                dated,
+                three,
+                &["100.64.1.0/24", "100.64.2.0/24"],
+                Some("vpn/mid"),
+            ),
+            (
+                "a route of someone else's on the router is never ours",
+                dated,
+                &[("vpn/old", "100.64.1.0/24")],
+                &["100.64.1.0/24", "100.64.3.0/24"],
+                Some("vpn/old"),
+            ),
+            ("none on the router", dated, three, &["10.60.0.0/16"], None),
+            ("none of ours", dated, &[], &["100.64.1.0/24"], None),
+            (
+                "no creationTimestamp counts as newest",
+                &[("vpn/old", OLD), ("vpn/undated", None)],
+                &[
+                    ("vpn/undated", "100.64.1.0/24"),
+                    ("vpn/old", "100.64.2.0/24"),
+                ],
+                &["100.64.1.0/24", "100.64.2.0/24"],
+                Some("vpn/undated"),
+            ),
+            (
+                "a gateway gone gives way before any",
+                &[("vpn/new", NEW)],
+                &[("vpn/gone", "100.64.1.0/24"), ("vpn/new", "100.64.2.0/24")],
+                &["100.64.1.0/24", "100.64.2.0/24"],
+                Some("vpn/gone"),
+            ),
+            (
+                "a tie goes by name",
+                &[("vpn/b", MID), ("vpn/a", MID)],
+                &[("vpn/b", "100.64.1.0/24"), ("vpn/a", "100.64.2.0/24")],
+                &["100.64.1.0/24", "100.64.2.0/24"],
+                Some("vpn/b"),
+            ),
+            (
+                "a tie goes by namespace before name",
+                &[("x/a", MID), ("vpn/z", MID)],
+                &[("vpn/z", "100.64.1.0/24"), ("x/a", "100.64.2.0/24")],
+                &["100.64.1.0/24", "100.64.2.0/24"],
+                Some("x/a"),
+            ),
+        ];
+        let gateway = |at: &str| {
+            let (namespace, name) = at.split_once('/').unwrap();
+            GatewayRef {
+                kind: "IPsecGateway".into(),
+                namespace: namespace.into(),
+                name: name.into(),
+            }
+        };
+        for (what, targets, ours, on_router, want) in cases {
+            let targets: Vec<ReverseTarget> = targets
+                .iter()
+                .map(|(at, created)| ReverseTarget {
+                    gateway: gateway(at),
+                    ..target("", *created)
+                })
+                .collect();
+            let ours: Vec<ReverseRoute> = ours
+                .iter()
+                .map(|(at, cidr)| ReverseRoute {
+                    gateway_ref: gateway(at),
+                    ..route("", cidr)
+                })
+                .collect();
+            let routes: Vec<Route> = on_router
+                .iter()
+                .map(|c| Route::new(*c, "10.254.0.10"))
+                .collect();
+            let got = make_room(&routes, &ours, &targets);
+            let got = got.map(|d| format!("{}/{}", d.gateway_ref.namespace, d.gateway_ref.name));
+            assert_eq!(got.as_deref(), *want, "{what}");
+            if let Some(d) = make_room(&routes, &ours, &targets) {
+                assert!(
+                    routes.contains(&reverse_route_of(&d)),
+                    "{what}: on the router"
+                );
+            }
+        }
     }
 
     #[test]
