@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use bnerd_cloud::{
     ACCESS_AS_SHARED, CreatePort, CreateRouter, Identity, Neutron, OpenStack, PortQuery, Result,
-    Route, Router, RouterQuery, ShareNetwork,
+    Route, Router, RouterQuery, ShareNetwork, SubnetQuery,
 };
 use bnerd_cloud_fake::FakeCloud;
 use bnerd_testkit::{
@@ -256,9 +256,17 @@ async fn table(c: &Clouds) -> Vec<(&'static str, String)> {
                 .any(|e| e == "tag-ports-during-bulk-creation")
         ),
     ));
+    let rev = op.get_router(&gw.id).await.unwrap().revision_number;
     let gw_leg = op.add_router_subnet(&gw.id, &sub.id).await;
     let gw_leg_id = gw_leg.as_ref().cloned().unwrap_or_default();
     out.push(("gateway leg by subnet", obs(gw_leg)));
+    out.push((
+        "an attached interface moves the router's revision",
+        format!(
+            "{}",
+            op.get_router(&gw.id).await.unwrap().revision_number > rev
+        ),
+    ));
     let p3 = op
         .create_port(&CreatePort {
             tags: vec!["t1".into(), "t2".into()],
@@ -515,6 +523,44 @@ async fn table(c: &Clouds) -> Vec<(&'static str, String)> {
             })
             .await
             .map(|r| assert_eq!(r.len(), 2, "{r:?}"))),
+    ));
+    out.push((
+        "list ports of two routers by device_id",
+        match op
+            .list_ports(&PortQuery {
+                device_ids: vec![gw.id.clone(), svc.id.clone()],
+                ..Default::default()
+            })
+            .await
+        {
+            Ok(ports) => {
+                let mut of: Vec<&str> = ports
+                    .iter()
+                    .filter(|p| p.is_router_interface())
+                    .map(|p| if p.device_id == gw.id { "gw" } else { "svc" })
+                    .collect();
+                of.sort();
+                of.dedup();
+                format!("{of:?}")
+            }
+            Err(e) => format!("{e}"),
+        },
+    ));
+    out.push((
+        "list subnets by id",
+        match op
+            .list_subnets(&SubnetQuery {
+                ids: vec![
+                    sub.id.clone(),
+                    "00000000-0000-0000-0000-000000000000".into(),
+                ],
+                ..Default::default()
+            })
+            .await
+        {
+            Ok(subnets) => format!("{:?}", subnets.iter().map(|s| &s.cidr).collect::<Vec<_>>()),
+            Err(e) => format!("{e}"),
+        },
     ));
     out.push((
         "delete router with interfaces",
@@ -777,6 +823,7 @@ const EXPECTED: &[(&str, &str)] = &[
     // means POST /ports/{id}/tags.
     ("tag-ports-during-bulk-creation listed", "false"),
     ("gateway leg by subnet", "ok"),
+    ("an attached interface moves the router's revision", "true"),
     ("create with tags in the body", "[]"),
     ("replace all tags", "ok"),
     ("fixed IP taken", "409 IpAddressAlreadyAllocated"),
@@ -837,6 +884,11 @@ const EXPECTED: &[(&str, &str)] = &[
     ("remove_extraroutes again", "ok"),
     ("more routes than max_routes", "409 OverQuota"),
     ("list routers by two ids", "ok"),
+    (
+        "list ports of two routers by device_id",
+        "[\"gw\", \"svc\"]",
+    ),
+    ("list subnets by id", "[\"10.254.0.0/24\"]"),
     ("delete router with interfaces", "409 RouterInUse"),
     ("remove interface by port", "ok"),
     ("port gone with the detach", "404 PortNotFound"),

@@ -357,7 +357,7 @@ impl Fabric {
         net.get_router(gateway_router_id).await.map_err(rerr)?;
         let q = PortQuery {
             network_id: Some(network.id.clone()),
-            device_id: Some(gateway_router_id.into()),
+            device_ids: vec![gateway_router_id.into()],
             ..Default::default()
         };
         let legs = net.list_ports(&q).await.map_err(rerr)?;

@@ -130,7 +130,9 @@ pub struct Subnet {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PortQuery {
     pub network_id: Option<String>,
-    pub device_id: Option<String>,
+    /// Ports of any of these devices (`?device_id=a&device_id=b…`), so one call can list the
+    /// interfaces of many routers.
+    pub device_ids: Vec<String>,
     pub ip_address: Option<String>,
     /// `tags`: ports carrying all of these.
     pub tags: Vec<String>,
@@ -146,7 +148,7 @@ impl PortQuery {
     /// tags.
     pub fn matches(&self, p: &Port) -> bool {
         self.network_id.as_ref().is_none_or(|n| *n == p.network_id)
-            && self.device_id.as_ref().is_none_or(|d| *d == p.device_id)
+            && (self.device_ids.is_empty() || self.device_ids.contains(&p.device_id))
             && self.ip_address.as_ref().is_none_or(|ip| p.has_ip(ip))
             && self.tags.iter().all(|t| p.has_tag(t))
             && (self.tags_any.is_empty() || self.tags_any.iter().any(|t| p.has_tag(t)))
@@ -174,6 +176,8 @@ impl NetworkQuery {
 pub struct SubnetQuery {
     pub network_id: Option<String>,
     pub project_id: Option<String>,
+    /// Any of these subnets (`?id=a&id=b…`).
+    pub ids: Vec<String>,
 }
 
 impl SubnetQuery {
@@ -181,6 +185,7 @@ impl SubnetQuery {
     pub fn matches(&self, s: &Subnet) -> bool {
         self.network_id.as_ref().is_none_or(|x| *x == s.network_id)
             && self.project_id.as_ref().is_none_or(|x| *x == s.project_id)
+            && (self.ids.is_empty() || self.ids.contains(&s.id))
     }
 }
 

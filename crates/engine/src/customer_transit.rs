@@ -116,7 +116,7 @@ async fn edge_routers(e: &Engine<'_>, project: &str) -> Result<Vec<Router>, Step
 async fn interfaces(e: &Engine<'_>, router_id: &str) -> Result<Vec<Port>, StepFail> {
     e.net
         .list_ports(&PortQuery {
-            device_id: Some(router_id.to_string()),
+            device_ids: vec![router_id.to_string()],
             ..Default::default()
         })
         .await
@@ -174,7 +174,7 @@ pub(crate) async fn ensure(
             let pool = pool()?;
             let _allocating = ALLOCATING.lock().await;
             let (customer, router) = taken.router;
-            let connected = super::ops::connected_subnets(customer.net, router)
+            let connected = super::ops::connected_subnets(customer.net, e.fabric, router)
                 .await
                 .map_err(|err| {
                     customer_call_failed(

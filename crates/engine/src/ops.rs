@@ -36,13 +36,15 @@ pub(crate) async fn main_transit_ports(e: &Engine<'_>) -> Result<Vec<Port>, Clou
     e.net.list_ports(&q).await
 }
 
-/// The IPv4 subnets a router is connected to: its interface ports' subnets.
+/// The IPv4 subnets a router is connected to: its interface ports' subnets. The transit
+/// subnet is the fabric's (no read); each other subnet costs one.
 pub(crate) async fn connected_subnets(
     net: &dyn Neutron,
+    fabric: &bnerd_cloud::fabric::Fabric,
     router_id: &str,
 ) -> Result<Vec<ipnet::Ipv4Net>, CloudError> {
     let q = PortQuery {
-        device_id: Some(router_id.to_string()),
+        device_ids: vec![router_id.to_string()],
         ..Default::default()
     };
     let mut ids: Vec<String> = net
@@ -56,7 +58,9 @@ pub(crate) async fn connected_subnets(
     ids.dedup();
     let mut out = vec![];
     for id in ids {
-        if let Ok(c) = net.get_subnet(&id).await?.cidr.parse() {
+        if id == fabric.transit_subnet_id {
+            out.push(fabric.transit_subnet);
+        } else if let Ok(c) = net.get_subnet(&id).await?.cidr.parse() {
             out.push(c);
         }
     }

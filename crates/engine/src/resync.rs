@@ -1,26 +1,26 @@
 //! Batched periodic resync: a converged estate is checked from a few shared reads instead of
 //! two reads per link.
 //!
-//! Per link, a resync reads the transit network's ports and the link's routers (2 calls).
-//! Across N links those reads are the same port list N times and N routers one at a time. A
+//! Per link, a resync reads the transit network's ports, the link's routers and the service
+//! router's ports and subnets (its connected subnets screen the gateways). Across N links
+//! those reads are the same port list N times and the rest one router at a time. A
 //! [`Snapshot`] reads them once for every link whose resync falls in the same window: one
 //! `GET /ports?network_id=<transit>` (the very list each link's leg step reads) and the
 //! gateway router with every link's recorded service router by repeated `id` filters
-//! (`GET /routers?id=a&id=b…`, [`ROUTER_IDS_PER_CALL`] to a call, so the URL stays within
-//! what a WSGI front end accepts). 1000 links: 1 + 13 reads.
-//!
+//! (`GET /routers?id=a&id=b…`), [`ROUTER_IDS_PER_CALL`] to a call, so the URL stays within
+//! what a WSGI front end accepts. The service routers' ports (repeated `device_id` filters)
+//! and their subnets (repeated `id` filters) are read in the same chunks, but only for
+//! routers whose revision moved since an earlier window read them ([`Seen`]). 1000 links on
+//! 1000 routers: 1 + 13 reads a window once converged; the first window, or one after every
+//! router changed, 1 + 13 + 13 + 13.//!
 //! Each link then runs its ordinary steps — same observe code, same pure plans, same
 //! conditions — over the snapshot ([`Overlay::of`]: the simulated Neutron that answers reads
-//! from what it was given and only records writes, with no cloud below it). A service
-//! router's interfaces are taken to be its legs on the transit network: the snapshot reads no
-//! others, and a gateway change would otherwise cost every link a read; a link's own CIDR and
-//! the transit subnet are still screened, the router's other subnets when the link reconciles
-//! on its own (docs/crd-reference.md, "Reverse-route screening"). `plan::resync` judges what
-//! the steps recorded:
-//! converged (no call), route writes only (replayed; see there why a snapshot decides them
-//! safely), or anything else, which falls back to the per-link path with fresh reads. A link
-//! whose generation changed, or that is not Ready, never takes this path: it converges on its
-//! own at once, as before.
+//! from what it was given and only records writes, with no cloud below it), the
+//! connected-subnet screen included (docs/crd-reference.md, "Reverse-route screening").
+//! `plan::resync` judges what the steps recorded: converged (no call), route writes only
+//! (replayed; see there why a snapshot decides them safely), or anything else, which falls
+//! back to the per-link path with fresh reads. A link whose generation changed, or that is
+//! not Ready, never takes this path: it converges on its own at once, as before.
 //!
 //! The controller requeues converged links onto shared window boundaries
 //! ([`aligned_requeue`]) so their resyncs meet in one window, and keeps one snapshot per
@@ -33,11 +33,12 @@
 //! a `PerCustomer` project's edge leg), whatever the link's Ready state, so an address a leg
 //! lost stops being routed to long before the next resync.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bnerd_cloud::fabric::Fabric;
-use bnerd_cloud::{Neutron, Port, PortQuery, Result, RouterQuery, Subnet};
+use bnerd_cloud::{Neutron, Port, PortQuery, Result, RouterQuery, Subnet, SubnetQuery};
 
 use super::converge::Engine;
 use super::model::{Input, Outcome};
@@ -70,28 +71,60 @@ async fn transit_ports(net: &dyn Neutron, fabric: &Fabric) -> Result<Vec<Port>> 
 }
 
 impl Snapshot {
-    /// Read the transit network's ports and these routers (the gateway router is always
-    /// included).
+    /// Read the transit network's ports, these routers (the gateway router is always
+    /// included), the ports of those that changed since `seen` last read theirs, and the
+    /// subnets those stand on that `seen` does not hold yet.
     pub async fn take(
         net: &dyn Neutron,
         fabric: &Fabric,
         router_ids: impl IntoIterator<Item = String>,
+        seen: &Seen,
     ) -> Result<Self> {
         let taken = Instant::now();
-        let known = transit_known(fabric, transit_ports(net, fabric).await?);
+        let ports = transit_ports(net, fabric).await?;
         let mut ids: Vec<String> = router_ids.into_iter().collect();
-        ids.push(fabric.gateway_router_id.clone());
         ids.sort();
         ids.dedup();
+        ids.retain(|id| *id != fabric.gateway_router_id);
         let mut reads = 1;
-        for chunk in ids.chunks(ROUTER_IDS_PER_CALL) {
+        let mut routers = vec![];
+        let mut all = ids.clone();
+        all.push(fabric.gateway_router_id.clone());
+        for chunk in all.chunks(ROUTER_IDS_PER_CALL) {
             let q = RouterQuery {
                 ids: chunk.to_vec(),
                 ..Default::default()
             };
-            known.learn_routers(net.list_routers(&q).await?);
+            routers.extend(net.list_routers(&q).await?);
             reads += 1;
         }
+        // The service routers' ports give the subnets each is connected to (a gateway CIDR
+        // overlapping one is refused on that router): the same screen as a link's own
+        // reconcile. Only routers whose revision moved are read again.
+        let stale = seen.stale(&routers, &ids);
+        let mut fresh = vec![];
+        for chunk in stale.chunks(ROUTER_IDS_PER_CALL) {
+            let q = PortQuery {
+                device_ids: chunk.iter().map(|(id, _)| id.clone()).collect(),
+                ..Default::default()
+            };
+            fresh.extend(net.list_ports(&q).await?);
+            reads += 1;
+        }
+        let interfaces = seen.learn_ports(&stale, fresh, &ids);
+        let missing = seen.missing_subnets(&interfaces, fabric);
+        for chunk in missing.chunks(ROUTER_IDS_PER_CALL) {
+            let q = SubnetQuery {
+                ids: chunk.to_vec(),
+                ..Default::default()
+            };
+            seen.learn_subnets(net.list_subnets(&q).await?);
+            reads += 1;
+        }
+        let known = transit_known(fabric, ports)
+            .with_devices(&ids, interfaces)
+            .with_subnets(seen.subnets());
+        known.learn_routers(routers);
         Ok(Self {
             taken,
             known,
@@ -121,14 +154,12 @@ impl Snapshot {
 /// What a snapshot knows of the transit network: every port on it, and its one subnet as the
 /// fabric describes it (no read).
 fn transit_known(fabric: &Fabric, ports: Vec<Port>) -> Known {
-    Known::network(&fabric.transit_network_id, ports)
-        .with_subnet(Subnet {
-            id: fabric.transit_subnet_id.clone(),
-            network_id: fabric.transit_network_id.clone(),
-            cidr: fabric.transit_subnet.to_string(),
-            ..Default::default()
-        })
-        .interfaces_on_complete_networks()
+    Known::network(&fabric.transit_network_id, ports).with_subnet(Subnet {
+        id: fabric.transit_subnet_id.clone(),
+        network_id: fabric.transit_network_id.clone(),
+        cidr: fabric.transit_subnet.to_string(),
+        ..Default::default()
+    })
 }
 
 /// The next hop of a link's recorded gateway route, and what must hold it.
@@ -184,10 +215,91 @@ pub async fn check_legs(
         .collect())
 }
 
+/// Service routers' ports and subnets as earlier windows read them. Neutron moves a router's
+/// `revision_number` when an interface is attached or detached (a route write moves it too),
+/// and a subnet's CIDR never changes: so a window reads the ports of only the routers whose
+/// revision moved, and only subnets it has not seen. A converged estate pays for neither.
+#[derive(Default)]
+pub struct Seen {
+    ports: std::sync::Mutex<BTreeMap<String, (u64, Vec<Port>)>>,
+    subnets: std::sync::Mutex<BTreeMap<String, Subnet>>,
+}
+
+impl Seen {
+    fn ports(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, (u64, Vec<Port>)>> {
+        self.ports.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn subnet_map(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Subnet>> {
+        self.subnets.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The routers among `ids` whose ports must be read: never read, or at another revision
+    /// now (a router the read did not return is left out: its link finds it gone).
+    fn stale(&self, routers: &[bnerd_cloud::Router], ids: &[String]) -> Vec<(String, u64)> {
+        let held = self.ports();
+        routers
+            .iter()
+            .filter(|r| ids.contains(&r.id))
+            .filter(|r| {
+                held.get(&r.id)
+                    .is_none_or(|(rev, _)| *rev != r.revision_number)
+            })
+            .map(|r| (r.id.clone(), r.revision_number))
+            .collect()
+    }
+
+    /// Hold the ports just read of the `stale` routers; every port of the routers `ids`.
+    fn learn_ports(&self, stale: &[(String, u64)], read: Vec<Port>, ids: &[String]) -> Vec<Port> {
+        let mut held = self.ports();
+        // Routers no link records any more are forgotten.
+        let wanted: std::collections::BTreeSet<&String> = ids.iter().collect();
+        held.retain(|id, _| wanted.contains(id));
+        for (id, rev) in stale {
+            let of: Vec<Port> = read
+                .iter()
+                .filter(|p| p.device_id == *id)
+                .cloned()
+                .collect();
+            held.insert(id.clone(), (*rev, of));
+        }
+        ids.iter()
+            .filter_map(|id| held.get(id))
+            .flat_map(|(_, ports)| ports.iter().cloned())
+            .collect()
+    }
+
+    /// The subnets of these router interfaces that are neither the transit's nor held.
+    fn missing_subnets(&self, ports: &[Port], fabric: &Fabric) -> Vec<String> {
+        let held = self.subnet_map();
+        let mut ids: Vec<String> = ports
+            .iter()
+            .filter(|p| p.is_router_interface())
+            .flat_map(|p| p.fixed_ips.iter().map(|f| f.subnet_id.clone()))
+            .filter(|id| *id != fabric.transit_subnet_id && !held.contains_key(id))
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+
+    fn learn_subnets(&self, subnets: Vec<Subnet>) {
+        let mut held = self.subnet_map();
+        for s in subnets {
+            held.insert(s.id.clone(), s);
+        }
+    }
+
+    fn subnets(&self) -> Vec<Subnet> {
+        self.subnet_map().values().cloned().collect()
+    }
+}
+
 /// One snapshot per resync window, shared by every link resyncing in it.
 pub struct Snapshots {
     window: Duration,
     current: tokio::sync::Mutex<Option<Arc<Snapshot>>>,
+    seen: Seen,
 }
 
 impl Snapshots {
@@ -195,6 +307,7 @@ impl Snapshots {
         Self {
             window,
             current: tokio::sync::Mutex::new(None),
+            seen: Seen::default(),
         }
     }
 
@@ -211,7 +324,7 @@ impl Snapshots {
         if let Some(s) = current.as_ref().filter(|s| s.age() < self.window) {
             return Ok(s.clone());
         }
-        let s = Arc::new(Snapshot::take(net, fabric, router_ids()).await?);
+        let s = Arc::new(Snapshot::take(net, fabric, router_ids(), &self.seen).await?);
         *current = Some(s.clone());
         Ok(s)
     }

@@ -1,6 +1,7 @@
 //! ReverseRoutesInstalled, observe and act: screen the estate's gateways, read the service
-//! router (or take the leg step's read), let `plan::reverse_routes` decide, then remove the
-//! stale routes and add the missing ones — in one call, split per gateway when refused.
+//! router (or take the leg step's read) and the subnets it is connected to, let
+//! `plan::reverse_routes` decide, then remove the stale routes and add the missing ones — in
+//! one call, split per gateway when refused.
 
 use bnerd_api::ReverseRoute;
 use bnerd_cloud::Route;
@@ -12,7 +13,7 @@ use super::ops;
 use super::plan::StepFail;
 use super::plan::reverse_route_of;
 use super::plan::reverse_routes::{
-    GatewayProblem, ReverseCall, ReversePlan, ReverseView, ScreenView, add_failed, call_failed,
+    GatewayProblem, ReverseCall, ReverseView, ScreenView, add_failed, call_failed,
     connected_overlap, plan, screen, split_after, verdict,
 };
 use super::plan::route_quota;
@@ -127,6 +128,23 @@ pub(crate) async fn ensure(
         Ok(r) => r,
         Err(err) => return fail(call_failed(ReverseCall::Read, rid, &err), recorded.clone()),
     };
+    // A route is screened against the router's own subnets whenever it is wanted, kept as
+    // much as added: an interface attached since the route went in turns it into one that
+    // takes part of that subnet's traffic, and it goes like any other route no longer wanted.
+    let desired = if desired.is_empty() {
+        desired
+    } else {
+        match ops::connected_subnets(e.leg_net(), e.fabric, rid).await {
+            Ok(connected) => {
+                let (ok, refused) = connected_overlap(&desired, &connected);
+                problems.extend(refused);
+                ok
+            }
+            Err(err) => {
+                return fail(call_failed(ReverseCall::Read, rid, &err), recorded.clone());
+            }
+        }
+    };
     let p = plan(&ReverseView {
         router_id: rid,
         routes: &router.routes,
@@ -141,22 +159,6 @@ pub(crate) async fn ensure(
     }
     let mut installed = p.keep.clone();
     problems.extend(p.conflicts.iter().cloned());
-    let mut add = p.add.clone();
-    if !add.is_empty() {
-        // Only a route about to be added pays for the router's interfaces: a converged link
-        // reads nothing more.
-        match ops::connected_subnets(e.leg_net(), rid).await {
-            Ok(connected) => {
-                let (ok, refused) = connected_overlap(&add, &connected);
-                add = ok;
-                problems.extend(refused);
-            }
-            Err(err) => {
-                return fail(call_failed(ReverseCall::Read, rid, &err), recorded.clone());
-            }
-        }
-    }
-    let p = ReversePlan { add, ..p };
     if !p.add.is_empty() {
         let mut batch: Vec<Route> = p.add.iter().map(reverse_route_of).collect();
         batch.sort();

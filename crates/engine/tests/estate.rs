@@ -113,7 +113,17 @@ async fn batched_resync_and_gateway_change_budgets() {
         env.assert_ready(&name);
     }
 
+    // One set of windows, as the controller keeps: the first reads every service router's
+    // ports once (for the subnets each is connected to); later windows only those of routers
+    // whose revision moved.
     let snaps = Snapshots::new(Duration::from_secs(30));
+    cloud.reset_counters();
+    assert_eq!(resync_all(&mut env, &snaps, &targets).await, 0);
+    let (reads, writes) = cloud.read_write_counts();
+    assert_eq!(writes, 0, "a converged estate's resync writes nothing");
+    let chunks = N.div_ceil(bnerd_engine::resync::ROUTER_IDS_PER_CALL) as u64;
+    assert_eq!(reads, 1 + 2 * chunks, "the first window");
+    snaps.invalidate().await;
     cloud.reset_counters();
     let fell = resync_all(&mut env, &snaps, &targets).await;
     let (reads, writes) = cloud.read_write_counts();
@@ -128,7 +138,7 @@ async fn batched_resync_and_gateway_change_budgets() {
     // A fourth gateway gains reverse exposures: one route on every service router.
     let targets: Vec<ReverseTarget> = (0..4).map(target).collect();
     env.reverse = targets.clone();
-    let snaps = Snapshots::new(Duration::from_secs(30));
+    snaps.invalidate().await;
     cloud.reset_counters();
     let fell = resync_all(&mut env, &snaps, &targets).await;
     let (reads, writes) = cloud.read_write_counts();
@@ -143,7 +153,7 @@ async fn batched_resync_and_gateway_change_budgets() {
     // repairs it; every other link stays on the snapshot.
     let leg = env.leg_port_id("l5");
     env.net.set_port_tags(&leg, &[]).await.unwrap();
-    let snaps = Snapshots::new(Duration::from_secs(30));
+    snaps.invalidate().await;
     cloud.reset_counters();
     let fell = resync_all(&mut env, &snaps, &targets).await;
     assert_eq!(fell, 1);
@@ -158,7 +168,9 @@ async fn batched_resync_and_gateway_change_budgets() {
     env.reconcile("l9").await;
     env.assert_ready("l9");
     let (reads, writes) = cloud.read_write_counts();
-    assert!(reads <= 2, "changed link: {reads} reads");
+    // The transit's ports, the routers, the service router's ports (its subnets: the
+    // transit's alone here, no read).
+    assert!(reads <= 3, "changed link: {reads} reads");
     assert_eq!(writes, 2, "changed link: remove the old route, add the new");
 }
 
@@ -304,8 +316,15 @@ async fn fifty(mut env: Env, client: Arc<OpenStack>, routers: Vec<String>) {
         assert!(leg.is_interface_of(s.service_router_id.as_deref().unwrap()));
     }
 
-    // The batched resync of the converged 50: one port list, one router list.
+    // The batched resync of the converged 50: one port list, one router list, and in the
+    // first window one list of the service routers' ports (the later windows keep them while
+    // no router's revision moves).
     let snaps = Snapshots::new(Duration::from_secs(30));
+    let (r0, w0) = client.call_counts();
+    assert_eq!(resync_all(&mut env, &snaps, &[]).await, 0);
+    let (r1, w1) = client.call_counts();
+    assert_eq!((r1 - r0, w1 - w0), (3, 0), "first window of {LINKS} links");
+    snaps.invalidate().await;
     let (r0, w0) = client.call_counts();
     let started = Instant::now();
     let fell = resync_all(&mut env, &snaps, &[]).await;

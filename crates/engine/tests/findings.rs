@@ -15,6 +15,7 @@ use bnerd_api::names::{TAG_MANAGED, tag_link_name, tag_link_uid};
 use bnerd_api::{ClusterLink, GatewayRef};
 use bnerd_cloud::{CreatePort, CreateRouter, Neutron, Route, Router};
 use bnerd_cloud_fake::{Fault, Op};
+use bnerd_engine::resync::{Resynced, Snapshots, resync_from};
 use bnerd_engine::{Engine, unwind};
 use bnerd_testkit::link_input;
 use bnerd_testkit::{Env, spec};
@@ -748,4 +749,178 @@ async fn untagged_marker_port_is_found_without_a_second_create() {
     env.assert_ready("m");
     assert_eq!(env.transit_ip("m").as_deref(), Some("10.254.0.7"));
     assert_eq!(env.ports().await.len(), 2);
+}
+
+/// A subnet of the service router's own, made and attached for a test; what to remove after.
+async fn own_subnet(env: &Env, router_id: &str, cidr: &str) -> (String, String) {
+    let n = env
+        .net
+        .create_network(&bnerd_testkit::unique("svc-subnet"))
+        .await
+        .unwrap();
+    let first = cidr
+        .parse::<ipnet::Ipv4Net>()
+        .unwrap()
+        .hosts()
+        .next()
+        .unwrap();
+    let s = env
+        .net
+        .create_subnet(&n.id, cidr, &first.to_string())
+        .await
+        .unwrap();
+    let port = env.net.add_router_subnet(router_id, &s.id).await.unwrap();
+    (n.id, port)
+}
+
+/// One link's resync through the batched path, as the controller runs a converged link:
+/// the writes it replayed, or `None` when it went down the per-link path (only a cloud with
+/// no `extraroute-atomic` sends a route write there).
+async fn batched(env: &mut Env, snaps: &Snapshots, name: &str) -> Option<usize> {
+    let ids: Vec<String> = env
+        .links
+        .iter()
+        .filter_map(|l| l.status.as_ref()?.service_router_id.clone())
+        .collect();
+    let snap = snaps
+        .get(env.net.as_ref(), &env.fabric, || ids)
+        .await
+        .expect("snapshot");
+    let all: Vec<Arc<ClusterLink>> = env.links.iter().cloned().map(Arc::new).collect();
+    let i = env
+        .links
+        .iter()
+        .position(|l| l.metadata.name.as_deref() == Some(name))
+        .unwrap();
+    let l = env.links[i].clone();
+    let status = l.status.clone().unwrap_or_default();
+    let peers = bnerd_testkit::peers_of(&l, &all);
+    let input = link_input(&l, &status, &peers, &env.reverse).unwrap();
+    match resync_from(&snap, env.net.as_ref(), &env.fabric, &input).await {
+        Resynced::Done { outcome, writes } => {
+            env.links[i].status = Some(outcome.status);
+            Some(writes)
+        }
+        Resynced::PerLink(why) => {
+            assert!(
+                why.contains("set the routes"),
+                "the batched resync fell back: {why}"
+            );
+            env.reconcile(name).await;
+            None
+        }
+    }
+}
+
+/// A gateway CIDR overlapping a subnet of the service router's own is refused on that router
+/// wherever its route would be written or kept: on the batched resync as on the link's own
+/// reconcile, and for a route already in place once the router gains such a subnet.
+async fn the_connected_subnet_screen_holds_wherever_a_route_is_written_or_kept(mut env: Env) {
+    let svc = env.router("connected").await;
+    let mut made = vec![own_subnet(&env, &svc.id, "192.168.50.0/24").await];
+    let mut gw_ports = vec![];
+    for (i, ip) in ["10.254.0.201", "10.254.0.202", "10.254.0.203"]
+        .iter()
+        .enumerate()
+    {
+        gw_ports.push(env.port_at_ip(ip, &format!("gateway-pod-{i}")).await);
+    }
+    let good = target("vpn", "good", "100.64.1.0/24", "10.254.0.201");
+    env.reverse = vec![good.clone()];
+    env.add_link("c", spec(&svc.id, "10.51.0.0/16", None));
+    env.reconcile("c").await;
+    env.assert_ready("c");
+    let snaps = Snapshots::new(std::time::Duration::from_secs(3600));
+
+    // A new gateway inside the router's own subnet, met first by the batched resync.
+    let inside = Route::new("192.168.50.128/25", "10.254.0.202");
+    env.reverse
+        .push(target("vpn", "inside", "192.168.50.128/25", "10.254.0.202"));
+    assert_eq!(
+        batched(&mut env, &snaps, "c").await,
+        Some(0),
+        "nothing written"
+    );
+    let (s, r, m) = env.condition("c", "ReverseRoutesInstalled");
+    assert_eq!(
+        (s.as_str(), r.as_str()),
+        ("False", "EnsureReverseRoutesFailed")
+    );
+    assert!(
+        m.contains("vpn/inside") && m.contains("connected to this link's service router"),
+        "{m}"
+    );
+    let now = env.get_router(&svc.id).await.routes;
+    assert!(!now.contains(&inside), "{now:?}");
+    env.reverse.retain(|t| t.gateway.name != "inside");
+    env.reconcile("c").await;
+    env.assert_ready("c");
+
+    // A gateway's route goes in on the batched path; then the router gains a subnet that
+    // covers it: the next window takes the route out again and names the gateway.
+    let later = Route::new("192.168.60.0/24", "10.254.0.203");
+    env.reverse
+        .push(target("vpn", "later", "192.168.60.0/24", "10.254.0.203"));
+    snaps.invalidate().await;
+    assert!(matches!(
+        batched(&mut env, &snaps, "c").await,
+        Some(1) | None
+    ));
+    assert!(env.get_router(&svc.id).await.routes.contains(&later));
+    env.assert_ready("c");
+    made.push(own_subnet(&env, &svc.id, "192.168.60.0/24").await);
+    snaps.invalidate().await;
+    assert!(matches!(
+        batched(&mut env, &snaps, "c").await,
+        Some(1) | None
+    ));
+    let now = env.get_router(&svc.id).await.routes;
+    assert!(!now.contains(&later), "{now:?}");
+    let (s, _, m) = env.condition("c", "ReverseRoutesInstalled");
+    assert_eq!(s, "False", "{m}");
+    assert!(m.contains("vpn/later"), "{m}");
+
+    // The same on the link's own reconcile: the subnet goes, the route comes back; the
+    // subnet returns, the route goes.
+    let (n60, p60) = made.pop().unwrap();
+    env.net
+        .remove_router_interface(&svc.id, &p60)
+        .await
+        .unwrap();
+    env.reconcile("c").await;
+    env.assert_ready("c");
+    assert!(env.get_router(&svc.id).await.routes.contains(&later));
+    let (_, p60) = {
+        let port = env
+            .net
+            .add_router_subnet(&svc.id, &subnet_of(&env, &n60).await)
+            .await;
+        (n60.clone(), port.unwrap())
+    };
+    made.push((n60, p60));
+    env.reconcile("c").await;
+    let now = env.get_router(&svc.id).await.routes;
+    assert!(!now.contains(&later), "{now:?}");
+    assert!(now.contains(&Route::new("100.64.1.0/24", "10.254.0.201")));
+    let (s, _, m) = env.condition("c", "ReverseRoutesInstalled");
+    assert!(s == "False" && m.contains("vpn/later"), "{m}");
+
+    env.reverse.clear();
+    env.delete("c").await;
+    for (network, port) in made {
+        env.net
+            .remove_router_interface(&svc.id, &port)
+            .await
+            .unwrap();
+        env.net.delete_network(&network).await.unwrap();
+    }
+    for p in gw_ports {
+        env.net.delete_port(&p.id).await.unwrap();
+    }
+    assert_eq!(env.ports().await.len(), 1);
+}
+both!(the_connected_subnet_screen_holds_wherever_a_route_is_written_or_kept);
+
+async fn subnet_of(env: &Env, network_id: &str) -> String {
+    env.net.get_network(network_id).await.unwrap().subnets[0].clone()
 }

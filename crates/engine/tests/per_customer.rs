@@ -279,7 +279,7 @@ async fn two_links_share_one_customer_transit(stage: &Stage) {
         .net
         .list_ports(&PortQuery {
             network_id: Some(anet.id.clone()),
-            device_id: Some(edge.id.clone()),
+            device_ids: vec![edge.id.clone()],
             ..Default::default()
         })
         .await

@@ -353,7 +353,7 @@ async fn a_fabric_broken_later_is_reported() {
     let leg = env
         .net
         .list_ports(&PortQuery {
-            device_id: Some(gw.clone()),
+            device_ids: vec![gw.clone()],
             network_id: Some(env.fabric.transit_network_id.clone()),
             ..Default::default()
         })

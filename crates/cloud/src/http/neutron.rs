@@ -45,9 +45,7 @@ impl Neutron for OpenStack {
         if let Some(n) = &q.network_id {
             p.push(("network_id", n.clone()));
         }
-        if let Some(d) = &q.device_id {
-            p.push(("device_id", d.clone()));
-        }
+        p.extend(q.device_ids.iter().map(|d| ("device_id", d.clone())));
         if let Some(ip) = &q.ip_address {
             p.push(("fixed_ips", format!("ip_address={ip}")));
         }
@@ -218,6 +216,7 @@ impl Neutron for OpenStack {
         if let Some(n) = &q.project_id {
             p.push(("project_id", n.clone()));
         }
+        p.extend(q.ids.iter().map(|i| ("id", i.clone())));
         self.list(&format!("/subnets{}", query(&p)), "subnets")
             .await
     }

@@ -15,9 +15,8 @@ pub struct Known {
     ports: Vec<Port>,
     subnets: BTreeMap<String, Subnet>,
     routers: Mutex<BTreeMap<String, Router>>,
-    /// A router's interfaces, asked for by router alone, are taken to be those on the complete
-    /// networks (the batched resync reads no interfaces: see `resync`).
-    interfaces_on_complete_networks: bool,
+    /// Every port of these devices (routers whose ports were listed by `device_id`).
+    complete_devices: BTreeMap<String, Vec<Port>>,
 }
 
 impl Known {
@@ -35,12 +34,25 @@ impl Known {
         self
     }
 
-    /// Answer a query for a router's interfaces from the complete networks' ports alone.
-    pub fn interfaces_on_complete_networks(self) -> Self {
-        Self {
-            interfaces_on_complete_networks: true,
-            ..self
+    /// Every port of each of these devices (`device_id` is the device whose ports they are;
+    /// a device named with no port has none).
+    pub fn with_devices(mut self, devices: &[String], ports: Vec<Port>) -> Self {
+        for d in devices {
+            self.complete_devices.entry(d.clone()).or_default();
         }
+        for p in ports {
+            if let Some(of) = self.complete_devices.get_mut(&p.device_id) {
+                of.push(p);
+            }
+        }
+        self
+    }
+
+    pub fn with_subnets(mut self, subnets: impl IntoIterator<Item = Subnet>) -> Self {
+        for s in subnets {
+            self.subnets.insert(s.id.clone(), s);
+        }
+        self
     }
 
     /// The ports of the complete networks.
@@ -78,16 +90,28 @@ impl Known {
 
     /// The ports `q` lists, when every port it could match is known.
     pub(super) fn answers(&self, q: &PortQuery) -> Option<Vec<Port>> {
-        let complete = match &q.network_id {
-            Some(n) => self.complete_networks.contains(n),
-            None => q.device_id.is_some() && self.interfaces_on_complete_networks,
-        };
-        complete.then(|| {
-            self.ports
-                .iter()
-                .filter(|p| q.matches(p))
-                .cloned()
-                .collect()
-        })
+        if let Some(n) = &q.network_id {
+            return self.complete_networks.contains(n).then(|| {
+                self.ports
+                    .iter()
+                    .filter(|p| q.matches(p))
+                    .cloned()
+                    .collect()
+            });
+        }
+        if q.device_ids.is_empty() {
+            return None;
+        }
+        let mut out = vec![];
+        for d in &q.device_ids {
+            out.extend(
+                self.complete_devices
+                    .get(d)?
+                    .iter()
+                    .filter(|p| q.matches(p))
+                    .cloned(),
+            );
+        }
+        Some(out)
     }
 }

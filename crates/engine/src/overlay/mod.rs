@@ -461,7 +461,7 @@ impl<'a> Overlay<'a> {
         let on_network = self
             .list_ports(&PortQuery {
                 network_id: Some(port.network_id.clone()),
-                device_id: Some(router_id.into()),
+                device_ids: vec![router_id.into()],
                 ..Default::default()
             })
             .await?;

@@ -36,7 +36,10 @@ fn transit() -> Known {
         cidr: "10.254.0.0/24".into(),
         ..Default::default()
     })
-    .interfaces_on_complete_networks()
+    .with_devices(
+        &["r1".into(), "r2".into()],
+        vec![port("p1", "r1", "10.254.0.3", &["bnerd-vpn-operator"])],
+    )
 }
 
 fn ids(ports: &[Port]) -> Vec<&str> {
@@ -71,13 +74,13 @@ async fn known_ports_answer_every_query_on_their_network() {
         ),
         (
             "by router",
-            on(|q| q.device_id = Some("r1".into())),
+            on(|q| q.device_ids = vec!["r1".into()]),
             vec!["p1"],
         ),
         (
             "a router's interfaces, asked by router alone",
             PortQuery {
-                device_id: Some("r1".into()),
+                device_ids: vec!["r1".into()],
                 ..Default::default()
             },
             vec!["p1"],
@@ -94,6 +97,13 @@ async fn known_ports_answer_every_query_on_their_network() {
     };
     assert!(o.list_ports(&other).await.is_err());
     assert!(matches!(o.recorded().as_slice(), [Recorded::Miss(_)]));
+    // Nor are the ports of a router whose ports were not listed.
+    let unknown_router = PortQuery {
+        device_ids: vec!["r9".into()],
+        ..Default::default()
+    };
+    assert!(o.list_ports(&unknown_router).await.is_err());
+    assert_eq!(o.recorded().len(), 2);
 }
 
 /// Writes are answered as Neutron answers them, refusals in the fake's words, and later
@@ -172,7 +182,7 @@ async fn writes_are_answered_as_neutron_would() {
     );
     // Later reads see the writes: p2 on r2, the new port on the network; deleted, it is gone.
     let on_r2 = PortQuery {
-        device_id: Some("r2".into()),
+        device_ids: vec!["r2".into()],
         ..Default::default()
     };
     assert_eq!(ids(&o.list_ports(&on_r2).await.unwrap()), vec!["p2"]);
