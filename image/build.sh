@@ -40,7 +40,10 @@ SUDO=
 apt_install() {
   log "installing $* (apt)"
   # A fresh machine may have no package lists yet; update only when the install needs it.
-  $SUDO apt-get install -y -q "$@" >&2 || { $SUDO apt-get update -q >&2 && $SUDO apt-get install -y -q "$@" >&2; }
+  # The labs may be installing their packages at the same time (test.sh starts them while the
+  # crates build): wait for dpkg's lock rather than fail on it.
+  local apt=($SUDO apt-get -o DPkg::Lock::Timeout=900)
+  "${apt[@]}" install -y -q "$@" >&2 || { "${apt[@]}" update -q >&2 && "${apt[@]}" install -y -q "$@" >&2; }
 }
 missing=()
 command -v podman >/dev/null || missing+=(podman)

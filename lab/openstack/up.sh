@@ -203,14 +203,18 @@ command -v ovn-controller >/dev/null || need+=(ovn-host)
 command -v ovs-vswitchd >/dev/null || need+=(openvswitch-switch)
 command -v ping >/dev/null || need+=(iputils-ping)
 command -v ip >/dev/null || need+=(iproute2)
+# Checksum offload off on the endpoints' veths: TCP through the userspace datapath needs it.
+command -v ethtool >/dev/null || need+=(ethtool)
 PY=${OSLAB_PYTHON:-python3}
 if [ ! -x "$VENV/bin/python" ] && ! "$PY" -c 'import venv, ensurepip' 2>/dev/null; then
   need+=(python3-venv); PY=/usr/bin/python3   # Debian's python3 needs python3-venv for ensurepip
 fi
 if [ ${#need[@]} -gt 0 ]; then
   ts "apt-get install ${need[*]}"
-  apt-get update -qq >"$LOG/apt.log" 2>&1 || die "apt-get update failed" "$LOG/apt.log"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" \
+  # test.sh builds the image (which installs its own packages) while this runs: wait for
+  # dpkg's lock rather than fail on it.
+  apt-get -o DPkg::Lock::Timeout=900 update -qq >"$LOG/apt.log" 2>&1 || die "apt-get update failed" "$LOG/apt.log"
+  DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends "${need[@]}" \
     >>"$LOG/apt.log" 2>&1 || die "apt-get install failed" "$LOG/apt.log"
 fi
 MARIADBD=$(command -v mariadbd || echo /usr/sbin/mariadbd)
