@@ -188,23 +188,31 @@ mod every_call {
         for scenario in SCENARIOS {
             let stage = Stage::new(fake_env_with(cloud()).await, cross).await;
             let (_, calls) = point(&stage, scenario, Crash::counting(), "unfaulted").await;
+            // Runs a retryable fault left failed: what the retry check below looked at.
+            let mut checked = 0;
             for (name, error, commit) in faults() {
                 for k in 0..calls {
                     let what = format!("{name} at call {k}");
                     let crash = Crash::fail_at(k, error.clone(), commit);
                     let (_, _, ended) = point_with(&stage, scenario, crash, &what).await;
                     // Weather is retried soon (backoff, or the fixed 15 s for a
-                    // credential step), never left to the resync interval.
+                    // credential step), never left to the resync interval; a delete's
+                    // unwind says so by its failure's `retryable` (support::unwind_retry).
                     if let Some(e) = ended.filter(|e| !e.done && error.is_retryable()) {
                         assert_ne!(
                             e.retry,
-                            Some(Retry::Resync),
+                            Retry::Resync,
                             "{scenario:?} {what}: a retryable fault waits for the resync interval"
                         );
+                        checked += 1;
                     }
                     covered += 1;
                 }
             }
+            assert!(
+                checked > 0,
+                "{scenario:?}: no retryable fault left a run failed, so no retry was checked"
+            );
         }
         covered
     }

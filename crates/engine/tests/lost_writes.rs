@@ -12,8 +12,8 @@ use bnerd_api::ClusterLink;
 use bnerd_testkit::crash::Crash;
 use bnerd_testkit::{fake_env, lab_env_for};
 use support::{
-    CIDR_NEW, GW_PORT_IP, Point, Scenario, Stage, check, converge, converge_delete, own, prepare,
-    reconcile_with, unwind_with,
+    CIDR_NEW, GW_PORT_IP, Point, Scenario, Stage, check, converge, converge_delete, own, point,
+    prepare, reconcile_with, unwind_with,
 };
 
 /// Run `body` on the fake, and on the lab when one is up (its fabric removed afterwards).
@@ -183,10 +183,19 @@ mod stale_cache_cross_tenant {
     }
 }
 
+/// Where the second engine starts.
+enum Offsets {
+    /// Before each call the first engine makes, and after its last: the scenario's calls
+    /// counted first on this stage, run alone (as the crash-point suites count theirs).
+    EveryCall,
+    /// These alone (the lab, where each costs seconds of real Neutron).
+    These(std::ops::Range<usize>),
+}
+
 /// Two engines reconcile the same link at once without leader election, interleaved call by
 /// call at every offset: the damage is bounded while they run, and a final converge from
 /// whichever status landed last leaves exactly the link's one leg and routes.
-async fn two_engines_at_once(stage: &Stage, offsets: std::ops::Range<usize>) {
+async fn two_engines_at_once(stage: &Stage, offsets: Offsets) {
     for scenario in [
         Scenario::Create,
         Scenario::CidrChange,
@@ -198,7 +207,16 @@ async fn two_engines_at_once(stage: &Stage, offsets: std::ops::Range<usize>) {
         {
             continue;
         }
-        for offset in offsets.clone() {
+        let (range, calls) = match &offsets {
+            Offsets::EveryCall => {
+                let (_, calls) = point(stage, scenario, Crash::counting(), "alone").await;
+                (0..calls + 1, Some(calls))
+            }
+            Offsets::These(r) => (r.clone(), None),
+        };
+        let mut ran = vec![];
+        for offset in range {
+            ran.push(offset);
             {
                 let p = prepare(stage, scenario).await;
                 let at = format!("{scenario:?}, second engine {offset} calls behind");
@@ -255,6 +273,24 @@ async fn two_engines_at_once(stage: &Stage, offsets: std::ops::Range<usize>) {
                 check(stage, &p, None, &at).await;
             }
         }
+        // Every call of the scenario had the second engine start before it, and one offset
+        // started it after the last.
+        if let Some(calls) = calls {
+            assert!(
+                (0..=calls).all(|k| ran.contains(&k)),
+                "{scenario:?}: the second engine started at offsets {ran:?}, not before each of \
+                 the {calls} calls of the first and after its last"
+            );
+            eprintln!(
+                "two engines, {scenario:?}{}: {} offsets ({calls} calls)",
+                if stage.side.is_some() {
+                    " cross-tenant"
+                } else {
+                    ""
+                },
+                ran.len()
+            );
+        }
     }
 }
 
@@ -262,13 +298,13 @@ mod two_engines {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn fake() {
         let stage = super::Stage::new(super::fake_env().await, false).await;
-        super::two_engines_at_once(&stage, 0..12).await;
+        super::two_engines_at_once(&stage, super::Offsets::EveryCall).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn fake_cross_tenant() {
         let stage = super::Stage::new(super::fake_env().await, true).await;
-        super::two_engines_at_once(&stage, 0..12).await;
+        super::two_engines_at_once(&stage, super::Offsets::EveryCall).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -276,7 +312,7 @@ mod two_engines {
         if let Some(env) = super::lab_env_for("lost_writes::two_engines::lab").await {
             let stage = super::Stage::new(env, false).await;
             // Create and delete racing a reconcile, the second engine one call behind.
-            super::two_engines_at_once(&stage, 1..2).await;
+            super::two_engines_at_once(&stage, super::Offsets::These(1..2)).await;
             stage.teardown().await;
         }
     }

@@ -12,12 +12,12 @@ use bnerd_api::{ClusterLink, EventReason, TransitIsolation};
 use bnerd_cloud::fabric::CustomerTransitPool;
 use bnerd_cloud::{ACCESS_AS_SHARED, NetworkQuery, PortQuery, Route, RouterQuery};
 use bnerd_cloud_fake::FakeCloud;
-use bnerd_engine::{events, unwound_events};
+use bnerd_engine::{Retry, events, unwound_events};
 use bnerd_testkit::crash::{Crash, Kind, Sample};
 use bnerd_testkit::{Env, fake_env_with, lab_env_for, report, spec};
 use support::{
-    CIDR, GW_PORT_IP, GW_SERVICE_CIDR, Stage, converge, converge_delete, new_link, reconcile_with,
-    unwind_with, unwound_with,
+    CIDR, Ended, GW_PORT_IP, GW_SERVICE_CIDR, Stage, converge, converge_delete, new_link,
+    reconcile_with, unwind_failing, unwind_retry, unwind_with, unwound_with,
 };
 
 /// The fake and the lab run of one scenario, as two tests.
@@ -253,11 +253,7 @@ async fn two_links_share_one_customer_transit(stage: &Stage) {
     let out = reconcile_with(stage, &one, &crash).await;
     one.status = Some(out.status.clone());
     assert!(support::ready(&out.status), "{:#?}", out.status.conditions);
-    eprintln!(
-        "NOTE per-customer first link converge calls: {} ({:?})",
-        crash.calls(),
-        crash.log()
-    );
+    as_the_table_says(&crash, "a project's first link, create", (37, 15));
     let st = one.status.clone().unwrap();
     let attested = st
         .conditions
@@ -304,11 +300,7 @@ async fn two_links_share_one_customer_transit(stage: &Stage) {
         told(&out, EventReason::CustomerTransitBuilt).is_empty(),
         "the second link builds nothing"
     );
-    eprintln!(
-        "NOTE per-customer second link converge calls: {} ({:?})",
-        crash.calls(),
-        crash.log()
-    );
+    as_the_table_says(&crash, "a later link of the same project, create", (26, 7));
     check_ready(stage, &[&one, &two], "second link").await;
 
     // A resync of a converged link writes nothing.
@@ -319,11 +311,7 @@ async fn two_links_share_one_customer_transit(stage: &Stage) {
         one.status.as_ref().unwrap().conditions.len()
     );
     assert!(out.actions.is_empty(), "resync acted: {:?}", out.actions);
-    eprintln!(
-        "NOTE per-customer resync calls: {} ({:?})",
-        crash.calls(),
-        crash.log()
-    );
+    as_the_table_says(&crash, "resync of a converged link", (17, 0));
 
     // Drift: the edge router's route and the customer router's way back removed out of
     // band; the next reconcile puts both back and says so.
@@ -375,10 +363,10 @@ async fn two_links_share_one_customer_transit(stage: &Stage) {
     // The first link goes: the customer transit stays for the second.
     let crash = Crash::counting();
     let done = unwound_with(stage, &one, &crash).await.expect("unwind");
-    eprintln!(
-        "NOTE per-customer unwind calls of a link that is not the last: {} ({:?})",
-        crash.calls(),
-        crash.log()
+    as_the_table_says(
+        &crash,
+        "delete of a link that is not the project's last",
+        (28, 4),
     );
     assert_eq!(
         reasons(&done),
@@ -388,11 +376,7 @@ async fn two_links_share_one_customer_transit(stage: &Stage) {
     check_ready(stage, &[&two], "after the first link's delete").await;
     let crash = Crash::counting();
     let done = unwound_with(stage, &two, &crash).await.expect("unwind");
-    eprintln!(
-        "NOTE per-customer last unwind calls: {} ({:?})",
-        crash.calls(),
-        crash.log()
-    );
+    as_the_table_says(&crash, "delete of the project's last link", (39, 10));
     check_gone(stage, "after the last link's delete").await;
     // The last link's delete says it took the customer transit down, naming what went,
     // before Unwound.
@@ -409,6 +393,32 @@ async fn two_links_share_one_customer_transit(stage: &Stage) {
         assert!(removed.contains(id.as_str()), "{id} not in {removed}");
     }
     assert!(removed.contains("share "), "{removed}");
+}
+
+/// The calls and writes one operation made, held to the table of docs/performance.md ("A
+/// `PerCustomer` link"), which states them for the fake and the lab alike: a change in either
+/// is a failure until the table (or the engine) is corrected.
+fn as_the_table_says(crash: &Crash, operation: &str, table: (usize, usize)) {
+    let log = crash.log();
+    let writes = log.iter().filter(|c| is_write(c)).count();
+    eprintln!(
+        "NOTE per-customer {operation}: {} calls, {writes} writes ({log:?})",
+        log.len()
+    );
+    assert_eq!(
+        (log.len(), writes),
+        table,
+        "{operation}: (calls, writes) are not those of docs/performance.md, \"A `PerCustomer` \
+         link\"; the calls: {log:?}"
+    );
+}
+
+/// A call that changes the cloud: all but the reads (as the fake counts them, its
+/// `Op::is_read`), named as `Crash` logs them.
+fn is_write(call: &str) -> bool {
+    !(call.starts_with("get_")
+        || call.starts_with("list_")
+        || matches!(call, "extensions" | "probe_admin_read" | "token_info"))
 }
 
 /// The notes of the Events of `reason` a reconcile's outcome makes (a link still converging).
@@ -445,23 +455,39 @@ async fn lab_two_links_share_one_customer_transit_and_the_last_takes_it_down() {
 /// One crash point: a new link's reconcile (`delete`: false) or its unwind, stopped at call
 /// `k`; a fresh engine converges; the invariants hold. Whether the run was stopped.
 async fn crash_point(stage: &Stage, delete: bool, crash: std::sync::Arc<Crash>, at: &str) -> bool {
+    crash_point_ended(stage, delete, crash, at).await.is_none()
+}
+
+/// [`crash_point`], saying how the run ended when it was not stopped.
+async fn crash_point_ended(
+    stage: &Stage,
+    delete: bool,
+    crash: std::sync::Arc<Crash>,
+    at: &str,
+) -> Option<Ended> {
     let (a, _) = stage.routers.clone();
     let mut link = per_customer_link(stage, &a, CIDR);
-    let stopped = if delete {
+    let ended = if delete {
         converge(stage, &mut link, at).await;
         let done =
-            bnerd_testkit::crash::run_until_crash(&crash, unwind_with(stage, &link, &crash)).await;
-        done.is_none()
+            bnerd_testkit::crash::run_until_crash(&crash, unwind_failing(stage, &link, &crash))
+                .await;
+        done.map(|d| Ended {
+            done: d.is_ok(),
+            retry: d.as_ref().err().map_or(Retry::Resync, unwind_retry),
+        })
     } else {
         let out =
             bnerd_testkit::crash::run_until_crash(&crash, reconcile_with(stage, &link, &crash))
                 .await;
-        if let Some(out) = out {
+        out.map(|out| {
+            let ended = Ended {
+                done: support::ready(&out.status),
+                retry: out.retry,
+            };
             link.status = Some(out.status);
-            false
-        } else {
-            true
-        }
+            ended
+        })
     };
     if !delete {
         converge(stage, &mut link, at).await;
@@ -469,7 +495,7 @@ async fn crash_point(stage: &Stage, delete: bool, crash: std::sync::Arc<Crash>, 
     }
     converge_delete(stage, &link, at).await;
     check_gone(stage, at).await;
-    stopped
+    ended
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1213,27 +1239,66 @@ async fn fake_each_fault_at_each_call_of_a_per_customer_link() {
     ];
     let mut covered = 0;
     for delete in [false, true] {
+        let what = if delete { "delete" } else { "create" };
         let counting = Crash::counting();
         crash_point(&s, delete, counting.clone(), "unfaulted").await;
         let calls = counting.calls();
+        // Runs a retryable fault left failed: what the retry check below looked at.
+        let mut checked = 0;
         for (name, error, commit) in &faults {
             for k in 0..calls {
-                let at = format!(
-                    "{} {name} at call {k}",
-                    if delete { "delete" } else { "create" }
-                );
-                crash_point(&s, delete, Crash::fail_at(k, error.clone(), *commit), &at).await;
+                let at = format!("{what} {name} at call {k}");
+                let crash = Crash::fail_at(k, error.clone(), *commit);
+                let ended = crash_point_ended(&s, delete, crash, &at).await;
+                // Weather is retried soon (backoff, or the fixed 15 s of a credential step),
+                // never left to the resync interval; an unwind says so by its failure's
+                // `retryable` (support::unwind_retry).
+                if let Some(e) = ended.filter(|e| !e.done && error.is_retryable()) {
+                    assert_ne!(
+                        e.retry,
+                        Retry::Resync,
+                        "{at}: a retryable fault waits for the resync interval"
+                    );
+                    checked += 1;
+                }
                 covered += 1;
             }
         }
+        assert!(
+            checked > 0,
+            "{what}: no retryable fault left a run failed, so no retry was checked"
+        );
     }
     eprintln!("faults at every call of a PerCustomer link on the fake: {covered}");
     report::count("faults.per_customer", covered);
     s.teardown().await;
 }
 
+/// How many calls a project's first link's create and its delete make, counted on the fake
+/// (which answers as the lab does, docs/performance.md "A `PerCustomer` link"): the lab's
+/// points are drawn among them without a lab run to count.
+async fn calls_on_the_fake() -> [usize; 2] {
+    let s = stage(fake_env_with(FakeCloud::new()).await).await;
+    let mut calls = [0; 2];
+    for (n, delete) in calls.iter_mut().zip([false, true]) {
+        let counting = Crash::counting();
+        crash_point(&s, delete, counting.clone(), "uncrashed").await;
+        *n = counting.calls();
+    }
+    s.teardown().await;
+    calls
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lab_sampled_crash_points_of_a_per_customer_link() {
+    let calls = calls_on_the_fake().await;
+    // The space counts whether or not a lab runs (as crash_points.rs counts its own): every
+    // call of the create and of the delete, both kinds of stop. Its size is a figure of
+    // docs/performance.md.
+    report::count(
+        "crash_points.lab_space.per_customer",
+        calls.iter().sum::<usize>() * Kind::ALL.len(),
+    );
     let Some(env) = lab_env_for("lab_sampled_crash_points_of_a_per_customer_link").await else {
         return;
     };
@@ -1250,18 +1315,16 @@ async fn lab_sampled_crash_points_of_a_per_customer_link() {
     eprintln!("per-customer lab crash sample: BNERD_CRASH_SEED={seed}");
     let mut sample = Sample::new(seed);
     let mut covered = 0;
-    for delete in [false, true] {
-        // How many calls the run makes uncrashed, then a few points among them.
-        let counting = Crash::counting();
-        crash_point(&s, delete, counting.clone(), "uncrashed").await;
-        let calls = counting.calls();
+    for (delete, calls) in [false, true].into_iter().zip(calls) {
+        // A few points among the calls the fake counted.
         for k in sample.distinct(2, calls) {
             let kind = Kind::ALL[(sample.draw() % 2) as usize];
-            let at = format!(
-                "lab {} stopped {kind:?} at call {k} of {calls}",
-                if delete { "delete" } else { "create" }
+            let what = if delete { "delete" } else { "create" };
+            let at = format!("lab {what} stopped {kind:?} at call {k} of {calls}");
+            assert!(
+                crash_point(&s, delete, Crash::at(k, kind), &at).await,
+                "{at}: the lab made fewer calls than the fake; the fake no longer answers as the lab does"
             );
-            crash_point(&s, delete, Crash::at(k, kind), &at).await;
             covered += 1;
         }
     }

@@ -550,17 +550,13 @@ fn report(
             c("operator 20").1
         ),
     );
+    // The ratios docs/performance.md ("Against the manual method") judges against its
+    // targets: measured only. Wall time on a shared lab varies from run to run more than a
+    // target's margin, so a verdict here would gate nothing.
     let r1 = m("operator 1").as_secs_f64() / m("raw 1").as_secs_f64();
     let r20 = m("operator 20").as_secs_f64() / m("cli 2").as_secs_f64();
-    let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
-    println!(
-        "target: operator 1 link within 1.3x the raw floor: {r1:.2}x ({})",
-        verdict(r1 <= 1.3)
-    );
-    println!(
-        "target: operator 20 links in less time than the CLI needs for 2: {r20:.2}x of the CLI ({})",
-        verdict(r20 < 1.0)
-    );
+    println!("ratio: operator 1 link / raw floor 1 link (medians): {r1:.2}x");
+    println!("ratio: operator 20 links / openstack CLI 2 links (medians): {r20:.2}x");
     let errors = log.lines().filter(|l| l.contains("ERROR")).count();
     if errors > 0 {
         println!("operator logged {errors} ERROR lines");

@@ -20,7 +20,7 @@ use bnerd_cloud::{Neutron, Port, Route};
 use bnerd_cloud_fake::FakeCloud;
 use bnerd_engine::{
     CredentialSource, CustomerCloud, CustomerCredential, Customers, LinkEngine, OperatorIdentity,
-    Outcome, Retry, UnwindPlan, Unwound,
+    Outcome, Retry, StepFail, UnwindPlan, Unwound,
 };
 use bnerd_testkit::crash::{Crash, Crashing, run_until_crash};
 use bnerd_testkit::link_input;
@@ -357,6 +357,17 @@ pub async fn unwound_with(
     link: &ClusterLink,
     crash: &Arc<Crash>,
 ) -> Result<UnwindPlan, String> {
+    unwind_failing(stage, link, crash)
+        .await
+        .map_err(|f| format!("{:?}: {}", f.reason, f.message))
+}
+
+/// [`unwound_with`], the failure kept whole: its `retryable` is the unwind's retry decision.
+pub async fn unwind_failing(
+    stage: &Stage,
+    link: &ClusterLink,
+    crash: &Arc<Crash>,
+) -> Result<UnwindPlan, StepFail> {
     let status = link.status.clone().unwrap_or_default();
     let input = link_input(link, &status, &[], &stage.env.reverse).expect("uid");
     let net = Crashing::new(stage.env.net.clone(), crash.clone());
@@ -364,15 +375,24 @@ pub async fn unwound_with(
         side,
         crash: crash.clone(),
     });
-    let done = match engine(stage, link, &net, source.as_ref())
+    match engine(stage, link, &net, source.as_ref())
         .unwind(&input, &stage.env.reverse)
         .await
     {
         Unwound::Done(plan) => Ok(plan),
         Unwound::Stuck(f) => Err(f),
         Unwound::Held(held) => Err(held.fail),
-    };
-    done.map_err(|f| format!("{:?}: {}", f.reason, f.message))
+    }
+}
+
+/// The retry decision a failed unwind states, in a reconcile's terms: a retryable failure
+/// (weather) is tried again soon, any other waits for a change or the resync.
+pub fn unwind_retry(f: &StepFail) -> Retry {
+    if f.retryable {
+        Retry::Backoff
+    } else {
+        Retry::Resync
+    }
 }
 
 /// One unwind as a fresh process runs it: `Some(whether the link's annotations release it)`
@@ -631,11 +651,12 @@ pub async fn point(
     (tripped, calls)
 }
 
-/// How a run that finished ended: converged (Ready, or unwound), and when to look again.
+/// How a run that finished ended: converged (Ready, or unwound), and when to look again (a
+/// reconcile's `Retry`; a failed unwind's, from its failure's `retryable`: [`unwind_retry`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Ended {
     pub done: bool,
-    pub retry: Option<Retry>,
+    pub retry: Retry,
 }
 
 /// [`point`], also saying how the run ended when it was not stopped.
@@ -649,12 +670,13 @@ pub async fn point_with(
     let mut ended = None;
     let mut deleted = false;
     let finished = if scenario == Scenario::Delete {
-        let done = run_until_crash(&crash, unwind_with(stage, &p.link, &crash)).await;
-        deleted = matches!(done, Some(Ok(())));
+        let done = run_until_crash(&crash, unwind_failing(stage, &p.link, &crash)).await;
+        deleted = matches!(done, Some(Ok(_)));
         if let Some(d) = &done {
             ended = Some(Ended {
                 done: d.is_ok(),
-                retry: None,
+                // A finished unwind has nothing to look at again.
+                retry: d.as_ref().err().map_or(Retry::Resync, unwind_retry),
             });
         }
         done.is_some()
@@ -664,7 +686,7 @@ pub async fn point_with(
             p.link.status = Some(out.status.clone());
             ended = Some(Ended {
                 done: ready(&out.status),
-                retry: Some(out.retry),
+                retry: out.retry,
             });
         }
         out.is_some()
