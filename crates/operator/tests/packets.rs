@@ -1,9 +1,17 @@
 //! The packet tier: the real operator binary on the kube lab and the lab's ML2/OVN Neutron with
 //! a real data plane (`lab/openstack/ovn.sh`). Neutron ports become network namespaces
 //! (`bnerd_testkit::dataplane`): a gateway pod on the transit network that answers for a VPN
-//! client address (the reverse-exposure side), and a VM on each service network. Every check is
-//! a bounded ping that must, or must not, get its reply; a verdict that surprises prints the
-//! `ovn-trace` of its flow.
+//! client address (the reverse-exposure side), and a VM on each service network.
+//!
+//! Every verdict reads what the destination saw, once OVN has applied the last change: an echo
+//! request is delivered when the destination counted it and its reply came back, not delivered
+//! when the destination counted nothing (a reply alone would prove nothing either way: nothing
+//! routes back to a customer transit, so a request that leaks there one way gets no reply).
+//! Every "not delivered" has its positive control from the same endpoint in the same run (its
+//! own gateway answers it, and in the isolation test its own VM). Each mode (same-tenant,
+//! cross-tenant `Shared`, `PerCustomer`) also carries a TCP connection to a listener in a
+//! service VM's namespace, as a service behind the link is reached. A verdict that surprises
+//! prints the `ovn-trace` of its flow.
 //!
 //! Timings (apply → Ready, apply → first packet, break → first packet again) are printed as
 //! `NOTE` lines; `BNERD_PACKET_ROUNDS=5` repeats the self-heal rounds for the medians of
@@ -17,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use bnerd_api::ClusterLink;
 use bnerd_cloud::{Neutron, Port, Route, Router};
-use bnerd_testkit::dataplane::{DataPlane, Endpoint, ServiceNet};
+use bnerd_testkit::dataplane::{DataPlane, Dest, Endpoint, Probe, ServiceNet};
 use bnerd_testkit::kube_lab::{install_crd, kube_client};
 use bnerd_testkit::operator_proc::{
     OperatorCommand, OperatorProcess, TEST_LABEL, create_cross_tenant_as, create_per_customer_as,
@@ -37,6 +45,8 @@ const CLIENT: &str = "100.64.0.11";
 const EXPOSURE_CIDR: &str = "100.64.0.0/24";
 const SVC_CIDR: &str = "10.251.0.0/16";
 const SVC_VM: &str = "10.251.0.5";
+/// The port a service VM listens on for the TCP checks (`Endpoint::serve_tcp`).
+const TCP_PORT: u16 = 8080;
 
 struct Fixture {
     client: Client,
@@ -234,9 +244,10 @@ async fn apply_and_time(
 }
 
 /// Same-tenant: before the link nothing routes; once Ready the gateway pod reaches the service
-/// VM and the reply comes back over the leg's connected route (the service router has no route
-/// of its own to the transit network); with a reverse-exposing gateway the service VM reaches
-/// the VPN client address; delete withdraws the gateway route before the leg and the path goes.
+/// VM (pings, and TCP to its listener) and the reply comes back over the leg's connected route
+/// (the service router has no route of its own to the transit network); with a
+/// reverse-exposing gateway the service VM reaches the VPN client address (pings and TCP);
+/// delete withdraws the gateway route before the leg and the path goes.
 #[tokio::test]
 async fn same_tenant_link_carries_packets_both_ways_and_delete_cuts_them() {
     let test = "same_tenant_link_carries_packets_both_ways_and_delete_cuts_them";
@@ -245,8 +256,8 @@ async fn same_tenant_link_carries_packets_both_ways_and_delete_cuts_them() {
     };
     let net = f.net();
     let (router, svc, pod, vm) = f.same_tenant_scene("st").await;
-    pod.assert_not_delivered(net, SVC_VM, "before any link")
-        .await;
+    vm.serve_tcp(TCP_PORT).await;
+    pod.assert_not_delivered(vm.dest(), "before any link").await;
 
     let _op = f.operator("10s");
     let name = unique("pk-st");
@@ -263,8 +274,15 @@ async fn same_tenant_link_carries_packets_both_ways_and_delete_cuts_them() {
         ms(to_ready),
         ms(to_packet)
     ));
-    pod.assert_delivered(net, SVC_VM, "gateway pod -> service VM and back")
+    pod.assert_delivered(vm.dest(), "gateway pod -> service VM and back")
         .await;
+    pod.assert_tcp_delivered(
+        &vm,
+        SVC_VM,
+        TCP_PORT,
+        "gateway pod -> service VM, TCP (same-tenant)",
+    )
+    .await;
     let routes = f.env.get_router(&router.id).await.routes;
     assert!(
         routes.iter().all(|r| !r.destination.starts_with("10.254.")),
@@ -273,18 +291,19 @@ async fn same_tenant_link_carries_packets_both_ways_and_delete_cuts_them() {
 
     // The service VM initiates toward a reverse exposure: nothing routes it until a gateway
     // with reverse exposures exists.
-    vm.assert_not_delivered(
-        net,
-        CLIENT,
-        "service VM -> VPN client before any reverse route",
-    )
-    .await;
+    let client = Dest::Ns(&pod, CLIENT);
+    vm.assert_not_delivered(client, "service VM -> VPN client before any reverse route")
+        .await;
     let gw = f.reverse_exposing_gateway().await;
     wait_route(net, &router.id, &Route::new(EXPOSURE_CIDR, POD_IP), true).await;
-    vm.assert_delivered(
-        net,
+    vm.assert_delivered(client, "service VM -> VPN client via the reverse route")
+        .await;
+    pod.serve_tcp(TCP_PORT).await;
+    vm.assert_tcp_delivered(
+        &pod,
         CLIENT,
-        "service VM -> VPN client via the reverse route",
+        TCP_PORT,
+        "service VM -> VPN client via the reverse route, TCP",
     )
     .await;
 
@@ -297,7 +316,7 @@ async fn same_tenant_link_carries_packets_both_ways_and_delete_cuts_them() {
         .await
         .expect("delete");
     let start = Instant::now();
-    let (leg_then, replies) = loop {
+    let (leg_then, probe) = loop {
         assert!(
             start.elapsed() < Duration::from_secs(60),
             "the gateway route did not go within 60 s of the delete"
@@ -305,7 +324,7 @@ async fn same_tenant_link_carries_packets_both_ways_and_delete_cuts_them() {
         let has_route = f.gateway_routes().await.contains(&route);
         let has_leg = net.get_port(&leg).await.is_ok();
         if !has_route {
-            break (has_leg, pod.ping(SVC_VM, 1).await.received);
+            break (has_leg, pod.probe(vm.dest(), 1).await);
         }
         assert!(
             has_leg,
@@ -314,15 +333,16 @@ async fn same_tenant_link_carries_packets_both_ways_and_delete_cuts_them() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     };
     assert_eq!(
-        replies, 0,
-        "no reply once the gateway route is gone (leg present: {leg_then})"
+        (probe.arrived, probe.replies),
+        (0, 0),
+        "nothing arrives once the gateway route is gone (leg present: {leg_then}): {}",
+        probe.verdict()
     );
     wait_gone(&f.links(), &name, 60).await;
-    pod.assert_not_delivered(net, SVC_VM, "after the delete")
+    pod.assert_not_delivered(vm.dest(), "after the delete")
         .await;
     vm.assert_not_delivered(
-        net,
-        CLIENT,
+        client,
         "after the delete (the reverse route went with the link)",
     )
     .await;
@@ -334,17 +354,16 @@ async fn same_tenant_link_carries_packets_both_ways_and_delete_cuts_them() {
 }
 
 /// Cross-tenant: two customers, each with a cross-tenant link (its own router and service VM,
-/// its own credential): the gateway pod reaches both VMs and both reach the VPN client through
-/// the reverse route. Then the spec's admitted gap, measured: a port of customer2's project on
-/// the shared transit network reaches customer's service VM, through the gateway router and
-/// straight through customer's leg.
+/// its own credential): the gateway pod reaches both VMs (customer's by TCP too) and both reach
+/// the VPN client through the reverse route. Then the spec's admitted gap, measured: a port of
+/// customer2's project on the shared transit network reaches customer's service VM (pings and
+/// TCP) through the gateway router, and straight through customer's leg.
 #[tokio::test]
 async fn cross_tenant_links_carry_packets_and_the_shared_transit_gap_is_real() {
     let test = "cross_tenant_links_carry_packets_and_the_shared_transit_gap_is_real";
     let Some(f) = fixture(test).await else {
         return;
     };
-    let net = f.net();
     let a = lab_app_cred_client(&f.lab, "CUSTOMER");
     let b = lab_app_cred_client(&f.lab, "CUSTOMER2");
     let ra = Neutron::create_router(&a, &unique("pk-ct-a"))
@@ -358,6 +377,7 @@ async fn cross_tenant_links_carry_packets_and_the_shared_transit_gap_is_real() {
     let (_pod_port, pod) = f.gateway_pod("ct-pod").await;
     let vm_a = f.plane.attach(&a, &svc_a.vm, "ct-vm-a").await;
     let vm_b = f.plane.attach(&b, &svc_b.vm, "ct-vm-b").await;
+    vm_a.serve_tcp(TCP_PORT).await;
 
     let _op = f.operator("10s");
     let api = f.links();
@@ -387,16 +407,15 @@ async fn cross_tenant_links_carry_packets_and_the_shared_transit_gap_is_real() {
         "10.253.0.0/16",
     )
     .await;
-    pod.assert_delivered(
-        net,
-        "10.252.0.5",
-        "gateway pod -> customer's VM (cross-tenant)",
-    )
-    .await;
-    pod.assert_delivered(
-        net,
-        "10.253.0.5",
-        "gateway pod -> customer2's VM (cross-tenant)",
+    pod.assert_delivered(vm_a.dest(), "gateway pod -> customer's VM (cross-tenant)")
+        .await;
+    pod.assert_delivered(vm_b.dest(), "gateway pod -> customer2's VM (cross-tenant)")
+        .await;
+    pod.assert_tcp_delivered(
+        &vm_a,
+        &vm_a.ip,
+        TCP_PORT,
+        "gateway pod -> customer's VM, TCP (cross-tenant Shared)",
     )
     .await;
 
@@ -405,14 +424,12 @@ async fn cross_tenant_links_carry_packets_and_the_shared_transit_gap_is_real() {
     wait_route(&a, &ra.id, &reverse, true).await;
     wait_route(&b, &rb.id, &reverse, true).await;
     vm_a.assert_delivered(
-        &a,
-        CLIENT,
+        Dest::Ns(&pod, CLIENT),
         "customer's VM -> VPN client via the reverse route",
     )
     .await;
     vm_b.assert_delivered(
-        &b,
-        CLIENT,
+        Dest::Ns(&pod, CLIENT),
         "customer2's VM -> VPN client via the reverse route",
     )
     .await;
@@ -432,23 +449,28 @@ async fn cross_tenant_links_carry_packets_and_the_shared_transit_gap_is_real() {
         .expect("customer2 makes a port on the shared transit network");
     let rogue = f.plane.attach(&b, &rogue_port, "ct-rogue").await;
     rogue
-        .assert_delivered(
-            &b,
-            "10.252.0.5",
+        .assert_delivered(vm_a.dest(),
             "the admitted gap: customer2's port on the shared transit -> customer's VM via the gateway router",
+        )
+        .await;
+    rogue
+        .assert_tcp_delivered(
+            &vm_a,
+            &vm_a.ip,
+            TCP_PORT,
+            "the admitted gap, TCP: customer2's port on the shared transit -> customer's VM via the gateway router",
         )
         .await;
     let leg_a = transit_ip(&la);
     rogue.add_route("10.252.0.0/16", &leg_a);
     rogue
         .assert_delivered(
-            &b,
-            "10.252.0.5",
+            vm_a.dest(),
             "the admitted gap: customer2's port -> customer's VM straight through customer's leg",
         )
         .await;
     report::note(
-        "packets shared transit: customer2's port on the transit reaches customer's service VM via the gateway router and via customer's leg (the spec's admitted gap; only the attestation annotation stands there)",
+        "packets shared transit: customer2's port on the transit reaches customer's service VM via the gateway router (ICMP and TCP) and via customer's leg (the spec's admitted gap; only the attestation annotation stands there)",
     );
 
     // Unwind: the links first (their legs), then what the test made.
@@ -489,22 +511,23 @@ fn customer_transit(l: &ClusterLink) -> (String, String, String) {
     )
 }
 
-/// One verdict of the isolation report: what was tried, and whether a reply came back.
-fn verdict(report: &mut Vec<String>, mode: &str, what: &str, delivered: bool) {
-    report.push(format!(
-        "{mode:<11} {what:<72} {}",
-        if delivered { "DELIVERED" } else { "no reply" }
-    ));
+/// One verdict of the isolation report: what was tried, what the destination counted and
+/// what came back.
+fn verdict(report: &mut Vec<String>, mode: &str, what: &str, probe: Probe) {
+    report.push(format!("{mode:<11} {what:<72} {}", probe.verdict()));
 }
 
 /// Per-customer isolation with real packets. Customers A and B each have a `PerCustomer` link
-/// (a VM behind its router) and a `Shared` one next to it. The gateway pod reaches every VM and
-/// every VM the VPN client address; a port of A on A's customer transit reaches nothing of B's
-/// (B's VM, B's leg, B's customer transit), through A's edge router or through A's own router,
-/// also after A routes B's network to its edge router; B's port on its own the same. The
-/// `Shared` links keep the spec's reach: B's port on the shared transit reaches A's `Shared`
-/// VM. The report prints both side by side. The last link of a project takes its customer
-/// transit down: nothing of it is left.
+/// (a VM behind its router) and a `Shared` one next to it. The gateway pod reaches every VM (A's
+/// `PerCustomer` one by TCP too) and every VM the VPN client address. A port of A on A's
+/// customer transit reaches A's own VM and router (the controls), and gets not one packet to
+/// anything of B's (B's VM, B's leg, B's edge router, a port on B's customer transit), through
+/// A's edge router or through A's own router, also after A routes B's network to its edge
+/// router; B's port on its own the same. A's port reaches the gateway pod one way only, as the
+/// docs admit. The `Shared` links keep the spec's reach: B's port on the shared transit reaches
+/// A's `Shared` VM, and A's `PerCustomer` VM too (pings and TCP). The report prints every
+/// verdict with its counts. The last link of a project takes its customer transit down:
+/// nothing of it is left.
 #[tokio::test]
 async fn per_customer_links_cut_the_gap_packet_by_packet() {
     let test = "per_customer_links_cut_the_gap_packet_by_packet";
@@ -600,12 +623,20 @@ async fn per_customer_links_cut_the_gap_packet_by_packet() {
     )
     .await;
     for (dst, what) in [
-        ("10.252.0.5", "gateway pod -> A's VM (PerCustomer)"),
-        ("10.253.0.5", "gateway pod -> B's VM (PerCustomer)"),
-        ("10.248.0.5", "gateway pod -> A's VM (Shared)"),
+        (vm_a.dest(), "gateway pod -> A's VM (PerCustomer)"),
+        (vm_b.dest(), "gateway pod -> B's VM (PerCustomer)"),
+        (vm_a2.dest(), "gateway pod -> A's VM (Shared)"),
     ] {
-        pod.assert_delivered(net, dst, what).await;
+        pod.assert_delivered(dst, what).await;
     }
+    vm_a.serve_tcp(TCP_PORT).await;
+    pod.assert_tcp_delivered(
+        &vm_a,
+        &vm_a.ip,
+        TCP_PORT,
+        "gateway pod -> A's VM, TCP (PerCustomer)",
+    )
+    .await;
 
     let gw = f.reverse_exposing_gateway().await;
     let (anet, anet_gw, edge_a) = customer_transit(&la);
@@ -613,9 +644,10 @@ async fn per_customer_links_cut_the_gap_packet_by_packet() {
     wait_route(&a, &ra.id, &Route::new(EXPOSURE_CIDR, &anet_gw), true).await;
     wait_route(net, &edge_a, &Route::new(EXPOSURE_CIDR, POD_IP), true).await;
     wait_route(&b, &rb.id, &Route::new(EXPOSURE_CIDR, &bnet_gw), true).await;
-    vm_a.assert_delivered(&a, CLIENT, "A's VM -> VPN client via A's edge router")
+    let client = Dest::Ns(&pod, CLIENT);
+    vm_a.assert_delivered(client, "A's VM -> VPN client via A's edge router")
         .await;
-    vm_b.assert_delivered(&b, CLIENT, "B's VM -> VPN client via B's edge router")
+    vm_b.assert_delivered(client, "B's VM -> VPN client via B's edge router")
         .await;
 
     // A port of each customer on its own customer transit (Neutron's IPAM gives the address,
@@ -637,46 +669,68 @@ async fn per_customer_links_cut_the_gap_packet_by_packet() {
     let leg_a = transit_ip(&la);
     let leg_b = transit_ip(&lb);
     let mut lines = vec![];
+    // The controls: each port reaches its own project's VM through its edge router and its
+    // leg (the reply comes straight back: the customer's router has the customer transit
+    // connected), so what these ports do not reach below is the path's doing, not theirs.
+    for (ep, dst, what) in [
+        (
+            &rogue_a,
+            vm_a.dest(),
+            "A's port on its customer transit -> A's VM (control)",
+        ),
+        (
+            &rogue_b,
+            vm_b.dest(),
+            "B's port on its customer transit -> B's VM (control)",
+        ),
+    ] {
+        let p = ep.assert_delivered(dst, what).await;
+        verdict(&mut lines, "PerCustomer", what, p);
+    }
     for (what, dst) in [
         (
             "A's port on its customer transit -> B's VM via A's edge router",
-            "10.253.0.5",
+            vm_b.dest(),
         ),
         (
             "A's port on its customer transit -> B's leg",
-            leg_b.as_str(),
+            Dest::Router(&leg_b),
         ),
         (
-            "A's port on its customer transit -> B's customer transit",
-            bnet_gw.as_str(),
+            "A's port on its customer transit -> B's edge router on B's transit",
+            Dest::Router(&bnet_gw),
+        ),
+        (
+            "A's port on its customer transit -> B's port on B's transit",
+            rogue_b.dest(),
         ),
         (
             "A's port on its customer transit -> A's Shared VM",
-            "10.248.0.5",
+            vm_a2.dest(),
         ),
     ] {
-        rogue_a.assert_not_delivered(&a, dst, what).await;
-        verdict(&mut lines, "PerCustomer", what, false);
+        let p = rogue_a.assert_not_delivered(dst, what).await;
+        verdict(&mut lines, "PerCustomer", what, p);
     }
-    rogue_b
-        .assert_not_delivered(
-            &b,
-            "10.252.0.5",
-            "B's port on its customer transit -> A's VM",
-        )
-        .await;
-    verdict(
-        &mut lines,
-        "PerCustomer",
-        "B's port on its customer transit -> A's VM",
-        false,
-    );
+    let what = "B's port on its customer transit -> A's VM";
+    let p = rogue_b.assert_not_delivered(vm_a.dest(), what).await;
+    verdict(&mut lines, "PerCustomer", what, p);
+    // What the mode admits (docs/operations.md, "What it does not cut"): A's customer
+    // transit reaches the main transit one way, through A's edge router, which has it
+    // connected; the gateway pod's reply finds no way back.
+    let what = "A's port on its customer transit -> the gateway pod (one way)";
+    let p = rogue_a.assert_one_way(pod.dest(), what).await;
+    verdict(&mut lines, "PerCustomer", what, p);
     // Through A's own router, and with routes of A's own on it: A's router has no route to
-    // B, and A's edge router none either.
+    // B, and A's edge router none either. The control: A's port reaches A's router, the
+    // next hop of its route.
     rogue_a.add_route("10.253.0.0/16", &leg_a);
+    let what = "A's port -> A's router, its route's next hop (control)";
+    let p = rogue_a.assert_delivered(Dest::Router(&leg_a), what).await;
+    verdict(&mut lines, "PerCustomer", what, p);
     let what = "A's port -> B's VM via A's own router";
-    rogue_a.assert_not_delivered(&a, "10.253.0.5", what).await;
-    verdict(&mut lines, "PerCustomer", what, false);
+    let p = rogue_a.assert_not_delivered(vm_b.dest(), what).await;
+    verdict(&mut lines, "PerCustomer", what, p);
     a.add_extraroutes(&ra.id, &[Route::new("10.253.0.0/16", &anet_gw)])
         .await
         .expect("A routes B's network to its edge router");
@@ -687,8 +741,8 @@ async fn per_customer_links_cut_the_gap_packet_by_packet() {
         ),
         (&vm_a, "A's VM -> B's VM, A's own route to its edge router"),
     ] {
-        ep.assert_not_delivered(&a, "10.253.0.5", what).await;
-        verdict(&mut lines, "PerCustomer", what, false);
+        let p = ep.assert_not_delivered(vm_b.dest(), what).await;
+        verdict(&mut lines, "PerCustomer", what, p);
     }
     a.remove_extraroutes(&ra.id, &[Route::new("10.253.0.0/16", &anet_gw)])
         .await
@@ -697,7 +751,7 @@ async fn per_customer_links_cut_the_gap_packet_by_packet() {
     // The Shared links next to them: B's port on the shared transit (B's Shared link shares
     // it with B's project) reaches A's Shared VM, as the spec admits; and A's PerCustomer VM
     // too, through the gateway router and A's edge router (the edge router has the transit
-    // connected, so the reply finds its way back).
+    // connected, so the reply finds its way back), TCP as well.
     let shared_port = b
         .create_port(&bnerd_cloud::CreatePort {
             network_id: f.env.fabric.transit_network_id.clone(),
@@ -708,11 +762,19 @@ async fn per_customer_links_cut_the_gap_packet_by_packet() {
         .expect("B makes a port on the shared transit");
     let shared = f.plane.attach(&b, &shared_port, "sh-rog-b").await;
     let what = "B's port on the shared transit -> A's Shared VM";
-    shared.assert_delivered(&b, "10.248.0.5", what).await;
-    verdict(&mut lines, "Shared", what, true);
+    let p = shared.assert_delivered(vm_a2.dest(), what).await;
+    verdict(&mut lines, "Shared", what, p);
     let what = "B's port on the shared transit -> A's PerCustomer VM";
-    let reached = shared.reaches("10.252.0.5").await;
-    verdict(&mut lines, "Shared", what, reached);
+    let p = shared.assert_delivered(vm_a.dest(), what).await;
+    verdict(&mut lines, "Shared", what, p);
+    shared
+        .assert_tcp_delivered(
+            &vm_a,
+            &vm_a.ip,
+            TCP_PORT,
+            "B's port on the shared transit -> A's PerCustomer VM, TCP",
+        )
+        .await;
     report::note("packets isolation report, PerCustomer next to Shared (one verdict a line):");
     for l in &lines {
         report::note(&format!("packets isolation: {l}"));
@@ -742,8 +804,7 @@ async fn per_customer_links_cut_the_gap_packet_by_packet() {
         "the move lands on A's customer transit"
     );
     pod.assert_delivered(
-        net,
-        "10.248.0.5",
+        vm_a2.dest(),
         "gateway pod -> A's moved VM (now PerCustomer)",
     )
     .await;
@@ -784,7 +845,7 @@ async fn per_customer_links_cut_the_gap_packet_by_packet() {
         .filter(|p| p.name.starts_with("bnerd-vpn-edge-"))
         .collect();
     assert!(edge_legs.is_empty(), "edge legs left: {edge_legs:?}");
-    pod.assert_not_delivered(net, "10.252.0.5", "after the delete: gateway pod -> A's VM")
+    pod.assert_not_delivered(vm_a.dest(), "after the delete: gateway pod -> A's VM")
         .await;
     f.delete_gateway(&gw).await;
     drop((pod, vm_a, vm_b, vm_a2));
@@ -798,12 +859,13 @@ async fn per_customer_links_cut_the_gap_packet_by_packet() {
 }
 
 /// Break the path out of band and time the self-heal: from the break to the first reply again,
-/// at a 10 s resync. A probe right after the break must get no reply unless the operator has
-/// already put the route back (then the break is tried again: a reply with the route still
-/// gone would be a path this test does not know).
+/// at a 10 s resync. A probe once OVN has applied the break must not reach the VM unless the
+/// operator has already put the route back (then the break is tried again: an arrival with the
+/// route still gone would be a path this test does not know).
 async fn time_heal(
     f: &Fixture,
     pod: &Endpoint,
+    vm: &Endpoint,
     what: &str,
     route: &Route,
     mut brk: impl AsyncFnMut(),
@@ -811,11 +873,12 @@ async fn time_heal(
     for _ in 0..5 {
         brk().await;
         let t0 = Instant::now();
-        let replies = pod.ping(SVC_VM, 1).await.received;
-        if replies > 0 {
+        let probe = pod.probe(vm.dest(), 1).await;
+        if probe.arrived > 0 || probe.replies > 0 {
             assert!(
                 f.gateway_routes().await.contains(route),
-                "{what}: a reply came back with the gateway route still gone"
+                "{what}: {} with the gateway route still gone",
+                probe.verdict()
             );
             continue;
         }
@@ -837,7 +900,7 @@ async fn drift_breaks_the_path_and_the_operator_heals_it() {
         return;
     };
     let net = f.net();
-    let (router, svc, pod, _vm) = f.same_tenant_scene("dr").await;
+    let (router, svc, pod, vm) = f.same_tenant_scene("dr").await;
     let _op = f.operator("10s");
     let api = f.links();
 
@@ -857,7 +920,7 @@ async fn drift_breaks_the_path_and_the_operator_heals_it() {
         to_packet.push(ms(packet));
         let ip = transit_ip(&l);
         let route = Route::new(SVC_CIDR, &ip);
-        let d = time_heal(&f, &pod, "gateway route removed", &route, async || {
+        let d = time_heal(&f, &pod, &vm, "gateway route removed", &route, async || {
             f.env
                 .remove_routes(
                     &f.env.fabric.gateway_router_id,
@@ -868,7 +931,7 @@ async fn drift_breaks_the_path_and_the_operator_heals_it() {
         })
         .await;
         route_heals.push(ms(d));
-        let d = time_heal(&f, &pod, "leg removed", &route, async || {
+        let d = time_heal(&f, &pod, &vm, "leg removed", &route, async || {
             let leg = f
                 .env
                 .ports()
@@ -887,7 +950,7 @@ async fn drift_breaks_the_path_and_the_operator_heals_it() {
             .await
             .expect("delete");
         wait_gone(&api, &name, 60).await;
-        pod.assert_not_delivered(net, SVC_VM, "after the delete")
+        pod.assert_not_delivered(vm.dest(), "after the delete")
             .await;
     }
     report::note(&format!(
@@ -899,7 +962,7 @@ async fn drift_breaks_the_path_and_the_operator_heals_it() {
         median(&leg_heals)
     ));
 
-    drop(pod);
+    drop((pod, vm));
     svc.teardown(net).await;
     f.env.teardown(&[]).await;
 }
@@ -920,7 +983,7 @@ async fn adoption_of_a_hand_made_leg_loses_no_packet() {
         return;
     };
     let net = f.net();
-    let (router, svc, pod, _vm) = f.same_tenant_scene("ad").await;
+    let (router, svc, pod, vm) = f.same_tenant_scene("ad").await;
     // The manual way (the spec's steps 1-3).
     let leg = f
         .env
@@ -937,10 +1000,10 @@ async fn adoption_of_a_hand_made_leg_loses_no_packet() {
         )
         .await
         .expect("router set --route");
-    pod.assert_delivered(net, SVC_VM, "the hand-made path")
-        .await;
+    pod.assert_delivered(vm.dest(), "the hand-made path").await;
 
-    // 20 s of pings, 50 ms apart, across the adoption.
+    // 20 s of pings, 50 ms apart, across the adoption; the VM counts every request it gets.
+    let echoes = vm.counter("Icmp.InEchos").await;
     let stream = pod.stream(SVC_VM, "0.05", 400);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let _op = f.operator("10s");
@@ -968,12 +1031,14 @@ async fn adoption_of_a_hand_made_leg_loses_no_packet() {
         "the hand-made port is adopted, not replaced"
     );
     let count = stream.finish().await;
+    let arrived = vm.counter("Icmp.InEchos").await - echoes;
     assert_eq!(
-        count.received, count.sent,
-        "packets lost during the adoption: {count:?}"
+        (count.received, arrived),
+        (count.sent, u64::from(count.sent)),
+        "packets lost during the adoption: {count:?}, {arrived} arrived at the VM"
     );
     report::note(&format!(
-        "packets adoption: {} of {} echo requests answered across the adoption",
+        "packets adoption: {} of {} echo requests arrived at the VM and were answered across the adoption",
         count.received, count.sent
     ));
     assert_eq!(
@@ -993,9 +1058,9 @@ async fn adoption_of_a_hand_made_leg_loses_no_packet() {
         net.get_port(&leg.id).await.is_err(),
         "the adopted leg is the link's to delete"
     );
-    pod.assert_not_delivered(net, SVC_VM, "after the delete")
+    pod.assert_not_delivered(vm.dest(), "after the delete")
         .await;
-    drop(pod);
+    drop((pod, vm));
     svc.teardown(net).await;
     f.env.teardown(&[]).await;
 }
