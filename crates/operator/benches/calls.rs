@@ -2,8 +2,8 @@
 //! one link and to resync a converged one, time to converge N links, and reverse-route
 //! fan-out. Counts come from the fake, whose answers the parity test holds to the lab's;
 //! with a running lab it also times converge, resync and unwind against real Neutron.
-//! A count with a budget (docs/performance.md, "Call budgets") is held to it: a run that
-//! misses one panics naming it; every other line is a measurement only.
+//! A count with a budget (docs/performance.md, "Call budgets (asserted by tests)") is held
+//! to it: a run that misses one panics naming it; every other line is a measurement only.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -110,9 +110,9 @@ async fn calls(by_name: bool, honour_create_tags: bool) {
     println!("calls/resync converged link ({how}): reads={rr} writes={rw}");
 }
 
-/// A count held to its budget (docs/performance.md, "Call budgets", where the tests assert the
-/// same): missing it fails the bench, naming what and by how much, rather than printing a
-/// verdict nothing reads.
+/// A count held to its budget (docs/performance.md, "Call budgets (asserted by tests)", where
+/// the tests assert the same): missing it fails the bench, naming what and by how much,
+/// rather than printing a verdict nothing reads.
 fn held(what: &str, ok: bool, budget: &str, (reads, writes): (u64, u64)) {
     assert!(
         ok,

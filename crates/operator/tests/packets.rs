@@ -715,7 +715,7 @@ async fn per_customer_links_cut_the_gap_packet_by_packet() {
     let what = "B's port on its customer transit -> A's VM";
     let p = rogue_b.assert_not_delivered(vm_a.dest(), what).await;
     verdict(&mut lines, "PerCustomer", what, p);
-    // What the mode admits (docs/operations.md, "What it does not cut"): A's customer
+    // What the mode admits (docs/operations.md, "Per-customer transit isolation"): A's customer
     // transit reaches the main transit one way, through A's edge router, which has it
     // connected; the gateway pod's reply finds no way back.
     let what = "A's port on its customer transit -> the gateway pod (one way)";
