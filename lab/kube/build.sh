@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Build (or reuse) the lab binaries, cached OUTSIDE the clone:
 #   kubelab: $KLAB_CACHE/kube/<hash>/kubelab   (embedded etcd + real kube-apiserver)
+#   kcm:     $KLAB_CACHE/kube/<hash>/kube-controller-manager   (the real one, same
+#            k8s.io/kubernetes module and version as kubelab; go.mod names it as a tool)
 #   helm:    $KLAB_CACHE/helm/<hash>/helm
 # <hash> covers the module files, main.go, the Go version/platform and BUILD_REV,
-# so a cache hit is a plain file check and takes milliseconds.
+# so a cache hit is a plain file check and takes milliseconds. kubelab and
+# kube-controller-manager share one <hash> dir: one dir is one lab version.
 #
-# Usage: lab/kube/build.sh [all|kubelab|helm]      (default: all)
-# stdout: KUBELAB_BIN=<path> / HELM_BIN=<path> lines, so
-#   eval "$(lab/kube/build.sh)"   sets both variables.
+# Usage: lab/kube/build.sh [all|kube|kubelab|kcm|helm]      (default: all; kube = kubelab + kcm)
+# stdout: KUBELAB_BIN=<path> / KCM_BIN=<path> / HELM_BIN=<path> lines, so
+#   eval "$(lab/kube/build.sh)"   sets all three variables.
 # stderr: progress and build times.
 #
 # Env: KLAB_CACHE (default $HOME/.cache/bnerd-vpn-operator)
@@ -25,7 +28,7 @@ NICE=${KLAB_NICE:-10}
 KEEP=${KLAB_KEEP:-3}
 WHAT=${1:-all}
 
-case "$WHAT" in all|kubelab|helm) ;; *) echo "usage: $0 [all|kubelab|helm]" >&2; exit 2 ;; esac
+case "$WHAT" in all|kube|kubelab|kcm|helm) ;; *) echo "usage: $0 [all|kube|kubelab|kcm|helm]" >&2; exit 2 ;; esac
 command -v go >/dev/null || { echo "build.sh: go not found in PATH" >&2; exit 1; }
 
 export CGO_ENABLED=0 # static binaries, like upstream release builds
@@ -62,37 +65,48 @@ go_build() {
   exec 9>&-
 }
 
-build_kubelab() {
-  local h out t0 kv kmaj kmin kcommit kdate ld
+# kube_ldflags: version stamping as in kubernetes hack/lib/version.sh; without it
+# /version reports v0.0.0-master, which breaks clients that check the server
+# version (e.g. helm charts with kubeVersion constraints). Prints the -ldflags value.
+kube_ldflags() {
+  local kv kmaj kmin kcommit kdate ld pkg
+  kv=$(awk '$1=="k8s.io/kubernetes" && $2 ~ /^v1\./ {print $2; exit}' "$HERE/go.mod")
+  [[ -n $kv ]] || { echo "build.sh: cannot find k8s.io/kubernetes version in go.mod" >&2; exit 1; }
+  kmaj=${kv#v}; kmaj=${kmaj%%.*}
+  kmin=${kv#v*.}; kmin=${kmin%%.*}
+  kcommit=$(cd "$HERE" && go mod download -json k8s.io/kubernetes | sed -n 's/^[[:space:]]*"Hash": "\([0-9a-f]*\)".*/\1/p' | head -n1)
+  kdate=$(cd "$HERE" && go list -m -f '{{if .Time}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes)
+  ld="-s -w"
+  for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
+    ld+=" -X $pkg.gitVersion=$kv -X $pkg.gitMajor=$kmaj -X $pkg.gitMinor=$kmin"
+    ld+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$kdate"
+    [[ -n $kcommit ]] && ld+=" -X $pkg.gitCommit=$kcommit"
+  done
+  echo "$ld"
+}
+
+# build_kube <name> <package> <VAR>: kubelab or kube-controller-manager into
+# $CACHE/kube/<hash>/<name>; prints VAR=<path>.
+build_kube() {
+  local name=$1 pkg=$2 var=$3 h out t0 ld
   h=$(key "$HERE/go.mod" "$HERE/go.sum" "$HERE/main.go")
-  out="$CACHE/kube/$h/kubelab"
+  out="$CACHE/kube/$h/$name"
   if [[ -x $out ]]; then
-    echo "kubelab: cached $out" >&2
+    echo "$name: cached $out" >&2
     touch -c "$(dirname "$out")" # mark as recently used (see prune)
   else
-    # Version stamping as in kubernetes hack/lib/version.sh; without it /version
-    # reports v0.0.0-master, which breaks clients that check the server version
-    # (e.g. helm charts with kubeVersion constraints).
-    kv=$(awk '$1=="k8s.io/kubernetes" && $2 ~ /^v1\./ {print $2; exit}' "$HERE/go.mod")
-    [[ -n $kv ]] || { echo "build.sh: cannot find k8s.io/kubernetes version in go.mod" >&2; exit 1; }
-    kmaj=${kv#v}; kmaj=${kmaj%%.*}
-    kmin=${kv#v*.}; kmin=${kmin%%.*}
-    kcommit=$(cd "$HERE" && go mod download -json k8s.io/kubernetes | sed -n 's/^[[:space:]]*"Hash": "\([0-9a-f]*\)".*/\1/p' | head -n1)
-    kdate=$(cd "$HERE" && go list -m -f '{{if .Time}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes)
-    ld="-s -w"
-    for pkg in k8s.io/client-go/pkg/version k8s.io/component-base/version; do
-      ld+=" -X $pkg.gitVersion=$kv -X $pkg.gitMajor=$kmaj -X $pkg.gitMinor=$kmin"
-      ld+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$kdate"
-      [[ -n $kcommit ]] && ld+=" -X $pkg.gitCommit=$kcommit"
-    done
-    echo "kubelab: building $kv (commit ${kcommit:-unknown}) -> $out (this takes minutes on a cold Go build cache)" >&2
+    ld=$(kube_ldflags)
+    echo "$name: building $(awk '$1=="k8s.io/kubernetes" {print $2; exit}' "$HERE/go.mod") -> $out (this takes minutes on a cold Go build cache)" >&2
     t0=$(now)
-    go_build "$out" "$HERE" "$ld" .
-    echo "kubelab: built in $(since "$t0") s" >&2
+    go_build "$out" "$HERE" "$ld" "$pkg"
+    echo "$name: built in $(since "$t0") s" >&2
     prune "$CACHE/kube"
   fi
-  echo "KUBELAB_BIN=$out"
+  echo "$var=$out"
 }
+
+build_kubelab() { build_kube kubelab . KUBELAB_BIN; }
+build_kcm() { build_kube kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager KCM_BIN; }
 
 build_helm() {
   local h out t0 hv cgv cmaj cmin ld
@@ -120,7 +134,9 @@ build_helm() {
 }
 
 case "$WHAT" in
-  all) build_kubelab; build_helm ;;
+  all) build_kubelab; build_kcm; build_helm ;;
+  kube) build_kubelab; build_kcm ;;
   kubelab) build_kubelab ;;
+  kcm) build_kcm ;;
   helm) build_helm ;;
 esac

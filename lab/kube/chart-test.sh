@@ -11,9 +11,11 @@
 # Usage: lab/kube/chart-test.sh
 # Env:   CHART_TEST_KEEP=1  leave the applied objects in place (for debugging)
 #
-# kubelab runs no controllers: the Deployment never gets pods, which is fine here.
-# It also has no namespace controller, so deleted namespaces would stay Terminating;
-# the cleanup finalizes the (emptied) test namespaces itself. The CRD is applied but
+# The lab runs kube-controller-manager beside the apiserver (lab/kube/README.md): the
+# Deployments get ReplicaSets and Pods (Pending for good: there is no scheduler or
+# kubelet), the garbage collector removes what a deleted object owned (checked after
+# helm uninstall), and the namespace controller empties and removes deleted namespaces:
+# every namespace this script deletes must really be gone. The CRD is applied but
 # NOT deleted at the end, because other tests share this apiserver and deleting a CRD
 # deletes all its objects; the upgrade test strips the Helm ownership it gave the CRD,
 # leaving it as a 0.2.0 install leaves it (not owned by any release). The whole run
@@ -72,18 +74,24 @@ RENDERED=$TMP/rendered.yaml
 APPLIED=0
 UPGRADE=0
 
-# finalize_ns <ns>: a deleted namespace stays Terminating without the namespace
-# controller; once its objects are gone, clear spec.finalizers like that controller does.
-finalize_ns() {
-  local ns=$1 i
-  kubectl get ns "$ns" >/dev/null 2>&1 || return 0
-  kubectl delete ns "$ns" --wait=false --ignore-not-found >/dev/null
-  kubectl get ns "$ns" -o json \
-    | sed 's/"kubernetes"//' \
-    | kubectl replace --raw "/api/v1/namespaces/$ns/finalize" -f - >/dev/null
-  for i in $(seq 50); do kubectl get ns "$ns" >/dev/null 2>&1 || return 0; sleep 0.1; done
-  echo "chart-test: namespace $ns still present after finalize" >&2
-  return 1
+# delete_ns <ns...>: delete the namespaces and wait until the namespace controller (in the
+# lab's kube-controller-manager) has deleted everything in them and removed them (about 5 s,
+# so all are deleted first, then waited for). A namespace still Terminating after
+# NS_DELETE_TIMEOUT seconds (default 120) is a failure: its conditions
+# (NamespaceDeletionContentFailure, NamespaceFinalizersRemaining, ...) say why.
+delete_ns() {
+  local ns deadline=$((SECONDS + ${NS_DELETE_TIMEOUT:-120}))
+  kubectl delete ns "$@" --wait=false --ignore-not-found >/dev/null
+  for ns in "$@"; do
+    while kubectl get ns "$ns" >/dev/null 2>&1; do
+      if ((SECONDS >= deadline)); then
+        echo "chart-test: namespace $ns still there ${NS_DELETE_TIMEOUT:-120}s after its delete:" \
+          "$(kubectl get ns "$ns" -o json | jq -c '[.status.phase, [.status.conditions[]? | select(.status == "True") | "\(.type): \(.message)"]]')" >&2
+        return 1
+      fi
+      sleep 0.2
+    done
+  done
 }
 
 # disown_crd: the CRD as chart 0.2.0 leaves it (installed from crds/, owned by no release).
@@ -114,7 +122,7 @@ remove_upgrade_test() {
   # the CRD as the file has it (a failed run may have left the "0.2.0" text), owned by nobody
   kubectl apply --server-side --force-conflicts --field-manager=chart-test -f "$CRD_FILE" >/dev/null || true
   disown_crd
-  finalize_ns "$UCREDS" && finalize_ns "$UNS"
+  delete_ns "$UCREDS" "$UNS"
 }
 
 cleanup() {
@@ -125,11 +133,8 @@ cleanup() {
   fi
   if [[ $APPLIED == 1 ]]; then
     kubectl delete -f "$RENDERED" --ignore-not-found --wait=false >/dev/null || rc=1
-    kubectl delete secret -n "$CREDS_NS" chart-test-creds --ignore-not-found --wait=false >/dev/null 2>&1 || true
-    # (objects left in a finalized namespace would stay in etcd and come back with it)
-    kubectl delete lease -n "$NS" "$SA" --ignore-not-found --wait=false >/dev/null 2>&1 || true
-    finalize_ns "$CREDS_NS" || rc=1
-    finalize_ns "$NS" || rc=1
+    # the namespace controller deletes what is left in them (Secrets, the Lease, Pods, ...)
+    delete_ns "$CREDS_NS" "$NS" || rc=1
     # cluster-scoped RBAC and the Events Role in "default" must be gone
     for o in clusterrole/"$SA" clusterrolebinding/"$SA" clusterrole/"$SA"-gateway-events \
              clusterrolebinding/"$SA"-gateway-events role/"$SA"-events rolebinding/"$SA"-events; do
@@ -150,12 +155,11 @@ trap cleanup EXIT
 for ns in "$CREDS_NS" "$NS"; do
   if kubectl get ns "$ns" >/dev/null 2>&1; then
     echo "chart-test: removing leftover namespace $ns" >&2
+    # the cluster-scoped objects and those in "default"; delete_ns takes the namespace's own
     helm template "$REL" "$CHART" -n "$NS" "${SET_REQ[@]}" --set crds.enabled=false \
       --set clusterLink.credentialsNamespace="$CREDS_NS" \
       | kubectl delete -f - --ignore-not-found --wait=false >/dev/null 2>&1 || true
-    kubectl delete secret -n "$CREDS_NS" chart-test-creds --ignore-not-found >/dev/null 2>&1 || true
-    kubectl delete lease -n "$NS" "$SA" --ignore-not-found >/dev/null 2>&1 || true
-    finalize_ns "$ns"
+    delete_ns "$ns"
   fi
 done
 if kubectl get ns "$UNS" >/dev/null 2>&1 || kubectl get ns "$UCREDS" >/dev/null 2>&1; then
@@ -697,7 +701,32 @@ kubectl get crd "$CRD" >/dev/null 2>&1 || fail "helm rollback deleted the CRD"
 pass "helm rollback to 0.2.0 keeps the CRD and the link (resource-policy keep)"
 out=$(upgrade) || fail "helm upgrade again after the rollback: $out"
 pass "helm upgrade to $VERSION again after the rollback (no second adoption needed)"
+# The lab's deployment and replicaset controllers made the Deployment's ReplicaSets and
+# their Pods (Pending: no scheduler); they name their owners in ownerReferences, so the
+# garbage collector must remove them once helm uninstall deletes the Deployment.
+DEP_UID=$(kubectl get deploy -n "$UNS" "$UREL-bnerd-vpn-operator" -o jsonpath='{.metadata.uid}')
+# owned <kind> <uid...>: UIDs of the <kind>s in $UNS that an object with one of these UIDs owns
+owned() {
+  local kind=$1; shift
+  kubectl get "$kind" -n "$UNS" -o json \
+    | jq -r --args '.items[] | select(any(.metadata.ownerReferences[]?.uid; IN($ARGS.positional[]))) | .metadata.uid' "$@"
+}
+RS_UIDS=() POD_UIDS=()
+for i in $(seq 300); do
+  RS_UIDS=($(owned replicasets "$DEP_UID"))
+  ((${#RS_UIDS[@]} > 0)) && POD_UIDS=($(owned pods "${RS_UIDS[@]}")) && ((${#POD_UIDS[@]} > 0)) && break
+  sleep 0.2
+done
+((${#RS_UIDS[@]} > 0 && ${#POD_UIDS[@]} > 0)) \
+  || fail "the Deployment $UREL-bnerd-vpn-operator has ${#RS_UIDS[@]} ReplicaSets and ${#POD_UIDS[@]} Pods after 60 s (is kube-controller-manager running? see $(dirname "$KUBECONFIG")/kcm.log)"
 out=$(helm uninstall "$UREL" -n "$UNS" 2>&1) || fail "helm uninstall: $out"
+for i in $(seq 300); do
+  left=$( { owned replicasets "$DEP_UID"; owned pods "${RS_UIDS[@]}"; } | wc -l)
+  ((left == 0)) && break
+  sleep 0.2
+done
+((left == 0)) || fail "60 s after helm uninstall, $left ReplicaSets/Pods of the deleted Deployment are left (garbage collector)"
+pass "helm uninstall: the garbage collector removed the Deployment's ${#RS_UIDS[@]} ReplicaSets and their ${#POD_UIDS[@]} Pods (ownerReferences)"
 grep -q "kept due to the resource policy" <<<"$out" && grep -q "\[CustomResourceDefinition\] $CRD" <<<"$out" \
   || fail "helm uninstall did not report keeping the CRD: $out"
 kubectl get crd "$CRD" >/dev/null 2>&1 || fail "helm uninstall deleted the CRD"

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Smoke test against a running kubelab (start it with up.sh first):
 # namespaces, a CRD with a CEL validation rule (valid object accepted, invalid
-# rejected), and RBAC via `kubectl auth can-i` for admin and operator-test.
+# rejected), RBAC via `kubectl auth can-i` for admin and operator-test, and the
+# kube-controller-manager beside it: the serviceaccount and root-CA publisher
+# controllers fill a new namespace, the garbage collector deletes a dependent
+# (ownerReferences), and the namespace controller removes a deleted namespace.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 KLAB=${KLAB:-$HOME/.cache/bnerd-vpn-operator/kubelab-run}
@@ -35,8 +38,40 @@ r=$("$KUBECTL" "${A[@]}" auth can-i list widgets.lab.bnerd.net -n smoke --as ope
 [[ $r == no ]] || fail "impersonated operator-test should not be allowed (got: $r)"
 echo "OK: admin can-i '*' = yes; operator-test can-i list widgets = no"
 
+# kube-controller-manager: a new namespace gets its "default" ServiceAccount and the
+# kube-root-ca.crt ConfigMap.
+for i in $(seq 100); do
+  "$KUBECTL" "${A[@]}" get -n smoke serviceaccount/default configmap/kube-root-ca.crt >/dev/null 2>&1 && break
+  sleep 0.2
+done
+"$KUBECTL" "${A[@]}" get -n smoke serviceaccount/default configmap/kube-root-ca.crt >/dev/null \
+  || fail "namespace smoke has no default ServiceAccount / kube-root-ca.crt after 20 s (kube-controller-manager, see $KLAB/kcm.log)"
+echo "OK: namespace smoke got serviceaccount/default and configmap/kube-root-ca.crt"
+
+# Garbage collector: a ConfigMap owned by another goes when its owner is deleted.
+"$KUBECTL" "${A[@]}" create configmap -n smoke gc-owner >/dev/null
+owner_uid=$("$KUBECTL" "${A[@]}" get configmap -n smoke gc-owner -o jsonpath='{.metadata.uid}')
+"$KUBECTL" "${A[@]}" apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: gc-dependent
+  namespace: smoke
+  ownerReferences: [{apiVersion: v1, kind: ConfigMap, name: gc-owner, uid: "$owner_uid"}]
+YAML
+t0=$SECONDS
+"$KUBECTL" "${A[@]}" delete configmap -n smoke gc-owner --cascade=background >/dev/null
+"$KUBECTL" "${A[@]}" wait --for=delete -n smoke configmap/gc-dependent --timeout=60s >/dev/null \
+  || fail "configmap gc-dependent outlived its owner by 60 s (garbage collector)"
+echo "OK: the garbage collector deleted gc-dependent with its owner ($((SECONDS - t0)) s)"
+
+# Namespace controller: a deleted namespace (with a Widget and a ConfigMap in it) goes away.
+t0=$SECONDS
+"$KUBECTL" "${A[@]}" delete ns smoke --wait=false >/dev/null
+"$KUBECTL" "${A[@]}" wait --for=delete ns/smoke --timeout=120s >/dev/null \
+  || fail "namespace smoke still there 120 s after its delete: $("$KUBECTL" "${A[@]}" get ns smoke -o jsonpath='{.status}')"
+echo "OK: the namespace controller removed namespace smoke ($((SECONDS - t0)) s)"
+
 # Clean up the CRD (its finalizer runs inside the apiserver, so this completes).
-# The namespace is kept on purpose: without kube-controller-manager there is no
-# namespace controller, and a deleted namespace would stay Terminating forever.
 "$KUBECTL" "${A[@]}" delete -f "$HERE/testdata/cel-crd.yaml" --timeout=60s >/dev/null
 echo "smoke.sh: all OK"
