@@ -106,7 +106,7 @@ LAB_PY=$(cat "$(dirname "$LAB_ENV")/venv.path")/bin/python
 CENSUS=$(mktemp)
 limit 300 "$LAB_PY" lab/openstack/census.py snapshot "$CENSUS"
 
-step "Kubernetes lab (kube-apiserver + etcd)"
+step "Kubernetes labs (kube-apiserver + etcd + kube-controller-manager; a second one for a second lane)"
 # The e2e, leader-election, metrics and chart tiers need it: no apiserver is a failed run.
 kube_rc=0; wait "$kube_pid" || kube_rc=$?
 cat "$KUBE_LOG" "$KUBE_LOG.out"
