@@ -490,8 +490,8 @@ async fn failures_name_the_credential(mut env: Env) {
 }
 both!(failures_name_the_credential);
 
-/// "TransitIPMismatch — terminal: the leg port came back at a different address than
-/// status.transitIP": the route via the old address goes at once, the new port is deleted,
+/// A cross-tenant leg back at another address than `status.transitIP` is terminal
+/// (docs/crd-reference.md, `LegAttached`, reason `TransitIPMismatch`): the route via the old address goes at once, the new port is deleted,
 /// nothing is routed to the new address, and later resyncs write nothing.
 async fn transit_ip_mismatch_is_terminal(mut env: Env) {
     let side = customer_side(&env).await;

@@ -436,8 +436,9 @@ async fn bad_gateways_never_block_good_ones(mut env: Env) {
     );
     assert!(m.contains("IPsecGateway tenant-x/everything"), "{m}");
     assert!(m.contains("IPsecGateway tenant-y/far"), "{m}");
-    // Spec: "a broken reverse route for one gateway never reads as 'this ClusterLink's
-    // forward path is down'": Ready stays True and its message names the failure.
+    // A gateway's reverse route failing leaves the link's own path judged on its own
+    // (docs/crd-reference.md, ReverseRoutesInstalled): Ready stays True, its message names
+    // the failure.
     let (s, r, m) = env.condition("f5", "Ready");
     assert_eq!((s.as_str(), r.as_str()), ("True", "Ready"), "{m}");
     assert!(

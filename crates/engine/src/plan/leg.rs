@@ -483,20 +483,20 @@ pub(crate) fn mismatch_recorded(
 fn mismatch_held() -> StepFail {
     StepFail::terminal(
         Reason::TransitIPMismatch,
-        "the leg port came back at a different address than status.transitIP; the link carries no traffic until a human recreates the ClusterLink (kubectl delete, then apply it again)",
+        "the leg port stands at another address than status.transitIP; nothing is routed to this link until it is recreated (kubectl clusterlink recreate, or delete and apply it again)",
     )
 }
 
-/// "TransitIPMismatch — terminal: the leg port came back at a different address than
-/// status.transitIP (it vanished out-of-band and was recreated at a new, Neutron-allocated
-/// address)". The old address may be another tenant's by now: the route via it goes at once,
+/// A cross-tenant leg back at an address Neutron picked, not its recorded one, is terminal
+/// (docs/crd-reference.md, `LegAttached`, reason `TransitIPMismatch`). The old address
+/// may be another tenant's by now: the route via it goes at once,
 /// the new port is deleted, and no route to the new address is installed.
 pub(crate) fn mismatch(recorded: Option<Ipv4Addr>, new: Ipv4Addr) -> Option<StepFail> {
     let old = recorded.filter(|old| *old != new)?;
     Some(StepFail::terminal(
         Reason::TransitIPMismatch,
         format!(
-            "the leg port came back at {new}, not at status.transitIP {old} (it vanished out of band and Neutron picked a new address); the gateway route via {old} was removed and the new port deleted; the link carries no traffic until a human recreates the ClusterLink"
+            "the leg port came back at {new}, not at status.transitIP {old} (it vanished out of band and Neutron picked a new address); the gateway route via {old} was removed and the new port deleted; nothing is routed to this link until it is recreated"
         ),
     ))
 }
@@ -893,8 +893,8 @@ mod tests {
 
     #[test]
     fn adoption_rule() {
-        // "an untagged port already attached to the target router, at the candidate transit
-        // IP, is re-tagged and taken over" — for every kind of router interface.
+        // The adoption rule (docs/crd-reference.md, "The adoption rule"), for every kind of
+        // router interface.
         for owner in [
             bnerd_cloud::OWNER_ROUTER_INTERFACE,
             OWNER_ROUTER_INTERFACE_HA,
@@ -1060,8 +1060,8 @@ mod tests {
 
     #[test]
     fn an_untagged_port_of_another_project_is_never_adopted() {
-        // "an untagged port already attached to the target router": a port of another
-        // project there is not this link's to take over.
+        // Adoption takes over only a port of the link's own project (docs/crd-reference.md,
+        // "The adoption rule"): another project's port there is not this link's.
         let foreign = in_project(leg("hand", "10.254.0.3", R), "customer-x");
         let c = Case {
             ports: vec![foreign.clone()],
@@ -1210,7 +1210,7 @@ mod tests {
             ..r(id, name)
         };
         let resolve = |v: &str, seen| resolve_router(v, seen, Some("operator"), Looker::Operator);
-        // "a router name or ID — resolved at reconcile time"
+        // A name is looked up on every reconcile, never fixed at creation.
         assert_eq!(
             resolve("svc", RouterSeen::ByName(vec![r("1", "svc")]))
                 .unwrap()
