@@ -20,6 +20,7 @@
 #          OSLAB_VENV=<dir>          venv (default $HOME/.cache/bnerd-vpn-operator/oslab-venv-<sha12 of constraints.txt>)
 #          OSLAB_PYTHON=<python3>    interpreter used to create the venv (default python3)
 #          OSLAB_NEUTRON_WORKERS=2   gunicorn workers for Neutron (each has 8 threads)
+#          OSLAB_KEYSTONE_WORKERS=1  gunicorn workers for Keystone (8 threads; its cache is in-process)
 #          OSLAB_KEEP_ON_FAILURE=1   do not stop half-started services when up.sh fails
 #
 # Behaviour: if the lab recorded in $LAB/run is already up and healthy, this only re-ensures
@@ -325,8 +326,13 @@ key_repository = $VAR/keystone/credential-keys
 [identity]
 # minimum bcrypt cost: the default (12) makes every password auth ~0.5 s of CPU
 password_hash_rounds = 4
+# Keystone's own cache, as clouds run it (there with memcached): role assignments, projects
+# and roles are read once, not on every token issue and validation. In-process memory is
+# coherent only within one process, hence one Keystone worker (OSLAB_KEYSTONE_WORKERS): an
+# invalidation (a deleted application credential, a removed role) is seen by every request.
 [cache]
-enabled = false
+enabled = true
+backend = dogpile.cache.memory
 EOF
 
 # Neutron 29 has no neutron-server binary: the API is only a WSGI app (neutron.wsgi.api), so
@@ -457,7 +463,7 @@ KM=("$VENV/bin/keystone-manage" --config-file "$ETC/keystone/keystone.conf")
 } >"$LOG/keystone-manage.log" 2>&1 || die "keystone-manage failed" "$LOG/keystone-manage.log"
 ts "keystone db_sync + bootstrap done"
 OS_KEYSTONE_CONFIG_DIR=$ETC/keystone setsid nohup "$VENV/bin/gunicorn" --chdir "$LAB" \
-  --bind 127.0.0.1:5000 --workers 2 --threads 8 --timeout 120 --graceful-timeout 2 --no-control-socket \
+  --bind 127.0.0.1:5000 --workers "${OSLAB_KEYSTONE_WORKERS:-1}" --threads 8 --timeout 120 --graceful-timeout 2 --no-control-socket \
   --pid "$RUN/keystone.pid" --access-logfile "$LOG/keystone-access.log" \
   --error-logfile "$LOG/keystone-gunicorn.log" wsgi_keystone:application \
   </dev/null >"$LOG/keystone.out" 2>&1 9>&- &
