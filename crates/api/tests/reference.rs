@@ -181,7 +181,11 @@ fn every_cel_rule_and_schema_bound_is_quoted() {
         .as_sequence()
         .cloned()
         .unwrap_or_default();
-    assert_eq!(rules.len(), 5, "the CRD carries the spec's five CEL rules");
+    assert_eq!(
+        rules.len(),
+        5,
+        "the CRD carries the five CEL rules of docs/crd-reference.md"
+    );
     // And the rules on single fields (spec.customerProjectID's shape).
     let field_rules: Vec<_> = schema["properties"]["spec"]["properties"]
         .as_mapping()

@@ -9,7 +9,7 @@ use bnerd_api::gateway::ReverseTarget;
 use bnerd_cloud::fabric::CidrPolicy;
 use ipnet::Ipv4Net;
 
-use crate::doctor::Finding;
+use crate::finding::Finding;
 
 /// One warning per link outside the recommended bounds for links.
 pub fn link_findings(links: &[ClusterLink]) -> Vec<Finding> {

@@ -13,7 +13,7 @@ use bnerd_cloud::fabric::Fabric;
 use bnerd_cloud::{Network, NetworkQuery, Neutron, RouterQuery, SubnetQuery};
 use bnerd_engine::plan::remove_route_command;
 
-use crate::doctor::Finding;
+use crate::finding::Finding;
 
 /// The `PerCustomer` links that are not being deleted, by the project they name.
 fn per_customer_links<'a>(links: &'a [ClusterLink], project: &str) -> Vec<&'a ClusterLink> {

@@ -19,40 +19,7 @@ use bnerd_engine::plan::leg::{LegMark, leg_mark, leg_project};
 use bnerd_engine::plan::remove_route_command;
 use bnerd_engine::plan::share::share_command;
 
-/// One line of the report: fine, a problem (exit 1), or a warning: nothing is wrong yet,
-/// but something is set that needs a person's attention before it does harm.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finding {
-    pub problem: bool,
-    pub warning: bool,
-    pub text: String,
-}
-
-impl Finding {
-    pub(crate) fn ok(text: String) -> Self {
-        Self {
-            problem: false,
-            warning: false,
-            text,
-        }
-    }
-
-    pub(crate) fn problem(text: String) -> Self {
-        Self {
-            problem: true,
-            warning: false,
-            text,
-        }
-    }
-
-    pub fn warning(text: String) -> Self {
-        Self {
-            problem: false,
-            warning: true,
-            text,
-        }
-    }
-}
+pub use crate::finding::Finding;
 
 /// The abandon annotation on a link that is not being deleted. The operator reads it only
 /// while a link is deleting, so it does nothing yet; but whoever deletes the link later

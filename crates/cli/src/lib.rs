@@ -6,6 +6,7 @@ pub mod bounds;
 pub mod customer_transits;
 pub mod customers;
 pub mod doctor;
+pub mod finding;
 pub mod output;
 pub mod plan;
 pub mod recreate;

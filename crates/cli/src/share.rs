@@ -1,4 +1,4 @@
-//! `decommission-share`: the spec's "removing the RBAC share by hand", with its check done
+//! `decommission-share`: docs/operations.md's removal of the RBAC share by hand, with its check done
 //! first. A share of the transit network is withdrawn only when no `Shared` ClusterLink is
 //! pinned to that project any more, since every reconcile of such a link would simply
 //! re-create it. `PerCustomer` links of the project do not hold it back: their legs stand on

@@ -1,7 +1,6 @@
 //! kubectl-clusterlink against the fake and the real lab: what `decommission-share` removes,
 //! the binary's refusals, and the binary's `doctor` on a hand-made orphan. What `doctor` finds
-//! on links the operator's engine reconciled is tested in the testkit crate (cli_doctor.rs),
-//! which may depend on the operator.
+//! on links the engine reconciled is in cli_doctor.rs.
 
 use bnerd_cloud::{ACCESS_AS_SHARED, ShareNetwork};
 use bnerd_clusterlink_cli::share::{ShareError, decommission_share};

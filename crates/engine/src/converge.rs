@@ -1,127 +1,18 @@
 //! One link's engine value ([`Engine`]: the operator's credential, the fabric, and a
 //! cross-tenant link's resolved customer side) and what it runs: Validated, then every step in
-//! the spec's order (docs/design.md, "The reconcile order"), and the cross-tenant reconcile and
+//! the reconcile order (docs/design.md, "The reconcile order"), and the cross-tenant reconcile and
 //! unwind that resolve the customer's credential first. Callers outside the engine go through
 //! the door (`door.rs`).
 
 use bnerd_api::ConditionType;
-use bnerd_cloud::Neutron;
-use bnerd_cloud::fabric::Fabric;
 
-use crate::customer_transit::CustomerTransit;
-use crate::door::Customers;
+use crate::context::{Engine, Whose};
+use crate::credentials::Customers;
 use crate::model::{Action, ActionKind, Input, Outcome};
-use crate::plan::share::Credential;
 use crate::plan::unwind::UnwindPlan;
 use crate::plan::{self, StepFail};
 use crate::unwind::{self, unwind, unwind_gateway_route};
 use crate::{credentials, gateway_route, leg, report, reverse_routes, share};
-
-/// The cloud side of the operator: one Neutron credential and the fabric it serves.
-pub struct Engine<'a> {
-    /// The operator's credential: the transit network, the gateway router, RBAC shares.
-    pub net: &'a dyn Neutron,
-    pub fabric: &'a Fabric,
-    /// A cross-tenant link's customer credential: its router, leg port and reverse routes.
-    pub customer: Option<Customer<'a>>,
-    /// A `PerCustomer` link's customer transit, once found or built: its legs stand there.
-    pub(crate) customer_transit: Option<CustomerTransit>,
-}
-
-/// The network a link's legs stand on.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct LegNetwork<'a> {
-    pub network_id: &'a str,
-    pub subnet_id: &'a str,
-    pub subnet: ipnet::Ipv4Net,
-}
-
-/// The customer side of a cross-tenant link, once its credential is resolved.
-pub struct Customer<'a> {
-    pub net: &'a dyn Neutron,
-    /// The project the credential authenticates into.
-    pub project_id: &'a str,
-    /// `<ns>/<name>` of the Secret it came from, for messages.
-    pub secret: &'a str,
-}
-
-impl<'a> Engine<'a> {
-    /// A same-tenant link: one credential for everything.
-    pub fn same_tenant(net: &'a dyn Neutron, fabric: &'a Fabric) -> Self {
-        Self {
-            net,
-            fabric,
-            customer: None,
-            customer_transit: None,
-        }
-    }
-
-    /// A cross-tenant link whose customer credential is already resolved.
-    pub fn cross_tenant(net: &'a dyn Neutron, fabric: &'a Fabric, customer: Customer<'a>) -> Self {
-        Self {
-            net,
-            fabric,
-            customer: Some(customer),
-            customer_transit: None,
-        }
-    }
-
-    /// The operator's router that routes via the leg: the gateway router, or a `PerCustomer`
-    /// link's edge router.
-    pub(crate) fn leg_router(&self) -> &str {
-        match &self.customer_transit {
-            Some(t) => &t.edge_router_id,
-            None => &self.fabric.gateway_router_id,
-        }
-    }
-
-    /// The main transit network, or a `PerCustomer` link's customer transit.
-    pub(crate) fn leg_network(&self) -> LegNetwork<'_> {
-        match &self.customer_transit {
-            Some(t) => LegNetwork {
-                network_id: &t.network_id,
-                subnet_id: &t.subnet_id,
-                subnet: t.cidr,
-            },
-            None => LegNetwork {
-                network_id: &self.fabric.transit_network_id,
-                subnet_id: &self.fabric.transit_subnet_id,
-                subnet: self.fabric.transit_subnet,
-            },
-        }
-    }
-
-    /// A cross-tenant link's failure messages say which credential failed: the operator's
-    /// (gateway route) or the customer's (its router's reverse routes). A same-tenant link's
-    /// read as they always did.
-    pub(crate) fn named(&self, f: StepFail, customer_side: bool) -> StepFail {
-        let Some(c) = &self.customer else {
-            return f;
-        };
-        let who = if customer_side {
-            Credential::Customer(c.secret)
-        } else {
-            Credential::Operator
-        };
-        StepFail {
-            message: format!("{}{}", who.prefix(), f.message),
-            ..f
-        }
-    }
-
-    /// The project this link's leg must belong to (`plan::leg::leg_project`).
-    pub(crate) fn leg_project<'i>(&'i self, input: &'i super::model::Input<'_>) -> Option<&'i str> {
-        super::plan::leg::leg_project(input.spec, input.status, &self.fabric.operator_project_id)
-    }
-
-    /// The credential of the leg's side: the service router, the leg port, reverse routes.
-    pub fn leg_net(&self) -> &'a dyn Neutron {
-        match &self.customer {
-            Some(c) => c.net,
-            None => self.net,
-        }
-    }
-}
 
 impl Engine<'_> {
     /// Converge one link. Never fails: every problem becomes a condition. A cross-tenant
@@ -185,7 +76,7 @@ impl Engine<'_> {
                 return;
             }
         };
-        record_leg(r, &leg, None);
+        leg::record(r, &leg, None);
 
         match gateway_route::ensure(self, input, valid, &leg, None, &mut r.actions).await {
             Ok((msg, route)) => {
@@ -194,7 +85,10 @@ impl Engine<'_> {
             }
             Err((f, route)) => {
                 r.status.gateway_route = route;
-                r.fail(ConditionType::RouteInstalled, self.named(f, false));
+                r.fail(
+                    ConditionType::RouteInstalled,
+                    self.named(f, Whose::Operator),
+                );
             }
         }
         // Reverse routes do not depend on the forward route: a broken one never reads as the
@@ -224,27 +118,12 @@ impl Engine<'_> {
         r.gateway_problems = rev.problems;
         match rev.verdict {
             Ok(msg) => r.pass(ConditionType::ReverseRoutesInstalled, msg),
-            Err(f) => r.fail(ConditionType::ReverseRoutesInstalled, self.named(f, true)),
+            Err(f) => r.fail(
+                ConditionType::ReverseRoutesInstalled,
+                self.named(f, Whose::Customer),
+            ),
         }
     }
-}
-
-/// LegAttached=True and what status records of the leg; `on`: the customer transit network a
-/// `PerCustomer` link's leg stands on.
-pub(crate) fn record_leg(r: &mut report::Report, leg: &leg::Leg, on: Option<&str>) {
-    r.status.leg_port_id = Some(leg.port_id.clone());
-    r.status.transit_ip = Some(leg.ip.to_string());
-    r.status.service_router_id = Some(leg.router_id.clone());
-    let on = on
-        .map(|n| format!(" on customer transit network {n}"))
-        .unwrap_or_default();
-    r.pass(
-        ConditionType::LegAttached,
-        format!(
-            "leg port {} at {}{on} attached to router {}",
-            leg.port_id, leg.ip, leg.router_id
-        ),
-    );
 }
 
 /// A link that stops before its leg step (Validated, CredentialsResolved or

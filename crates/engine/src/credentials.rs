@@ -64,7 +64,7 @@ pub struct OperatorIdentity {
 }
 
 /// A resolved customer credential.
-pub struct Resolved {
+pub struct ResolvedCredential {
     pub client: Arc<dyn CustomerCloud>,
     pub project_id: String,
     /// `<ns>/<name>`
@@ -75,11 +75,11 @@ pub struct Resolved {
     pub probe_unavailable_now: bool,
 }
 
-impl Resolved {
+impl ResolvedCredential {
     /// The customer side of the engine for this credential.
-    pub fn customer(&self) -> super::converge::Customer<'_> {
+    pub fn customer(&self) -> super::context::Customer<'_> {
         let net: &dyn Neutron = self.client.as_ref();
-        super::converge::Customer {
+        super::context::Customer {
             net,
             project_id: &self.project_id,
             secret: &self.secret,
@@ -117,7 +117,7 @@ pub async fn resolve(
     credentials_namespace: &str,
     input: &Input<'_>,
     r: &SecretRef,
-) -> Result<Resolved, (StepFail, Requeue)> {
+) -> Result<ResolvedCredential, (StepFail, Requeue)> {
     let secret = format!("{}/{}", r.namespace, r.name);
     super::plan::tenant::secret_ref_allowed(input.name, r, credentials_namespace)?;
     let data = source
@@ -188,7 +188,7 @@ pub async fn resolve(
     } else {
         Admitted::Member
     };
-    Ok(Resolved {
+    Ok(ResolvedCredential {
         message: format!(
             "{}{}",
             resolved_message(&secret, &checked.project_id),
@@ -199,4 +199,13 @@ pub async fn resolve(
         project_id: checked.project_id,
         secret,
     })
+}
+
+/// How a cross-tenant link reaches its customer's credential.
+#[derive(Clone, Copy)]
+pub struct Customers<'a> {
+    pub source: &'a dyn CredentialSource,
+    pub operator: &'a OperatorIdentity,
+    /// The namespace the credential Secrets live in.
+    pub namespace: &'a str,
 }

@@ -14,7 +14,8 @@ use bnerd_cloud::{
 };
 use ipnet::Ipv4Net;
 
-use super::converge::{Customer, Engine};
+pub(crate) use super::context::CustomerTransit;
+use super::context::{Customer, Engine};
 use super::model::{Action, ActionKind};
 use super::ops::gone_is_done;
 use super::plan::StepFail;
@@ -24,20 +25,6 @@ use super::plan::customer_transit::{
     removed_note, teardown,
 };
 use super::plan::leg::port_ip;
-
-/// A project's customer transit as a link uses it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CustomerTransit {
-    pub network_id: String,
-    pub subnet_id: String,
-    pub cidr: Ipv4Net,
-    /// The edge router's address on the customer transit (its subnet's gateway): the next hop
-    /// of the customer router's routes.
-    pub gateway: Ipv4Addr,
-    pub edge_router_id: String,
-    /// The edge router's leg on the main transit: the gateway router's next hop.
-    pub edge_ip: Ipv4Addr,
-}
 
 /// One lock per customer project: its links build and take down one customer transit, and a
 /// reconcile must not take it down while another builds on it. The leader is the one process

@@ -9,23 +9,14 @@ use bnerd_api::{ClusterLinkSpec, ClusterLinkStatus, ConditionType};
 use bnerd_cloud::Neutron;
 use bnerd_cloud::fabric::Fabric;
 
-use crate::converge::Engine;
-use crate::credentials::{CredentialSource, OperatorIdentity};
+use crate::context::Engine;
+pub use crate::credentials::Customers;
 use crate::model::{Input, Outcome};
 use crate::plan::StepFail;
 use crate::plan::drift;
 use crate::plan::unwind::UnwindPlan;
 use crate::resync::{Resynced, Snapshots, resync_from};
 use crate::{Held, report};
-
-/// How a cross-tenant link reaches its customer's credential.
-#[derive(Clone, Copy)]
-pub struct Customers<'a> {
-    pub source: &'a dyn CredentialSource,
-    pub operator: &'a OperatorIdentity,
-    /// The namespace the credential Secrets live in.
-    pub namespace: &'a str,
-}
 
 /// The window's shared snapshot a converged link may be resynced from, and the routers it
 /// reads (every same-tenant link's service router), listed only when the snapshot is taken.
@@ -176,7 +167,7 @@ impl<'a> LinkEngine<'a> {
         }
     }
 
-    /// Remove what the link built, in the spec's order (the gateway route first).
+    /// Remove what the link built, in the unwind order (the gateway route first).
     pub async fn unwind(&self, input: &Input<'_>, targets: &[ReverseTarget]) -> Unwound {
         match self.tenancy {
             Tenancy::SameTenant => {

@@ -3,7 +3,7 @@
 
 use bnerd_api::RouteRecord;
 
-use super::converge::Engine;
+use super::context::Engine;
 use super::leg::Leg;
 use super::model::{Action, ActionKind, Input};
 use super::ops;

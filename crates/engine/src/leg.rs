@@ -4,11 +4,12 @@
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 
+use bnerd_api::ConditionType;
 use bnerd_api::echo::quoted;
 use bnerd_api::names::{TAG_MANAGED, tag_link_name, tag_link_uid};
 use bnerd_cloud::{CloudError, Port, Router, RouterQuery};
 
-use super::converge::Engine;
+use super::context::{Engine, Whose};
 use super::model::{Action, ActionKind, Input};
 use super::ops;
 use super::plan::StepFail;
@@ -17,7 +18,8 @@ use super::plan::leg::{
 };
 use super::plan::unwind::leg_unwind_failed;
 use super::plan::validated::Valid;
-use super::reverse_routes;
+use super::report::Report;
+use super::screen;
 
 /// Neutron limits a tag to 255 characters.
 const MAX_TAG: usize = 255;
@@ -61,7 +63,7 @@ pub(crate) struct Leg {
 /// name.
 async fn observe_router(e: &Engine<'_>, value: &str, own: &[&Port]) -> (RouterSeen, Seen) {
     let mut seen = Seen::default();
-    let net = e.leg_net();
+    let net = e.leg_client();
     let current = own
         .iter()
         .find(|p| p.is_router_interface())
@@ -180,22 +182,17 @@ fn unwind_action(p: &Port, why: &UnwindWhy) -> Action {
     }
 }
 
-/// Which credential a failure of this step came from (cross-tenant messages name it).
-#[derive(Debug, Clone, Copy)]
-enum Who {
-    Operator,
-    Leg,
+/// A failure of this step on the operator's credential, or on the leg side's (the customer's,
+/// cross-tenant); the message names which.
+fn operator(f: StepFail) -> (Whose, StepFail) {
+    (Whose::Operator, f)
 }
 
-fn operator(f: StepFail) -> (Who, StepFail) {
-    (Who::Operator, f)
+fn leg_side(f: StepFail) -> (Whose, StepFail) {
+    (Whose::Customer, f)
 }
 
-fn leg_side(f: StepFail) -> (Who, StepFail) {
-    (Who::Leg, f)
-}
-
-impl Resolved {
+impl FoundRouter {
     /// The same router, with the ports of the network the leg goes on: a `PerCustomer`
     /// link's router is found before its customer transit is.
     pub(crate) fn with_ports(self, ports: Vec<Port>) -> Self {
@@ -211,13 +208,13 @@ impl Resolved {
 /// The router the spec names, and what was read finding it. On a cross-tenant link this
 /// comes first: a router that cannot be found fails the link before anything is shared
 /// (docs/crd-reference.md, "Router resolution").
-pub(crate) struct Resolved {
+pub(crate) struct FoundRouter {
     ports: Vec<Port>,
     router: Router,
     seen: Seen,
 }
 
-pub(crate) async fn resolve(e: &Engine<'_>, input: &Input<'_>) -> Result<Resolved, StepFail> {
+pub(crate) async fn resolve(e: &Engine<'_>, input: &Input<'_>) -> Result<FoundRouter, StepFail> {
     let value = &input.spec.service_cluster_router;
     let project = e.leg_project(input);
     let found = async {
@@ -245,26 +242,26 @@ pub(crate) async fn resolve(e: &Engine<'_>, input: &Input<'_>) -> Result<Resolve
         let router = rules::resolve_router(value, found, project, looker).map_err(leg_side)?;
         // Listed or read whole: its routes serve the reverse step.
         seen.service.get_or_insert_with(|| router.clone());
-        Ok(Resolved {
+        Ok(FoundRouter {
             ports,
             router,
             seen,
         })
     }
     .await;
-    found.map_err(|(who, f)| e.named(f, matches!(who, Who::Leg)))
+    found.map_err(|(who, f)| e.named(f, who))
 }
 
 pub(crate) async fn ensure(
     e: &Engine<'_>,
     input: &Input<'_>,
     valid: &Valid,
-    resolved: Resolved,
+    resolved: FoundRouter,
     actions: &mut Vec<Action>,
 ) -> Result<Leg, StepFail> {
     ensure_leg(e, input, valid, resolved, actions)
         .await
-        .map_err(|(who, f)| e.named(f, matches!(who, Who::Leg)))
+        .map_err(|(who, f)| e.named(f, who))
 }
 
 /// A cross-tenant leg that came back at another address: remove the route via the old one,
@@ -277,7 +274,7 @@ async fn refuse_mismatch(
     old: Ipv4Addr,
     f: StepFail,
     actions: &mut Vec<Action>,
-) -> (Who, StepFail) {
+) -> (Whose, StepFail) {
     let gw_id = e.leg_router();
     let mut f = f;
     let removed = async {
@@ -300,27 +297,27 @@ async fn refuse_mismatch(
         Err(err) => f = rules::mismatch_route_not_removed(f, old, &err),
     }
     // The port it just recreated is not the leg the route was built for: it goes too.
-    if let Err(err) = ops::gone_is_done(e.leg_net().delete_port(&port.id).await) {
+    if let Err(err) = ops::gone_is_done(e.leg_client().delete_port(&port.id).await) {
         f.message = format!(
             "{}; deleting the new port {} failed too: {err}",
             f.message, port.id
         );
         f.retryable = true;
     }
-    (Who::Leg, f)
+    (Whose::Customer, f)
 }
 
 async fn ensure_leg(
     e: &Engine<'_>,
     input: &Input<'_>,
     valid: &Valid,
-    resolved: Resolved,
+    resolved: FoundRouter,
     actions: &mut Vec<Action>,
-) -> Result<Leg, (Who, StepFail)> {
+) -> Result<Leg, (Whose, StepFail)> {
     let want_tags = link_tags(input.name, input.uid);
     let mut lost = BTreeSet::new();
     let cross_tenant = e.customer.is_some();
-    let Resolved {
+    let FoundRouter {
         ports,
         router,
         seen,
@@ -375,7 +372,7 @@ async fn ensure_leg(
                         .filter_map(|(p, _)| p.first_ip()?.parse().ok())
                         .collect();
                     let (screened, _) =
-                        reverse_routes::screened(e, input, input.reverse_targets, &ports, &own);
+                        screen::screened(e, input, input.reverse_targets, &ports, &own);
                     for (p, why) in &list {
                         let gw = ops::router(e.net, None, e.leg_router())
                             .await
@@ -465,7 +462,7 @@ async fn ensure_leg(
         // the description proves the port ours (docs/design.md, "The ownership rule").
         let tag = async {
             match &settle.tags {
-                Some(tags) => Some(e.leg_net().set_port_tags(&port.id, tags).await),
+                Some(tags) => Some(e.leg_client().set_port_tags(&port.id, tags).await),
                 None => None,
             }
         };
@@ -473,11 +470,15 @@ async fn ensure_leg(
             if !settle.attach {
                 return Ok(());
             }
-            match e.leg_net().add_router_interface(&router.id, &port.id).await {
+            match e
+                .leg_client()
+                .add_router_interface(&router.id, &port.id)
+                .await
+            {
                 Ok(()) => Ok(()),
                 Err(err) => {
                     // A retry after a lost answer finds the port already ours on this router.
-                    let now = e.leg_net().get_port(&port.id).await.ok();
+                    let now = e.leg_client().get_port(&port.id).await.ok();
                     if rules::attach_already_done(&err, now.as_ref(), &router.id) {
                         Ok(())
                     } else {
@@ -512,4 +513,22 @@ async fn ensure_leg(
         });
     }
     Err(leg_side(rules::unsettled(MAX_ROUNDS)))
+}
+
+/// LegAttached=True and what status records of the leg; `on`: the customer transit network a
+/// `PerCustomer` link's leg stands on.
+pub(crate) fn record(r: &mut Report, leg: &Leg, on: Option<&str>) {
+    r.status.leg_port_id = Some(leg.port_id.clone());
+    r.status.transit_ip = Some(leg.ip.to_string());
+    r.status.service_router_id = Some(leg.router_id.clone());
+    let on = on
+        .map(|n| format!(" on customer transit network {n}"))
+        .unwrap_or_default();
+    r.pass(
+        ConditionType::LegAttached,
+        format!(
+            "leg port {} at {}{on} attached to router {}",
+            leg.port_id, leg.ip, leg.router_id
+        ),
+    );
 }

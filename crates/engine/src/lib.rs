@@ -1,11 +1,12 @@
 //! One reconcile of one ClusterLink against the cloud, and its unwind on delete.
 //!
-//! Steps run in the spec's order, each owning one condition: Validated → LegAttached →
+//! Steps run in the reconcile order (docs/design.md), each owning one condition: Validated → LegAttached →
 //! RouteInstalled → ReverseRoutesInstalled, then Ready. Each step observes (reads only), a
 //! pure function in `plan` decides (every condition reason is chosen there), the step acts on
 //! that decision, and `report` turns the results into conditions. A failing step sets its own
 //! condition False and the later ones Unknown; nothing after it touches the cloud.
 
+mod context;
 mod converge;
 mod credentials;
 mod customer_transit;
@@ -20,11 +21,13 @@ pub mod plan;
 mod report;
 pub mod resync;
 mod reverse_routes;
+mod screen;
 mod share;
 mod unwind;
 pub mod view;
 
-pub use converge::{Customer, Engine, Held, reconcile_cross_tenant, unwind_cross_tenant};
+pub use context::{Customer, Engine};
+pub use converge::{Held, reconcile_cross_tenant, unwind_cross_tenant};
 pub use credentials::{Checked, CredentialSource, CustomerCloud, OperatorIdentity};
 pub use door::{
     Batch, Counted, Customers, LinkEngine, LinkEvent, Reconciled, ResyncPath, Severity, Unwound,

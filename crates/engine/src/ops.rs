@@ -8,7 +8,7 @@ use bnerd_cloud::{
     CloudError, CreatePort, Neutron, NeutronErrorKind, Port, PortQuery, Route, Router,
 };
 
-use super::converge::Engine;
+use super::context::Engine;
 use super::plan::unwind::{UnwindError, detach_blocked, gateway_routes_via, reverse_to_remove};
 
 /// Retries of a read-modify-write of a route table when another writer got in between.
@@ -121,7 +121,7 @@ pub(crate) async fn create_leg(
             vec![]
         },
     };
-    e.leg_net().create_port(&req).await
+    e.leg_client().create_port(&req).await
 }
 
 /// Add routes without touching anyone else's: extraroute-atomic when loaded, else a
@@ -202,7 +202,7 @@ fn cloud(context: String) -> impl FnOnce(CloudError) -> UnwindError {
     move |error| UnwindError::Cloud { context, error }
 }
 
-/// Unwind one leg port of this link, in the spec's order: the gateway-router routes via its
+/// Unwind one leg port of this link, in the unwind order: the gateway-router routes via its
 /// address (when `gateway` is given; the delete removes them in one go before), the reverse
 /// routes on its router, the attachment (Neutron deletes the port with it), then the port.
 pub(crate) async fn unwind_port(
@@ -222,7 +222,7 @@ pub(crate) async fn unwind_port(
                 gw.id
             )))?;
     }
-    let leg = e.leg_net();
+    let leg = e.leg_client();
     if port.is_router_interface() {
         let rid = &port.device_id;
         let mut reverse = vec![];

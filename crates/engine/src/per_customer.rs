@@ -1,4 +1,4 @@
-//! A `PerCustomer` link's steps (docs/design.md, "Per-customer transit"), in the spec's order
+//! A `PerCustomer` link's steps (docs/design.md, "Per-customer transit"), in the reconcile order
 //! and with its credential split: the router on the customer's credential, then its
 //! project's customer transit and its share on the operator's, the leg on the customer
 //! transit on the customer's, and the three routes of its path (the gateway router's via the
@@ -13,7 +13,7 @@ use bnerd_api::gateway::ReverseTarget;
 use bnerd_cloud::{CloudError, Neutron, Port, PortQuery, Route, Router};
 use ipnet::Ipv4Net;
 
-use super::converge::{Customer, Engine};
+use super::context::{Customer, Engine, Whose};
 use super::customer_transit::{self, CustomerTransit};
 use super::leg::{self, Leg};
 use super::model::{Action, ActionKind, Input};
@@ -139,7 +139,7 @@ pub(crate) async fn converge(
         Ok(ports) => {
             leg::ensure(&e, input, valid, resolved.with_ports(ports), &mut r.actions).await
         }
-        Err(err) => Err(e.named(leg_call_failed(LegCall::ListPorts, &err), false)),
+        Err(err) => Err(e.named(leg_call_failed(LegCall::ListPorts, &err), Whose::Operator)),
     };
     let mut leg = match leg {
         Ok(leg) => leg,
@@ -149,7 +149,7 @@ pub(crate) async fn converge(
             return;
         }
     };
-    super::converge::record_leg(r, &leg, Some(&transit.network_id));
+    leg::record(r, &leg, Some(&transit.network_id));
 
     match routes(&e, input, valid, &mut leg, &transit, &mut r.actions).await {
         Ok((msg, route)) => {
@@ -173,7 +173,7 @@ pub(crate) async fn converge(
                         &transit.edge_router_id,
                         &err,
                     ),
-                    false,
+                    Whose::Operator,
                 ),
             );
             return;
@@ -196,13 +196,19 @@ pub(crate) async fn converge(
     // them, so it leaves them be; a refused gateway is only left out of them.
     let Some(wanted) = rev.wanted else {
         if let Err(f) = rev.verdict {
-            r.fail(ConditionType::ReverseRoutesInstalled, e.named(f, true));
+            r.fail(
+                ConditionType::ReverseRoutesInstalled,
+                e.named(f, Whose::Customer),
+            );
         }
         return;
     };
     let edge = edge_reverse(&e, &transit, &wanted, input.reverse_targets).await;
     match (edge, rev.verdict) {
-        (Err(f), _) => r.fail(ConditionType::ReverseRoutesInstalled, e.named(f, false)),
+        (Err(f), _) => r.fail(
+            ConditionType::ReverseRoutesInstalled,
+            e.named(f, Whose::Operator),
+        ),
         (Ok(missing), verdict) if !missing.is_empty() => {
             // Routes that did not fit on the edge router: the link's message says so after
             // what its own router reports, naming each gateway.
@@ -213,16 +219,19 @@ pub(crate) async fn converge(
             );
             r.gateway_problems.extend(missing);
             let mut f = match edge_fail {
-                Err(f) => e.named(f, false),
+                Err(f) => e.named(f, Whose::Operator),
                 Ok(_) => return,
             };
             if let Err(own) = verdict {
-                f.message = format!("{}; {}", e.named(own, true).message, f.message);
+                f.message = format!("{}; {}", e.named(own, Whose::Customer).message, f.message);
             }
             r.fail(ConditionType::ReverseRoutesInstalled, f);
         }
         (Ok(_), Ok(msg)) => r.pass(ConditionType::ReverseRoutesInstalled, msg),
-        (Ok(_), Err(f)) => r.fail(ConditionType::ReverseRoutesInstalled, e.named(f, true)),
+        (Ok(_), Err(f)) => r.fail(
+            ConditionType::ReverseRoutesInstalled,
+            e.named(f, Whose::Customer),
+        ),
     }
 }
 
@@ -307,7 +316,7 @@ async fn routes(
 ) -> RouteResult {
     let (msg, record) = gateway_route::ensure(e, input, valid, leg, Some(transit.edge_ip), actions)
         .await
-        .map_err(|(f, rec)| (e.named(f, false), rec))?;
+        .map_err(|(f, rec)| (e.named(f, Whose::Operator), rec))?;
     let _ = msg;
     let gateway = super::plan::route_of(&record);
     let keep = || Some(record.clone());
@@ -315,7 +324,10 @@ async fn routes(
     let edge_id = &transit.edge_router_id;
     let router = e.net.get_router(edge_id).await.map_err(|err| {
         (
-            e.named(route_call_failed("reading edge", edge_id, &err), false),
+            e.named(
+                route_call_failed("reading edge", edge_id, &err),
+                Whose::Operator,
+            ),
             keep(),
         )
     })?;
@@ -327,7 +339,7 @@ async fn routes(
                 (
                     e.named(
                         route_call_failed("removing old routes from edge", edge_id, &err),
-                        false,
+                        Whose::Operator,
                     ),
                     keep(),
                 )
@@ -364,7 +376,7 @@ async fn routes(
                 (
                     e.named(
                         route_call_failed(&format!("{what} edge"), edge_id, &err),
-                        false,
+                        Whose::Operator,
                     ),
                     keep(),
                 )
@@ -379,11 +391,11 @@ async fn routes(
     }
 
     let rid = &leg.router_id;
-    let service = ops::router(e.leg_net(), leg.seen.service.as_ref(), rid)
+    let service = ops::router(e.leg_client(), leg.seen.service.as_ref(), rid)
         .await
         .map_err(|err| {
             (
-                e.named(route_call_failed("reading", rid, &err), true),
+                e.named(route_call_failed("reading", rid, &err), Whose::Customer),
                 keep(),
             )
         })?;
@@ -393,7 +405,7 @@ async fn routes(
         transit.gateway,
         rid,
     )
-    .map_err(|f| (e.named(f, true), keep()))?;
+    .map_err(|f| (e.named(f, Whose::Customer), keep()))?;
     if let Some(add) = &back {
         // On the customer's router, only the reverse routes this link recorded are its own
         // to move aside.
@@ -402,9 +414,14 @@ async fn routes(
             ours: &input.status.reverse_routes,
             targets: input.reverse_targets,
         };
-        let made_room = add_own(e, e.leg_net(), &service, add, room, actions)
+        let made_room = add_own(e, e.leg_client(), &service, add, room, actions)
             .await
-            .map_err(|(what, err)| (e.named(route_call_failed(what, rid, &err), true), keep()))?;
+            .map_err(|(what, err)| {
+                (
+                    e.named(route_call_failed(what, rid, &err), Whose::Customer),
+                    keep(),
+                )
+            })?;
         if made_room {
             // The leg step's read of the router still holds the route that went: the reverse
             // step reads it again, or it would count that route as in place.
@@ -543,7 +560,10 @@ fn operator_failed<'e>(
     context: String,
 ) -> impl FnOnce(CloudError) -> Stopped + 'e {
     move |error| Stopped {
-        fail: e.named(deleting(&UnwindError::Cloud { context, error }), false),
+        fail: e.named(
+            deleting(&UnwindError::Cloud { context, error }),
+            Whose::Operator,
+        ),
         customer_refused: false,
     }
 }
@@ -564,7 +584,7 @@ fn customer_failed<'e>(
             }
         } else {
             Stopped {
-                fail: e.named(deleting(&u), true),
+                fail: e.named(deleting(&u), Whose::Customer),
                 customer_refused: false,
             }
         }
@@ -724,7 +744,7 @@ pub(crate) async fn unwind(
         .filter(|p| p.is_router_interface())
         .map(|p| &p.device_id)
     {
-        let service = match e.leg_net().get_router(rid).await {
+        let service = match e.leg_client().get_router(rid).await {
             Ok(r) => r,
             Err(err) if err.is_not_found() => continue,
             Err(err) => {
@@ -741,7 +761,7 @@ pub(crate) async fn unwind(
             .filter(|r| r.nexthop == transit.gateway.to_string())
             .cloned()
             .collect();
-        ops::remove_routes(&e, e.leg_net(), &service, &via)
+        ops::remove_routes(&e, e.leg_client(), &service, &via)
             .await
             .map_err(customer_failed(
                 &e,

@@ -143,8 +143,9 @@ impl Report {
     }
 }
 
-/// Ready, from the other conditions: the forward path (spec: "a broken reverse route for one
-/// gateway never reads as 'this ClusterLink's forward path is down'"). Every condition but
+/// Ready, from the other conditions: the forward path. A reverse route that fails for one
+/// gateway must not make this link's forward path look down (docs/crd-reference.md,
+/// "Conditions"). Every condition but
 /// ReverseRoutesInstalled must be True — Validated, LegAttached, RouteInstalled and,
 /// cross-tenant, the attestation, the credential and the share. A reverse route that could
 /// not be installed (often another namespace's malformed gateway, reported on every link)
@@ -289,7 +290,7 @@ mod tests {
                 &["leg attached and routes installed"],
             ),
             (
-                "spec: a broken reverse route never reads as the forward path being down; \
+                "rule: a broken reverse route never reads as the forward path being down; \
                  Ready's message names it",
                 same,
                 conditions(&[

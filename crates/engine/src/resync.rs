@@ -40,7 +40,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bnerd_cloud::fabric::Fabric;
 use bnerd_cloud::{Neutron, Port, PortQuery, Result, RouterQuery, Subnet, SubnetQuery};
 
-use super::converge::Engine;
+use super::context::Engine;
 use super::model::{Input, Outcome};
 use super::overlay::{Known, Overlay, PlannedWrite, Recorded};
 use super::plan::resync::{Noted, ResyncPlan, RouteWrite, edge_leg_check, leg_check, plan};

@@ -6,17 +6,18 @@
 use bnerd_api::ReverseRoute;
 use bnerd_cloud::Route;
 
-use super::converge::Engine;
+use super::context::Engine;
 use super::leg::Leg;
 use super::model::Input;
 use super::ops;
 use super::plan::StepFail;
 use super::plan::reverse_route_of;
 use super::plan::reverse_routes::{
-    GatewayProblem, ReverseCall, ReverseView, ScreenView, add_failed, call_failed,
-    connected_overlap, plan, screen, split_after, verdict,
+    GatewayProblem, ReverseCall, ReverseView, add_failed, call_failed, connected_overlap, plan,
+    split_after, verdict,
 };
 use super::plan::route_quota;
+use super::screen;
 
 /// What the step leaves behind: the routes to record, the condition, and the gateways that
 /// deserve a Warning Event of their own.
@@ -31,44 +32,6 @@ pub(crate) struct ReverseOutcome {
     /// service router's routes were settled. Refused gateways are left out, never the cause
     /// of `None`: one refused gateway must not freeze the others anywhere.
     pub wanted: Option<Vec<ReverseRoute>>,
-}
-
-/// The estate's gateways through the screen, for this link: the routes they may have on its
-/// service router, each via its gateway port, and the refusals. `own` are this link's leg
-/// addresses (never a gateway's); `transit_ports` every port on the main transit network.
-/// What the reverse step installs and what an unwind may remove beyond status both come from
-/// here, so a route a refused gateway's status merely names is never taken as ours.
-pub(crate) fn screened(
-    e: &Engine<'_>,
-    input: &Input<'_>,
-    targets: &[bnerd_api::gateway::ReverseTarget],
-    transit_ports: &[bnerd_cloud::Port],
-    own: &[std::net::Ipv4Addr],
-) -> (Vec<ReverseRoute>, Vec<GatewayProblem>) {
-    let mut link_cidrs = vec![];
-    if let Ok(c) = input.spec.service_cluster_cidr.parse() {
-        link_cidrs.push(c);
-    }
-    link_cidrs.extend(input.peers.iter().filter_map(|p| p.cidr));
-    let mut claimed = own.to_vec();
-    claimed.extend(
-        input
-            .peers
-            .iter()
-            .flat_map(|p| p.transit_ips.iter().copied()),
-    );
-    screen(
-        targets,
-        &ScreenView {
-            transit: e.fabric.transit_subnet,
-            link_cidrs: &link_cidrs,
-            ports: transit_ports,
-            operator_project: &e.fabric.operator_project_id,
-            claimed: &claimed,
-            policy: &e.fabric.admission.gateway_cidrs,
-            pool: e.fabric.customer_transit.map(|p| p.pool),
-        },
-    )
 }
 
 /// Where the service router's reverse routes point, and what the gateways are screened
@@ -88,7 +51,7 @@ pub(crate) async fn ensure(
     leg: &Leg,
     hop: Hop<'_>,
 ) -> ReverseOutcome {
-    let (desired, mut problems) = screened(
+    let (desired, mut problems) = screen::screened(
         e,
         input,
         input.reverse_targets,
@@ -124,7 +87,7 @@ pub(crate) async fn ensure(
         wanted: None,
     };
     let rid = &leg.router_id;
-    let router = match ops::router(e.leg_net(), leg.seen.service.as_ref(), rid).await {
+    let router = match ops::router(e.leg_client(), leg.seen.service.as_ref(), rid).await {
         Ok(r) => r,
         Err(err) => return fail(call_failed(ReverseCall::Read, rid, &err), recorded.clone()),
     };
@@ -134,7 +97,7 @@ pub(crate) async fn ensure(
     let desired = if desired.is_empty() {
         desired
     } else {
-        match ops::connected_subnets(e.leg_net(), e.fabric, rid).await {
+        match ops::connected_subnets(e.leg_client(), e.fabric, rid).await {
             Ok(connected) => {
                 let (ok, refused) = connected_overlap(&desired, &connected);
                 problems.extend(refused);
@@ -151,7 +114,7 @@ pub(crate) async fn ensure(
         desired: &desired,
         recorded,
     });
-    if let Err(err) = ops::remove_routes(e, e.leg_net(), &router, &p.remove).await {
+    if let Err(err) = ops::remove_routes(e, e.leg_client(), &router, &p.remove).await {
         return fail(
             call_failed(ReverseCall::Remove, rid, &err),
             recorded.clone(),
@@ -163,14 +126,15 @@ pub(crate) async fn ensure(
         let mut batch: Vec<Route> = p.add.iter().map(reverse_route_of).collect();
         batch.sort();
         batch.dedup();
-        match ops::add_routes(e, e.leg_net(), &router, &batch).await {
+        match ops::add_routes(e, e.leg_client(), &router, &batch).await {
             Ok(()) => installed.extend(p.add.iter().cloned()),
             Err(err) if split_after(&err) || route_quota::is_full(&err) => {
                 // One gateway's route can make Neutron refuse the whole batch, and so does a
                 // router with too little room for all of them: give each its own call, the
                 // oldest gateways first, so the others still go in and every refusal names
                 // its gateway.
-                let each = add_each(e, e.leg_net(), &router, &p.add, input.reverse_targets).await;
+                let each =
+                    add_each(e, e.leg_client(), &router, &p.add, input.reverse_targets).await;
                 for (d, added) in each {
                     match added {
                         Ok(()) => installed.push(d),

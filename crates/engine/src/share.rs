@@ -4,7 +4,7 @@
 
 use bnerd_cloud::{ACCESS_AS_SHARED, ShareNetwork};
 
-use super::converge::{Customer, Engine};
+use super::context::{Customer, Engine};
 use super::model::{Action, ActionKind};
 use super::plan::StepFail;
 use super::plan::share::{

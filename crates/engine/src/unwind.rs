@@ -1,9 +1,9 @@
 //! Deleting a ClusterLink, observe and act: list the transit network and the gateway router,
-//! let `plan::unwind` say what is ours, then remove it in the spec's order.
+//! let `plan::unwind` say what is ours, then remove it in the unwind order (docs/design.md, "The unwind order").
 
 use bnerd_api::gateway::ReverseTarget;
 
-use super::converge::Engine;
+use super::context::Engine;
 use super::model::Input;
 use super::ops;
 use super::plan::StepFail;
@@ -11,7 +11,6 @@ use super::plan::unwind::{
     UnwindError, UnwindPlan, UnwindView, customer_refused, deleting, plan, refused_for_good,
     unsettled,
 };
-use super::reverse_routes;
 
 fn cloud(context: &str) -> impl FnOnce(bnerd_cloud::CloudError) -> StepFail + '_ {
     move |error| {
@@ -87,7 +86,7 @@ async fn unwind_round(
         .iter()
         .filter_map(|l| l.first_ip()?.parse().ok())
         .collect();
-    let (screened, _) = reverse_routes::screened(e, input, targets, &ports, &own);
+    let (screened, _) = crate::screen::screened(e, input, targets, &ports, &own);
     for leg in &p.legs {
         // Every call here is on the leg's side: the customer's credential on a cross-tenant
         // link, and the gateway routes above are gone by now.

@@ -390,7 +390,7 @@ async fn cross_tenant_link_is_ready(mut env: Env) {
         "only the gateway router's leg and the gateway's port"
     );
     env.net.delete_port(&gateway_port.id).await.unwrap();
-    // "The RBAC share is never removed automatically on delete".
+    // Deleting the link leaves the RBAC share in place (docs/crd-reference.md, "Deletion").
     let shares = env
         .net
         .list_rbac_policies(&env.fabric.transit_network_id)
@@ -401,16 +401,17 @@ async fn cross_tenant_link_is_ready(mut env: Env) {
 }
 both!(cross_tenant_link_is_ready);
 
-/// "a customer router can carry exactly one ClusterLink: a second link naming the same
-/// serviceClusterRouter gets its own leg port but fails to attach it"; failures name the
+/// One ClusterLink per customer router: a second link on the same serviceClusterRouter
+/// creates a leg port of its own, which the router then refuses to take
+/// (docs/crd-reference.md, "LegAttached", `EnsureRouterHasPortFailed`); failures name the
 /// credential that failed.
 async fn failures_name_the_credential(mut env: Env) {
     let side = customer_side(&env).await;
     // Someone's port, reserved before any leg exists so Neutron never picks its address
     // for one; a route via it below is foreign.
     let foreign = env.port_at_ip("10.254.0.251", "someone").await;
-    // "a link whose serviceClusterRouter can't be resolved in the customer project
-    // (LegAttached=False/RouterResolveFailed) shares nothing."
+    // A link whose serviceClusterRouter the customer project does not have
+    // (LegAttached=False/RouterResolveFailed) shares nothing.
     add(&mut env, &side, "blind", "no-such-router", "10.237.0.0/16");
     reconcile(&mut env, "blind", &side).await;
     let (_, r, m) = env.condition("blind", "LegAttached");
@@ -708,9 +709,9 @@ async fn a_failing_link_withdraws_a_route_to_a_freed_leg(mut env: Env) {
 }
 both!(a_failing_link_withdraws_a_route_to_a_freed_leg);
 
-/// "If such a rule already exists but belongs to someone else (for example an admin made it
-/// by hand), … Neutron answers the create with a conflict (409 DuplicateRbacPolicy). That is
-/// not an error": the customer sees the network, so it is Shared.
+/// An RBAC rule someone else made (an admin, by hand) is invisible to the operator's list, so
+/// its create collides (409 DuplicateRbacPolicy); that is no error (docs/crd-reference.md,
+/// "TransitNetworkShared"): the customer sees the network, so it is Shared.
 async fn a_hand_made_share_ends_shared(mut env: Env) {
     let side = customer_side(&env).await;
     let admin = admin_of(&env);
@@ -739,9 +740,9 @@ async fn a_hand_made_share_ends_shared(mut env: Env) {
 }
 both!(a_hand_made_share_ends_shared);
 
-/// "If the operator's own credential isn't allowed to create that RBAC rule
-/// (TransitNetworkShared=False/TransitNetworkNotShared), the condition message names the
-/// one-time command an OpenStack admin runs instead"; no leg is created.
+/// When the operator's credential may not create the RBAC rule, the link is
+/// TransitNetworkShared=False/TransitNetworkNotShared and the message carries the command an
+/// OpenStack admin runs once in its place; no leg is created.
 #[tokio::test]
 async fn a_refused_share_names_the_command() {
     let cloud = bnerd_cloud_fake::FakeCloud::new();
@@ -823,7 +824,7 @@ async fn refused(env: &mut Env, side: &Side, name: &str, want: Gate) {
 }
 
 /// Every CredentialsResolved / TenantIsolationAttested refusal of docs/crd-reference.md, each by
-/// its real cause: "nothing is shared, created or attached".
+/// its real cause, and with no share, no port and no attachment made.
 async fn every_credential_gate_refuses(mut env: Env) {
     let side = customer_side(&env).await;
     let router = side.net.create_router(&unique("gates")).await.unwrap();
@@ -850,7 +851,7 @@ async fn every_credential_gate_refuses(mut env: Env) {
         name
     };
 
-    // "the annotation above is missing or not exactly "none" … zero OpenStack calls made."
+    // No annotation, or one that is not exactly "none": not a single OpenStack call.
     let name = next(&mut env);
     let i = idx(&env, &name);
     env.links[i].metadata.annotations = None;
@@ -875,8 +876,8 @@ async fn every_credential_gate_refuses(mut env: Env) {
     )
     .await;
 
-    // "A ref into any other namespace is rejected" / "a ref naming any other Secret …
-    // before the Secret is read."
+    // A ref outside the credentials namespace, or naming a Secret not written for this link,
+    // is refused before the Secret is read.
     let name = next(&mut env);
     let i = idx(&env, &name);
     env.links[i]
@@ -1117,7 +1118,7 @@ async fn every_credential_gate_refuses(mut env: Env) {
     let (_, _, m) = env.condition(&name, "CredentialsResolved");
     assert!(m.contains(&side.project), "names both projects: {m}");
 
-    // "Secret values never reach this operator's … status, or condition messages": no
+    // A Secret's values stay out of status and condition messages: no
     // secret written into any of these Secrets appears in any link's status.
     let values: Vec<String> = side
         .source
@@ -1147,10 +1148,10 @@ async fn every_credential_gate_refuses(mut env: Env) {
 }
 both!(every_credential_gate_refuses);
 
-/// The share step's cloud failures: "EnsureNetworkSharedFailed (the share attempt failed for
-/// a reason other than a permissions refusal or a conflict …)" and
-/// "NetworkVisibilityCheckFailed (after a refusal or conflict, checking whether the customer
-/// can already see the network also failed)"; both are retried, neither creates a leg.
+/// The share step's cloud failures: EnsureNetworkSharedFailed (the create failed, and not
+/// by a 403 or a collision with someone else's rule) and NetworkVisibilityCheckFailed (it was
+/// refused or collided, and the customer's own look at the network failed as well); both are
+/// retried, neither creates a leg.
 #[tokio::test]
 async fn share_failures_are_named_and_retried() {
     use bnerd_cloud_fake::{Fault, Op};
@@ -1191,9 +1192,9 @@ async fn share_failures_are_named_and_retried() {
     env.assert_ready("f500");
 }
 
-/// "CredentialsProjectChanged — the credential's project doesn't match the one this link's
-/// leg was already built in (or a leg exists with no project ever pinned)": reachable for an
-/// object whose status predates spec.customerProjectID; requeued at the resync interval.
+/// CredentialsProjectChanged: the credential's project is not the one the link's leg was
+/// built in (or a leg stands with no project ever recorded). Reachable for an object whose
+/// status predates spec.customerProjectID; requeued at the resync interval.
 async fn credentials_project_changed(mut env: Env) {
     let side = customer_side(&env).await;
     let router = side.net.create_router(&unique("changed")).await.unwrap();

@@ -62,7 +62,12 @@ async fn bounded(stage: &Stage, p: &Point, at: &str) {
         );
     }
     for id in [&p.a, &p.b] {
-        let routes = stage.leg_net().get_router(id).await.expect("router").routes;
+        let routes = stage
+            .leg_client()
+            .get_router(id)
+            .await
+            .expect("router")
+            .routes;
         assert!(
             routes.iter().all(|r| r.nexthop == GW_PORT_IP),
             "{at}: a route on service router {id} that is not the reverse one: {routes:?}"

@@ -179,7 +179,7 @@ async fn check_ready(stage: &Stage, links: &[&ClusterLink], at: &str) {
         let cidr = &l.spec.service_cluster_cidr;
         want_gw.push(Route::new(cidr, &edge_ip));
         want_edge.push(Route::new(cidr, &ip));
-        let mut service = stage.leg_net().get_router(router).await.unwrap().routes;
+        let mut service = stage.leg_client().get_router(router).await.unwrap().routes;
         service.sort();
         let mut want = vec![
             Route::new(env.fabric.transit_subnet.to_string(), &gw),
@@ -235,7 +235,7 @@ async fn check_gone(stage: &Stage, at: &str) {
         "{at}: gateway routes left"
     );
     for r in [&stage.routers.0, &stage.routers.1] {
-        let routes = stage.leg_net().get_router(r).await.unwrap().routes;
+        let routes = stage.leg_client().get_router(r).await.unwrap().routes;
         assert!(routes.is_empty(), "{at}: routes left on {r}: {routes:?}");
     }
     assert_eq!(
@@ -335,7 +335,7 @@ async fn two_links_share_one_customer_transit(stage: &Stage) {
         .await
         .expect("drift");
     let back: Vec<Route> = stage
-        .leg_net()
+        .leg_client()
         .get_router(&a)
         .await
         .unwrap()
@@ -344,7 +344,7 @@ async fn two_links_share_one_customer_transit(stage: &Stage) {
         .filter(|r| r.destination == stage.env.fabric.transit_subnet.to_string())
         .collect();
     stage
-        .leg_net()
+        .leg_client()
         .remove_extraroutes(&a, &back)
         .await
         .expect("drift");
@@ -570,7 +570,7 @@ async fn fake_a_customer_port_stops_the_teardown_until_it_goes() {
         .and_then(|c| c.network_id)
         .expect("customer transit");
     let vm = s
-        .leg_net()
+        .leg_client()
         .create_port(&bnerd_cloud::CreatePort {
             network_id: anet.clone(),
             name: "customer-vm".into(),
@@ -585,7 +585,7 @@ async fn fake_a_customer_port_stops_the_teardown_until_it_goes() {
         err.starts_with("Deleting:") && err.contains(&vm.id) && err.contains(&anet),
         "{err}"
     );
-    s.leg_net()
+    s.leg_client()
         .delete_port(&vm.id)
         .await
         .expect("the customer removes it");
@@ -651,7 +651,7 @@ async fn fake_a_foreign_marker_blocks_the_teardown_and_the_abandon_annotation_re
 async fn fake_the_pool_skips_a_subnet_on_the_customers_router() {
     let s = stage(fake_env_with(FakeCloud::new()).await).await;
     let (a, _) = s.routers.clone();
-    let net = s.leg_net();
+    let net = s.leg_client();
     let own = net.create_network("customer-own").await.unwrap();
     let sub = net
         .create_subnet(&own.id, "10.255.128.0/28", "10.255.128.1")
@@ -807,7 +807,7 @@ async fn a_links_own_routes_take_the_newest_gateways_place(env: Env) {
     };
     let full = routes_on(s.env.net.as_ref(), &edge).await;
     assert_eq!(full.len(), quota, "{full:?}");
-    let full = routes_on(s.leg_net(), &a).await;
+    let full = routes_on(s.leg_client(), &a).await;
     assert_eq!(full.len(), quota, "{full:?}");
 
     // A second link of the project: its edge route takes the newest gateway's place there.
@@ -864,16 +864,16 @@ async fn a_links_own_routes_take_the_newest_gateways_place(env: Env) {
     let back = Route::new(s.env.fabric.transit_subnet.to_string(), &gw);
     let leg_one = one.status.clone().unwrap().transit_ip.unwrap();
     let theirs = Route::new("192.168.77.0/24", &leg_one);
-    let mut table = routes_on(s.leg_net(), &b).await;
+    let mut table = routes_on(s.leg_client(), &b).await;
     assert_eq!(table.len(), quota, "{table:?}");
     table.retain(|r| *r != back);
     table.push(theirs.clone());
-    s.leg_net().set_routes(&b, &table, None).await.unwrap();
+    s.leg_client().set_routes(&b, &table, None).await.unwrap();
     let out = reconcile_with(&s, &two, &Crash::counting()).await;
     two.status = Some(out.status.clone());
     let (st, _, m) = condition(&two, "RouteInstalled");
     assert_eq!(st, "True", "{m}");
-    let routes = routes_on(s.leg_net(), &b).await;
+    let routes = routes_on(s.leg_client(), &b).await;
     assert!(
         routes.contains(&back) && routes.contains(&theirs),
         "{routes:?}"
@@ -924,9 +924,9 @@ async fn a_links_own_routes_take_the_newest_gateways_place(env: Env) {
     );
 
     // Nothing leaks: the customer's route goes by hand, then both links.
-    let mut table = routes_on(s.leg_net(), &b).await;
+    let mut table = routes_on(s.leg_client(), &b).await;
     table.retain(|r| *r != theirs);
-    s.leg_net().set_routes(&b, &table, None).await.unwrap();
+    s.leg_client().set_routes(&b, &table, None).await.unwrap();
     converge_delete(&s, &two, "delete the second").await;
     converge_delete(&s, &one, "delete the first").await;
     for p in ports {
@@ -1032,7 +1032,7 @@ async fn a_per_customer_link_moves_to_another_router(env: Env) {
     link.metadata.generation = Some(2);
     converge(&s, &mut link, "moved to router b").await;
     check_ready(&s, &[&link], "on router b").await;
-    let left = s.leg_net().get_router(&a).await.unwrap().routes;
+    let left = s.leg_client().get_router(&a).await.unwrap().routes;
     assert!(left.is_empty(), "routes left on the old router: {left:?}");
     converge_delete(&s, &link, "delete").await;
     check_gone(&s, "delete").await;
@@ -1079,7 +1079,10 @@ async fn fake_a_held_link_loses_its_operator_side_at_once() {
     );
     assert_eq!(
         support::own(
-            &s.leg_net().list_ports(&PortQuery::default()).await.unwrap(),
+            &s.leg_client()
+                .list_ports(&PortQuery::default())
+                .await
+                .unwrap(),
             link.metadata.uid.as_deref().unwrap()
         )
         .len(),

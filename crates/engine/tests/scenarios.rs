@@ -500,7 +500,7 @@ async fn named_router_stays_put(mut env: Env) {
 }
 both!(named_router_stays_put);
 
-/// "The order leg port → attach → gateway route is the spec's: a route never points at an
+/// "The order leg port → attach → gateway route is fixed: a route never points at an
 /// address no attached leg of ours holds" (docs/design.md, "A same-tenant link"). The
 /// reconcile of a new link runs through the crash harness's wrapper, which stops nowhere and
 /// logs every call as it is made: the leg port is created, then attached to the service

@@ -495,14 +495,14 @@ async fn main() {
     gateway_fan_out(n);
 }
 
-/// The short check of cross-tenant legs between resyncs (`controller::legs_to_check`,
+/// The short check of cross-tenant legs between resyncs (`leg_check::legs_to_check`,
 /// `engine::resync::check_legs`): `n` converged cross-tenant links, their legs on one transit
 /// network. Prints the calls and the time of one check, and that a deleted leg is found.
 async fn cross_tenant_leg_check(n: usize) {
     use bnerd_api::conditions::{Status, set_condition};
     use bnerd_api::{ClusterLinkStatus, ConditionType, Reason, SecretRef};
-    use bnerd_vpn_operator::controller::legs_to_check;
     use bnerd_vpn_operator::engine::resync::check_legs;
+    use bnerd_vpn_operator::leg_check::legs_to_check;
 
     const CHECKS: u32 = 20;
     let cloud = FakeCloud::new();

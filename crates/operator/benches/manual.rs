@@ -5,9 +5,10 @@
 //!
 //! - **raw floor**: the three Neutron writes (port create, add_router_interface,
 //!   add_extraroutes) over a client that already holds a token, one link after another;
-//! - **openstack CLI**: the spec's manual method, its commands run as processes the way a
-//!   human runs them (port create, router add port, router set --route, and the
-//!   router show -c routes the spec says to always check with), one link after another;
+//! - **openstack CLI**: the manual method, plumbing a link by hand without the operator, its
+//!   commands run as processes the way a human runs them (port create, router add port,
+//!   router set --route, then router show -c routes to check the result, since --route can
+//!   append a stale or duplicate entry without a warning), one link after another;
 //! - **operator**: the real binary against the kube lab, from creating the ClusterLink(s) (what
 //!   `kubectl apply` does) until polling Neutron sees every object present.
 //!
@@ -53,7 +54,8 @@ fn cidr(i: usize) -> String {
     format!("10.{}.0.0/16", 100 + i)
 }
 
-/// Addresses from .3 up, as the spec's manual method picks them.
+/// Addresses from .3 up, as a human plumbing links by hand picks them (.1 is the gateway
+/// router's leg, .2 the DHCP port).
 fn leg_ip(i: usize) -> String {
     format!("10.254.0.{}", 3 + i)
 }
@@ -221,7 +223,7 @@ impl Bench {
         started.elapsed()
     }
 
-    /// The spec's manual method, per link: (the three commands, with the check).
+    /// The manual method, per link: (the three commands, with the check).
     async fn cli(&self, n: usize) -> (Duration, Duration) {
         let targets = self.routers(n).await;
         let (mut writes, mut all) = (Duration::ZERO, Duration::ZERO);
@@ -426,7 +428,8 @@ async fn main() {
         cli,
         cli_env,
     };
-    // The spec's commands name the subnet; this bench's fabric made it without a name.
+    // The hand-run commands address the subnet by name; this bench's fabric made it without
+    // a name.
     b.openstack(&["subnet", "set", "--name", &b.subnet_name, &b.subnet_id]);
 
     let _exclusive = kube_lab_exclusive(&kubeconfig).await;

@@ -2,48 +2,42 @@
 //! engine's door (`LinkEngine`: observe → engine → write status with server-side apply →
 //! publish the engine's `events`; docs/design.md, "The door into the engine"). A converged
 //! link is offered the window's shared snapshot (`engine::resync`); reverse targets come from
-//! the gateway index (`gateways`). The next hop of every recorded gateway route is checked on
-//! a short interval of its own ([`legs_to_check`], `engine::resync::check_legs`); a leg gone
-//! or moved reconciles its link at once.
-//!
-//! Past 500 lines because every piece of the finalizer's two arms (apply, and remove with its
-//! cross-tenant hold/abandon) shares the status, Event and backoff helpers here; splitting
-//! them would only move those helpers to a module both halves import.
+//! the gateway index (`gateways`). What every piece shares is `context.rs`; the Events are
+//! published by `link_events.rs`; the short check of recorded legs is `leg_check.rs`, and a
+//! leg it finds gone or moved reconciles its link at once.
 
 use std::sync::Arc;
 
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::names::{FIELD_MANAGER, FINALIZER};
 use bnerd_api::{ClusterLink, ClusterLinkStatus, ConditionType, EventReason};
-use bnerd_cloud::Neutron;
 use bnerd_cloud::OpenStack;
 use bnerd_cloud::fabric::Fabric;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
-use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::runtime::events::{EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
-use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use thiserror::Error;
 use tracing::{Instrument, debug, info, warn};
 
-use crate::backoff::Backoff;
 use crate::config::Config;
-use crate::customers::{CustomerClients, LinkSource};
+use crate::context::Context;
 use crate::engine::plan::unwind::abandoned;
-use crate::engine::resync::{RecordedLeg, Snapshots, aligned_requeue, check_legs, resync_window};
+use crate::engine::resync::aligned_requeue;
 use crate::engine::{
-    Batch, Counted, Customers, GatewayProblem, Held, Input, LinkEngine, LinkEvent,
-    OperatorIdentity, Peer, Reconciled, ResyncPath, Retry, Severity, Unwound, deleting_status,
-    events, failed_status, unwound_events,
+    Batch, Held, Input, OperatorIdentity, Peer, Reconciled, ResyncPath, Retry, Unwound,
+    deleting_status, events, failed_status, unwound_events,
 };
 use crate::finalizer;
-use crate::gateways::{NotSynced, TargetIndex, fan_out};
+use crate::gateways::{NotSynced, fan_out};
 use crate::health::Health;
+use crate::leg_check::watch_cross_tenant_legs;
+use crate::link_events::{emit, publish, warn_gateway};
 use crate::metrics::{Metrics, ReconcileResult};
 
 #[derive(Debug, Error)]
@@ -61,27 +55,6 @@ pub enum Error {
 /// How long a reconcile waits for the gateway index's first sync before it gives up and is
 /// retried (the unwind must never read an unsynced index as "no targets").
 const TARGETS_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
-
-pub struct Context {
-    pub client: Client,
-    pub net: Arc<dyn Neutron>,
-    /// Who the operator is (cross-tenant credentials are checked against it).
-    pub operator: OperatorIdentity,
-    /// One cached client per cross-tenant link.
-    pub customers: CustomerClients,
-    pub fabric: Fabric,
-    pub config: Config,
-    pub recorder: Recorder,
-    pub backoff: Backoff,
-    pub links: Store<ClusterLink>,
-    /// Every gateway's reverse target, kept by the gateway watches.
-    pub targets: TargetIndex,
-    /// The resync window's shared reads (engine::resync).
-    pub snapshots: Snapshots,
-    pub metrics: Arc<Metrics>,
-    /// The gateway Warnings already published (each once, not per link and reconcile).
-    pub gateway_warnings: crate::gateway_warnings::GatewayWarnings,
-}
 
 /// Other links' claims, from the informer cache.
 pub fn peers_of(me: &ClusterLink, all: &[Arc<ClusterLink>]) -> Vec<Peer> {
@@ -108,25 +81,6 @@ fn was_converged(link: &ClusterLink, status: &ClusterLinkStatus) -> bool {
         .all(|t| crate::engine::view::true_at_generation(link, status, *t))
 }
 
-/// The engine for `link`: its tenancy from its spec, its customer's credential through the
-/// link's own Secret reader.
-fn engine_for<'a>(
-    ctx: &'a Context,
-    link: &ClusterLink,
-    source: &'a LinkSource<'a>,
-) -> LinkEngine<'a> {
-    LinkEngine::for_link(
-        ctx.net.as_ref(),
-        &ctx.fabric,
-        &link.spec,
-        Customers {
-            source,
-            operator: &ctx.operator,
-            namespace: &ctx.config.credentials_namespace,
-        },
-    )
-}
-
 /// Observe, run the engine, write status, publish Events, requeue.
 async fn apply(
     link: Arc<ClusterLink>,
@@ -149,7 +103,8 @@ async fn apply(
         routers: &routers,
     });
     let source = ctx.customers.source(&ctx.client, &name);
-    let Reconciled { outcome, resync } = engine_for(ctx, &link, &source)
+    let Reconciled { outcome, resync } = ctx
+        .engine_for(&link, &source)
         .with_batch(batch)
         .reconcile(&input)
         .await;
@@ -207,68 +162,6 @@ async fn apply(
     })
 }
 
-/// One of the engine's Events about the link: published, logged and counted as it says.
-async fn emit(
-    ctx: &Context,
-    reference: &k8s_openapi::api::core::v1::ObjectReference,
-    name: &str,
-    e: LinkEvent,
-) {
-    match &e.counted {
-        Some(Counted::ReverseRouteFailure(reason)) => ctx.metrics.reverse_routes_failed(reason),
-        Some(Counted::DriftRepaired(kind)) => ctx.metrics.drift_repaired(kind),
-        None => {}
-    }
-    let type_ = match e.severity {
-        Severity::Warning => {
-            if e.logged {
-                warn!(clusterlink = %name, reason = %e.reason, "{}", e.note);
-            }
-            EventType::Warning
-        }
-        Severity::Normal => {
-            if e.logged {
-                info!(clusterlink = %name, reason = %e.reason, "{}", e.note);
-            }
-            EventType::Normal
-        }
-    };
-    publish_as(ctx, reference, type_, &e.reason, &e.action, &e.note).await;
-}
-
-async fn publish(
-    ctx: &Context,
-    reference: &k8s_openapi::api::core::v1::ObjectReference,
-    type_: EventType,
-    reason: &str,
-    note: &str,
-) {
-    publish_as(ctx, reference, type_, reason, "Reconcile", note).await;
-}
-
-/// The Recorder folds Events of one object with the same type, reason and action into one
-/// series (its count and last time move, the first note stays): the action keeps apart what
-/// must not fold into each other, e.g. repairs of different kinds of drift.
-async fn publish_as(
-    ctx: &Context,
-    reference: &k8s_openapi::api::core::v1::ObjectReference,
-    type_: EventType,
-    reason: &str,
-    action: &str,
-    note: &str,
-) {
-    let ev = KubeEvent {
-        type_,
-        reason: reason.chars().take(128).collect(),
-        note: Some(note.chars().take(1000).collect()),
-        action: action.into(),
-        secondary: None,
-    };
-    if let Err(e) = ctx.recorder.publish(&ev, reference).await {
-        warn!(error = %e, "publishing event failed");
-    }
-}
-
 /// Write a link's whole status (server-side apply, our field manager).
 async fn write_status(ctx: &Context, name: &str, status: &ClusterLinkStatus) -> Result<(), Error> {
     let api: Api<ClusterLink> = Api::all(ctx.client.clone());
@@ -304,7 +197,7 @@ async fn unwind_gone(
     warn!(clusterlink = %name, "the link was deleted while it was reconciled; unwinding what this reconcile built");
     let input = link_input(link, status, &[], targets)?;
     let source = ctx.customers.source(&ctx.client, &name);
-    let unwound = engine_for(ctx, link, &source).unwind(&input, targets).await;
+    let unwound = ctx.engine_for(link, &source).unwind(&input, targets).await;
     ctx.customers.forget(&name);
     ctx.backoff.reset(&name);
     ctx.metrics.forget_link(&name);
@@ -344,41 +237,6 @@ async fn report_stuck(
     Ok(())
 }
 
-/// A gateway whose reverse route a link could not install hears about it itself: it may live
-/// in a namespace whose owners never look at ClusterLinks. The uid comes from the index entry
-/// the reconcile read (`targets`): `kubectl describe` finds Events by uid alone.
-async fn warn_gateway(ctx: &Context, link: &str, p: &GatewayProblem, targets: &[ReverseTarget]) {
-    let uid = targets
-        .iter()
-        .find(|t| t.gateway == p.gateway)
-        .and_then(|t| t.uid.clone());
-    let reference = k8s_openapi::api::core::v1::ObjectReference {
-        api_version: Some(format!("{}/v1alpha1", bnerd_api::names::GROUP)),
-        kind: Some(p.gateway.kind.clone()),
-        namespace: Some(p.gateway.namespace.clone()),
-        name: Some(p.gateway.name.clone()),
-        uid,
-        ..Default::default()
-    };
-    let gateway = format!("{}/{}", p.gateway.namespace, p.gateway.name);
-    if !ctx.gateway_warnings.first(&p.gateway, &p.note, targets) {
-        // Already told, by this link or another: the link's condition still says it.
-        debug!(clusterlink = %link, gateway = %gateway, "reverse route not installed: {}", p.message);
-        return;
-    }
-    warn!(clusterlink = %link, gateway = %gateway, "reverse route not installed: {}", p.message);
-    // The gateway's tenant reads this Event: its own problem only, never which link, router
-    // or other tenant's CIDR met it (the link's condition and the log carry those).
-    publish(
-        ctx,
-        &reference,
-        EventType::Warning,
-        EventReason::ReverseRouteNotInstalled.as_str(),
-        &p.note,
-    )
-    .await;
-}
-
 async fn remove(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> {
     let name = link.name_any();
     let status = link.status.clone().unwrap_or_default();
@@ -387,7 +245,8 @@ async fn remove(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> 
     let targets = ctx.targets.current(TARGETS_WAIT).await?;
     let input = link_input(&link, &status, &[], &targets)?;
     let source = ctx.customers.source(&ctx.client, &name);
-    let done = match engine_for(ctx, &link, &source)
+    let done = match ctx
+        .engine_for(&link, &source)
         .unwind(&input, &targets)
         .await
     {
@@ -495,50 +354,6 @@ fn error_policy(link: Arc<ClusterLink>, err: &Error, ctx: Arc<Context>) -> Actio
     Action::requeue(delay)
 }
 
-/// The links whose recorded gateway route the short check looks at (`engine::view`): every
-/// one not being deleted, Ready or not.
-pub fn legs_to_check(links: &[Arc<ClusterLink>]) -> Vec<RecordedLeg> {
-    crate::engine::view::legs_to_check(links.iter().map(AsRef::as_ref))
-}
-
-/// Every `interval`, check the next hop of every recorded gateway route from one read of the
-/// transit ports and send the links whose leg (or edge leg) is gone or moved to be reconciled
-/// at once. Runs for
-/// the leader's term (the caller drops it).
-async fn watch_cross_tenant_legs(
-    ctx: Arc<Context>,
-    interval: std::time::Duration,
-    reconcile_now: futures::channel::mpsc::UnboundedSender<ObjectRef<ClusterLink>>,
-) {
-    if ctx.links.wait_until_ready().await.is_err() {
-        return;
-    }
-    let mut ticks = tokio::time::interval(interval);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        ticks.tick().await;
-        let legs = legs_to_check(&ctx.links.state());
-        match check_legs(ctx.net.as_ref(), &ctx.fabric, &legs).await {
-            Ok(moved) => {
-                ctx.metrics.cross_tenant_legs_checked(true, moved.len());
-                for m in moved {
-                    info!(clusterlink = %m.link, "leg check: {}; reconciling now", m.why);
-                    if reconcile_now
-                        .unbounded_send(ObjectRef::new(&m.link))
-                        .is_err()
-                    {
-                        return;
-                    }
-                }
-            }
-            Err(e) => {
-                ctx.metrics.cross_tenant_legs_checked(false, 0);
-                warn!(error = %e, legs = legs.len(), "leg check could not read the transit ports; the resync interval still applies");
-            }
-        }
-    }
-}
-
 /// What the controller reports to, besides Kubernetes.
 pub struct Observers {
     pub metrics: Arc<Metrics>,
@@ -570,24 +385,19 @@ pub async fn run(
         controller: "bnerd-vpn-operator".into(),
         instance: std::env::var("POD_NAME").ok(),
     };
-    let window = resync_window(config.resync_interval);
     let leg_check_interval = config.cross_tenant_leg_check_interval;
     let (reconcile_now, legs_moved) = futures::channel::mpsc::unbounded();
-    let ctx = Arc::new(Context {
-        recorder: Recorder::new(client.clone(), reporter),
+    let client_for_events = client.clone();
+    let ctx = Arc::new(Context::new(
         client,
-        customers: CustomerClients::new(cloud.clone()),
-        net: cloud,
+        Recorder::new(client_for_events, reporter),
+        cloud,
         operator,
         fabric,
         config,
-        backoff: Backoff::default(),
-        links: controller.store(),
-        targets: TargetIndex::new(),
-        snapshots: Snapshots::new(window),
-        metrics: observers.metrics,
-        gateway_warnings: Default::default(),
-    });
+        controller.store(),
+        observers.metrics,
+    ));
     let store = ctx.links.clone();
     let index = ctx.targets.clone();
     let health = observers.health;
@@ -622,102 +432,6 @@ pub async fn run(
     tokio::select! {
         () = run => {}
         () = synced => {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use bnerd_api::conditions::{Status, set_condition};
-    use bnerd_api::{ClusterLinkSpec, Reason, SecretRef};
-
-    use super::*;
-
-    /// A link named `name`; cross-tenant when `cross`; Ready at `ready_at` (a generation) or
-    /// not Ready; its leg in status when `leg`.
-    fn link(name: &str, cross: bool, ready_at: Option<i64>, leg: bool) -> Arc<ClusterLink> {
-        let mut l = ClusterLink::new(
-            name,
-            ClusterLinkSpec {
-                credentials_secret_ref: cross.then(|| SecretRef {
-                    name: format!("clusterlink-{name}"),
-                    namespace: "bnerd-vpn-clusterlinks".into(),
-                }),
-                ..Default::default()
-            },
-        );
-        l.metadata.generation = Some(2);
-        let mut status = ClusterLinkStatus::default();
-        if leg {
-            status.leg_port_id = Some(format!("{name}-port"));
-            status.transit_ip = Some("10.254.0.7".into());
-            status.gateway_route = Some(bnerd_api::RouteRecord {
-                destination: "10.251.0.0/16".into(),
-                nexthop: "10.254.0.7".into(),
-            });
-        }
-        let (s, reason) = match ready_at {
-            Some(_) => (Status::True, Reason::Ready),
-            None => (Status::False, Reason::NotReady),
-        };
-        set_condition(
-            &mut status.conditions,
-            ConditionType::Ready,
-            s,
-            reason,
-            "m",
-            ready_at.or(Some(2)),
-            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
-        );
-        l.status = Some(status);
-        Arc::new(l)
-    }
-
-    #[test]
-    fn every_recorded_gateway_route_has_its_next_hop_checked() {
-        let mut deleting = (*link("deleting", true, Some(2), true)).clone();
-        deleting.metadata.deletion_timestamp =
-            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
-            ));
-        // A PerCustomer link's gateway route goes via its project's edge leg: the edge router
-        // must hold the address.
-        let mut per_customer = (*link("per-customer", true, Some(2), true)).clone();
-        per_customer.spec.transit_isolation = Some(bnerd_api::TransitIsolation::PerCustomer);
-        if let Some(st) = per_customer.status.as_mut() {
-            st.customer_transit = Some(bnerd_api::clusterlink::CustomerTransit {
-                edge_router_id: Some("edge-1".into()),
-                edge_router_transit_ip: Some("10.254.0.7".into()),
-                ..Default::default()
-            });
-        }
-        let links = vec![
-            Arc::new(per_customer),
-            link("converged", true, Some(2), true),
-            link("same-tenant", false, Some(2), true),
-            // Not Ready (failed at its credential or share, say): its route is still there.
-            link("not-ready", true, None, true),
-            link("older-generation", true, Some(1), true),
-            link("no-leg", true, Some(2), false),
-            Arc::new(deleting),
-        ];
-        let legs = legs_to_check(&links);
-        use crate::engine::resync::LegHolder;
-        let leg = |name: &str, holder: LegHolder| RecordedLeg {
-            link: name.into(),
-            holder,
-            transit_ip: "10.254.0.7".into(),
-        };
-        let port = |name: &str| LegHolder::Port(format!("{name}-port"));
-        assert_eq!(
-            legs,
-            vec![
-                leg("per-customer", LegHolder::EdgeRouter("edge-1".into())),
-                leg("converged", port("converged")),
-                leg("same-tenant", port("same-tenant")),
-                leg("not-ready", port("not-ready")),
-                leg("older-generation", port("older-generation")),
-            ]
-        );
     }
 }
 

@@ -16,7 +16,11 @@ use kube::client::Body;
 use kube::runtime::events::{Recorder, Reporter};
 
 use super::*;
+use crate::backoff::Backoff;
 use crate::config::Args;
+use crate::customers::CustomerClients;
+use crate::engine::resync::{Snapshots, resync_window};
+use crate::gateways::TargetIndex;
 
 /// One request the mock apiserver saw.
 #[derive(Debug, Clone)]

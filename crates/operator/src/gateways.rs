@@ -1,5 +1,6 @@
 //! The gateways' side of reverse routes: a watch-fed index of every VPNGateway/IPsecGateway
-//! that needs one, and the estate-wide fan-out the spec asks for. A gateway gaining or losing
+//! that needs one, and the estate-wide fan-out (docs/crd-reference.md, "When a link is looked
+//! at again"). A gateway gaining or losing
 //! reverse exposures, changing the CIDR or address they route to, or being deleted re-triggers
 //! every ClusterLink instead of waiting for the resync; the changes of one
 //! [`FAN_OUT_WINDOW`] re-trigger them once.

@@ -6,6 +6,7 @@
 
 pub mod backoff;
 pub mod config;
+pub mod context;
 pub mod controller;
 pub mod customers;
 pub mod finalizer;
@@ -15,6 +16,8 @@ pub use bnerd_engine as engine;
 pub mod gateways;
 pub mod health;
 pub mod leader;
+pub mod leg_check;
+pub mod link_events;
 pub mod logging;
 pub mod metrics;
 pub mod startup;

@@ -631,7 +631,8 @@ fn reverse_routes_of(l: &ClusterLink) -> Vec<(String, String)> {
         .unwrap_or_default()
 }
 
-/// The spec's estate-wide fan-out: a gateway gaining reverse exposures, losing them, or
+/// The estate-wide fan-out (docs/crd-reference.md, "When a link is looked at again"): a
+/// gateway gaining reverse exposures, losing them, or
 /// being deleted re-triggers every ClusterLink at once. The resync interval is an hour here,
 /// so only the gateway watch can make these routes appear and go.
 #[tokio::test]

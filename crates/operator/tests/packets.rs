@@ -355,7 +355,8 @@ async fn same_tenant_link_carries_packets_both_ways_and_delete_cuts_them() {
 
 /// Cross-tenant: two customers, each with a cross-tenant link (its own router and service VM,
 /// its own credential): the gateway pod reaches both VMs (customer's by TCP too) and both reach
-/// the VPN client through the reverse route. Then the spec's admitted gap, measured: a port of
+/// the VPN client through the reverse route. Then the known gap of a shared transit network
+/// (docs/crd-reference.md, "TenantIsolationAttested"), measured: a port of
 /// customer2's project on the shared transit network reaches customer's service VM (pings and
 /// TCP) through the gateway router, and straight through customer's leg.
 #[tokio::test]
@@ -470,7 +471,7 @@ async fn cross_tenant_links_carry_packets_and_the_shared_transit_gap_is_real() {
         )
         .await;
     report::note(
-        "packets shared transit: customer2's port on the transit reaches customer's service VM via the gateway router (ICMP and TCP) and via customer's leg (the spec's admitted gap; only the attestation annotation stands there)",
+        "packets shared transit: customer2's port on the transit reaches customer's service VM via the gateway router (ICMP and TCP) and via customer's leg (the admitted gap of docs/operations.md; only the attestation annotation stands there)",
     );
 
     // Unwind: the links first (their legs), then what the test made.
@@ -524,7 +525,8 @@ fn verdict(report: &mut Vec<String>, mode: &str, what: &str, probe: Probe) {
 /// anything of B's (B's VM, B's leg, B's edge router, a port on B's customer transit), through
 /// A's edge router or through A's own router, also after A routes B's network to its edge
 /// router; B's port on its own the same. A's port reaches the gateway pod one way only, as the
-/// docs admit. The `Shared` links keep the spec's reach: B's port on the shared transit reaches
+/// docs admit. The `Shared` links keep the reach a shared transit gives every project on it
+/// (docs/crd-reference.md, "TenantIsolationAttested"): B's port on the shared transit reaches
 /// A's `Shared` VM, and A's `PerCustomer` VM too (pings and TCP). The report prints every
 /// verdict with its counts. The last link of a project takes its customer transit down:
 /// nothing of it is left.
@@ -749,9 +751,9 @@ async fn per_customer_links_cut_the_gap_packet_by_packet() {
         .expect("A's own route goes");
 
     // The Shared links next to them: B's port on the shared transit (B's Shared link shares
-    // it with B's project) reaches A's Shared VM, as the spec admits; and A's PerCustomer VM
-    // too, through the gateway router and A's edge router (the edge router has the transit
-    // connected, so the reply finds its way back), TCP as well.
+    // it with B's project) reaches A's Shared VM, the known gap of a shared transit; and A's
+    // PerCustomer VM too, through the gateway router and A's edge router (the edge router has
+    // the transit connected, so the reply finds its way back), TCP as well.
     let shared_port = b
         .create_port(&bnerd_cloud::CreatePort {
             network_id: f.env.fabric.transit_network_id.clone(),
@@ -973,7 +975,8 @@ fn median(v: &[u128]) -> u128 {
     v.get(v.len() / 2).copied().unwrap_or_default()
 }
 
-/// The spec's worked example: a hand-made leg at 10.254.0.3 on the service router and the
+/// Adopting a link made by hand (docs/crd-reference.md, "The adoption rule"), with the
+/// addresses of the usual example: a hand-made leg at 10.254.0.3 on the service router and the
 /// gateway route to it by hand, carrying a continuous ping; a ClusterLink pinned to that
 /// address adopts the port and keeps the route: not one packet is lost.
 #[tokio::test]
@@ -984,7 +987,7 @@ async fn adoption_of_a_hand_made_leg_loses_no_packet() {
     };
     let net = f.net();
     let (router, svc, pod, vm) = f.same_tenant_scene("ad").await;
-    // The manual way (the spec's steps 1-3).
+    // The manual way: the leg port, its router attachment, the gateway route.
     let leg = f
         .env
         .port_at_ip("10.254.0.3", "vpn-transit-svc01-leg")

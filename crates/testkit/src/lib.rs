@@ -1,10 +1,10 @@
 //! One harness, two clouds: every scenario runs against the in-memory fake and against
 //! the real Keystone + Neutron lab (`lab/openstack/up.sh`), with the same assertions.
 //!
-//! A crate, and a dev-dependency only, so that the operator's and the CLI's tests and the
-//! operator's bench share it without including each other's files. Feature `engine` (on by
-//! default) is what drives the operator's engine; the CLI's tests go without it, so the CLI
-//! does not depend on the operator, not even for its tests.
+//! A crate, and a dev-dependency only, so that the engine's, the operator's and the CLI's
+//! tests and the operator's benches share it without including each other's files. It drives
+//! the engine (as the CLI does) and never the operator, so no test of the CLI builds the
+//! operator.
 //!
 //! One file past 500 lines: the lab lookups (which lab, which region, which client), the `Env`
 //! built on them and the `both!` macro that runs a scenario on each cloud are one fixture, read
@@ -35,7 +35,6 @@ use bnerd_cloud::{
     Router, SecretString, TlsConfig,
 };
 use bnerd_cloud_fake::FakeCloud;
-#[cfg(feature = "engine")]
 use bnerd_engine::{Engine, Input, Outcome, Peer, unwind};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -616,7 +615,6 @@ impl Env {
     }
 }
 
-#[cfg(feature = "engine")]
 impl Env {
     fn idx(&self, name: &str) -> usize {
         self.links
@@ -655,7 +653,6 @@ impl Env {
 }
 
 /// The engine's view of a link, as the controller builds it (None: the object has no uid).
-#[cfg(feature = "engine")]
 pub fn link_input<'a>(
     link: &'a ClusterLink,
     status: &'a bnerd_api::ClusterLinkStatus,
@@ -666,12 +663,10 @@ pub fn link_input<'a>(
 }
 
 /// A link's peers among `all`, as the controller finds them.
-#[cfg(feature = "engine")]
 pub fn peers_of(me: &ClusterLink, all: &[Arc<ClusterLink>]) -> Vec<Peer> {
     bnerd_engine::view::peers_of(me, all.iter().map(|l| l.as_ref()))
 }
 
-#[cfg(feature = "engine")]
 pub async fn reconcile_one(
     net: &dyn Neutron,
     fabric: &Fabric,

@@ -50,7 +50,8 @@ pub enum Recorded {
     Miss(String),
 }
 
-/// Whose credential makes a write (the spec's prefixes name them so).
+/// Whose credential makes a write (failure messages name it by their prefix,
+/// docs/crd-reference.md, "Conditions").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Credential {
     Operator,

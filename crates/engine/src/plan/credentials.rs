@@ -1,9 +1,9 @@
 //! CredentialsResolved: is the customer's application credential member-scoped?
 //!
-//! The spec's rule is a name check: a token role named admin, service or advsvc, in any letter
-//! case, refuses the credential. It admits its own gap: "A cloud whose policy makes other roles
-//! privileged (a customised context_is_admin or context_with_global_access) is not detected by this
-//! name check." The privilege probe (docs/crd-reference.md, "CredentialsResolved") closes the
+//! The role rule is a name check: a token role named admin, service or advsvc, in any letter
+//! case, refuses the credential. By itself it has a known gap: a name check cannot see a cloud
+//! whose policy grants privilege to other roles, through a customised context_is_admin or
+//! context_with_global_access. The privilege probe (docs/crd-reference.md, "CredentialsResolved") closes the
 //! context_is_admin half with one read that only a cloud admin is allowed ([`ADMIN_READ_PROBE`],
 //! see `Neutron::probe_admin_read`): Neutron decides it by `context.is_admin` itself, which is
 //! what a customised `context_is_admin` changes. `context_with_global_access` grants no
@@ -21,7 +21,8 @@ use super::StepFail;
 
 /// A role named admin, service or advsvc, in any letter case (docs/crd-reference.md,
 /// "CredentialsResolved"). Exact names: under legacy policy admin reaches every project, and
-/// Neutron treats service/advsvc as a service context that skips the per-project filter.
+/// Neutron runs a service/advsvc token as a service context, which bypasses its per-project
+/// filtering.
 pub const PRIVILEGED_ROLE_NAMES: [&str; 3] = ["admin", "service", "advsvc"];
 
 /// The first of `roles` docs/crd-reference.md (CredentialsPrivileged) refuses by name (admin, service, advsvc in any letter case).
@@ -246,13 +247,13 @@ mod tests {
         use Reason::{AuthFailed, CredentialsPrivileged};
         let rows: Vec<Row> = vec![
             (
-                "spec: a typical member credential (_member_, load-balancer_member) passes",
+                "rule: a typical member credential (_member_, load-balancer_member) passes",
                 &["_member_", "load-balancer_member", "reader"],
                 refused(),
                 Ok(Member),
             ),
             (
-                "spec: roles that merely contain the word, such as load-balancer_admin, are not affected",
+                "a role whose name only includes `admin` (load-balancer_admin, sysadmin) is no admin role",
                 &[
                     "member",
                     "load-balancer_admin",
@@ -264,33 +265,33 @@ mod tests {
                 Ok(Member),
             ),
             (
-                "spec: a role named admin is refused (CredentialsPrivileged)",
+                "rule: a role named admin is refused (CredentialsPrivileged)",
                 &["member", "admin"],
                 Ok(()),
                 Err((CredentialsPrivileged, false, "role \"admin\"")),
             ),
             (
-                "spec: ... in any letter case",
+                "rule: ... in any letter case",
                 &["member", "Admin"],
                 Ok(()),
                 Err((CredentialsPrivileged, false, "role \"Admin\"")),
             ),
             (
-                "spec: a role named service is refused, in any letter case; the name check \
+                "rule: a role named service is refused, in any letter case; the name check \
                  needs no probe (Neutron refuses the probe to service, which is no admin)",
                 &["SERVICE", "member"],
                 refused(),
                 Err((CredentialsPrivileged, false, "role \"SERVICE\"")),
             ),
             (
-                "spec: a role named advsvc is refused",
+                "rule: a role named advsvc is refused",
                 &["advsvc"],
                 refused(),
                 Err((CredentialsPrivileged, false, "role \"advsvc\"")),
             ),
             (
-                "spec: a token that carries no roles at all is refused as well (AuthFailed), \
-                 whatever the probe says",
+                "an empty role list is refused too (AuthFailed), \
+                 whatever the probe answers",
                 &[],
                 refused(),
                 Err((AuthFailed, false, "carries no roles")),

@@ -114,7 +114,8 @@ pub(crate) fn plan(v: &RouteView<'_>) -> RoutePlan {
 
 /// When LegAttached failed: the routes of ours whose next hop no port of ours holds any more
 /// (the leg vanished, and its address may already be someone else's). Removing a route only
-/// takes reach away; leaving it would send this link's traffic to whoever holds that address.
+/// takes reach away; a route left in place would carry this link's traffic to whichever port
+/// holds that address now.
 pub(crate) fn orphaned(
     routes: &[Route],
     recorded: Option<&RouteRecord>,
@@ -208,8 +209,7 @@ mod tests {
 
     #[test]
     fn adds_the_route_once() {
-        // "Adds the route on the gateway cluster's own router: spec.serviceClusterCIDR via the
-        // allocated transit IP."
+        // The gateway router gets spec.serviceClusterCIDR via the leg's transit IP, once.
         let p = run(&Case::default());
         assert_eq!((p.remove.len(), p.add.clone()), (0, Some(want())));
         assert_eq!(p.verdict, Ok(want()));

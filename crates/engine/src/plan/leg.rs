@@ -428,7 +428,8 @@ fn allocate(v: &LegView<'_>) -> LegPlan {
 /// tries the same next address again and n links cost n²/2 failed creates. Each loser instead
 /// skips 0..2^lost free addresses (at most 63), picked from its UID, so the walks fan out and
 /// the burst settles in a few rounds. A walk that lost nothing takes the lowest free address,
-/// as the spec's order says; the gaps a burst leaves are the next links' lowest free ones.
+/// as the walk's order has it (docs/crd-reference.md, "The transit-IP allocation rule"); the
+/// gaps a burst leaves are the next links' lowest free ones.
 fn spread(uid: &str, lost: usize) -> usize {
     if lost == 0 {
         return 0;
@@ -670,7 +671,7 @@ mod tests {
         type Row<'a> = (&'a str, Option<&'a str>, Option<&'a str>, Option<Ipv4Addr>);
         let rows: [Row; 5] = [
             (
-                "spec: the leg vanished and came back on the same router: the address binds",
+                "rule: the leg vanished and came back on the same router: the address binds",
                 Some("10.254.0.7"),
                 Some(R),
                 Some(ip),

@@ -1,6 +1,6 @@
 //! The rules of the reconcile as pure functions: each takes what a step observed (plus the
 //! spec, the status and the other links) and returns what to do and which condition reason
-//! follows. No IO, no client, no `&mut` status: every rule of the spec is table-tested here,
+//! follows. No IO, no client, no `&mut` status: every rule the docs state is table-tested here,
 //! and every condition reason the engine sets is chosen in this module (or in `report`).
 
 pub mod action;

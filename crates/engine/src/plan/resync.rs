@@ -15,8 +15,9 @@
 //! And the short check of cross-tenant legs between resyncs ([`leg_check`]): a leg port gone
 //! from the transit network, or no longer at the address status recorded, has freed an
 //! address the gateway router still routes to, and another tenant may be handed it. The link
-//! is reconciled at once, which ends in the spec's TransitIPMismatch handling (the route via
-//! the old address removed) unless the leg comes back where it was.
+//! is reconciled at once, which ends in the TransitIPMismatch handling (docs/crd-reference.md,
+//! "LegAttached": the route via the old address removed) unless the leg comes back where it
+//! was.
 
 use bnerd_cloud::{Port, Route};
 

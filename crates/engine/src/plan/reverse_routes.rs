@@ -1128,8 +1128,8 @@ mod tests {
 
     #[test]
     fn converging_the_route_set() {
-        // "ensures a route on its own spec.serviceClusterRouter for each one's
-        // status.serviceCIDR" and prunes what no gateway asks for any more.
+        // One route per gateway's status.serviceCIDR on the link's own
+        // spec.serviceClusterRouter, and what no gateway asks for any more is pruned.
         let keep = rr(&target("a", "keep", "100.64.1.0/24", "10.254.0.10"));
         let new = rr(&target("a", "new", "100.64.2.0/24", "10.254.0.11"));
         let gone = rr(&target("a", "gone", "100.64.3.0/24", "10.254.0.12"));

@@ -11,8 +11,9 @@ use bnerd_cloud::{ACCESS_AS_SHARED, CloudError, NeutronErrorKind, RbacPolicy};
 
 use super::StepFail;
 
-/// Which credential a failure message names (docs/crd-reference.md, "Conditions": failure
-/// messages start with `customer credential (secret <ns>/<name>): ` or `operator credential: `).
+/// Which credential a failure message names: on a cross-tenant link a failure message opens
+/// with the prefix `customer credential (secret <ns>/<name>): ` or with
+/// `operator credential: ` (docs/crd-reference.md, "Conditions").
 #[derive(Debug, Clone, Copy)]
 pub enum Credential<'a> {
     Operator,
@@ -72,8 +73,8 @@ pub fn list_failed(e: &CloudError) -> StepFail {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum AfterCreate {
     Shared,
-    /// "a permissions refusal or a conflict with an existing rule owned by someone else":
-    /// check whether the customer can already see the network.
+    /// The create was refused for lack of permission, or collided with a rule someone else
+    /// owns: check whether the customer can already see the network.
     CheckVisibility,
     Failed(StepFail),
 }
@@ -162,19 +163,18 @@ mod tests {
     #[test]
     fn create_outcomes() {
         assert_eq!(after_create(Ok(())), AfterCreate::Shared);
-        // "like a permissions refusal, the operator then checks with the customer credential
-        // whether the network is visible"
+        // A 403 leads to the visibility check, made with the customer credential.
         assert_eq!(
             after_create(Err(&api(403, "PolicyNotAuthorized"))),
             AfterCreate::CheckVisibility
         );
-        // "Neutron answers the create with a conflict (409 DuplicateRbacPolicy). That is not
-        // an error"
+        // A 409 DuplicateRbacPolicy (an admin's rule already shares it) is no error either:
+        // the visibility check decides.
         assert_eq!(
             after_create(Err(&api(409, "DuplicateRbacPolicy"))),
             AfterCreate::CheckVisibility
         );
-        // "EnsureNetworkSharedFailed (the share attempt failed for a reason other than …)"
+        // Any other failure of the create is EnsureNetworkSharedFailed.
         match after_create(Err(&api(500, ""))) {
             AfterCreate::Failed(f) => {
                 assert_eq!(f.reason, Reason::EnsureNetworkSharedFailed);
@@ -201,14 +201,14 @@ mod tests {
     fn visibility_outcomes() {
         let s = "bnerd-vpn-clusterlinks/clusterlink-x";
         assert!(after_visibility(Ok(()), "net", "cust", s).is_ok());
-        // "TransitNetworkNotShared … the message carries the one-time command above"
+        // TransitNetworkNotShared: the message holds the command an admin runs once.
         let f = after_visibility(Err(&api(404, "NetworkNotFound")), "net", "cust", s).unwrap_err();
         assert_eq!(f.reason, Reason::TransitNetworkNotShared);
         assert!(f.message.contains(
             "openstack network rbac create --type network --action access_as_shared --target-project cust net"
         ));
-        // "NetworkVisibilityCheckFailed (after a refusal or conflict, checking whether the
-        // customer can already see the network also failed)"
+        // NetworkVisibilityCheckFailed: the create was refused or collided, and then the
+        // customer's own look at the network failed too.
         let f = after_visibility(Err(&api(503, "")), "net", "cust", s).unwrap_err();
         assert_eq!(f.reason, Reason::NetworkVisibilityCheckFailed);
         assert!(

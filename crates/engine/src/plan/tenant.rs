@@ -26,9 +26,9 @@ const PASSWORD_KEYS: [&str; 4] = ["OS_USERNAME", "OS_PASSWORD", "OS_USER_ID", "O
 /// "CredentialsResolved").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Requeue {
-    /// "fixed 15s requeue"
+    /// Looked at again after a fixed 15 seconds.
     Fixed15s,
-    /// "re-checks at the resync interval" (refusals, and what needs a human).
+    /// Looked at again at the resync interval (refusals, and what needs a human).
     Resync,
 }
 
@@ -59,7 +59,8 @@ pub fn auth_failed(secret: &str, why: &str) -> (StepFail, Requeue) {
 /// A deleting cross-tenant link whose customer credential does not resolve to the project
 /// its leg was built in: CredentialsResolved=False/CredentialsUnavailable (or
 /// CredentialsProjectMismatch for a credential of the wrong project), and the finalizer is
-/// held — "an unreachable credential must never silently strand OpenStack resources".
+/// held: a credential that cannot be reached never lets the object go while its OpenStack
+/// resources stay behind unnoticed (docs/crd-reference.md, "Deletion").
 pub fn unavailable(f: &StepFail) -> StepFail {
     let reason = match f.reason {
         Reason::CredentialsProjectMismatch | Reason::CredentialsProjectChanged => {
@@ -84,8 +85,9 @@ pub fn resolved_message(secret: &str, project: &str) -> String {
     )
 }
 
-/// "TenantIsolationAttested … NotAttested — the annotation above is missing or not exactly
-/// "none". Terminal until it's set; zero OpenStack calls made." A `PerCustomer` link needs
+/// TenantIsolationAttested is NotAttested while the attestation annotation is absent or holds
+/// anything but exactly "none": no OpenStack call is made, and no retry helps until someone
+/// sets it (docs/crd-reference.md, "TenantIsolationAttested"). A `PerCustomer` link needs
 /// no annotation (StructuralIsolation): its transit is shared with its own project only.
 /// The True reason and message.
 pub fn attested(
@@ -177,9 +179,10 @@ fn secret_name(r: &SecretRef) -> String {
     format!("{}/{}", r.namespace, r.name)
 }
 
-/// "A ref into any other namespace is rejected at reconcile time (SecretNamespaceNotAllowed)"
-/// and "a ref naming any other Secret … is rejected … with SecretNameNotAllowed, before the
-/// Secret is read." Both decided from the spec alone.
+/// The Secret ref, checked before the Secret is read: a namespace other than the operator's
+/// credentials namespace is SecretNamespaceNotAllowed, and a name other than
+/// `clusterlink-<link name>` is SecretNameNotAllowed (docs/crd-reference.md,
+/// "CredentialsResolved"). Both decided from the link's spec alone.
 pub fn secret_ref_allowed(
     link: &str,
     r: &SecretRef,
@@ -231,11 +234,12 @@ fn same_url(a: &str, b: &str) -> bool {
     a.trim_end_matches('/') == b.trim_end_matches('/')
 }
 
-/// Read the Secret's data (None: it does not exist). "OS_APPLICATION_CREDENTIAL_ID,
-/// OS_APPLICATION_CREDENTIAL_SECRET — required, application credentials only …
-/// OS_AUTH_URL, OS_REGION_NAME — optional; if present, must equal the operator's own
-/// endpoint/region exactly (trailing / ignored), or the Secret is rejected
-/// (CredentialsInvalid)". Messages name keys, never values.
+/// Read the Secret's data (None: it does not exist). OS_APPLICATION_CREDENTIAL_ID and
+/// OS_APPLICATION_CREDENTIAL_SECRET are required (an application credential, nothing else);
+/// OS_AUTH_URL and OS_REGION_NAME may be left out, but when given they have to match the
+/// operator's own Keystone endpoint and region exactly (a trailing / does not count), else the
+/// Secret is CredentialsInvalid (docs/crd-reference.md, "CredentialsResolved"). Messages name
+/// keys, never values.
 pub fn credential_from_secret(
     r: &SecretRef,
     data: Option<&BTreeMap<String, Vec<u8>>>,
@@ -313,11 +317,12 @@ pub fn credential_from_secret(
 }
 
 /// After authenticating: the project the credential lives in, against the link and the
-/// operator. "A value equal to the operator's own project is refused as well
-/// (CredentialsAreOperatorProject)"; "a mismatch is CredentialsResolved=False/
-/// CredentialsProjectMismatch, naming both project IDs, and nothing is shared, created or
-/// attached"; "CredentialsProjectChanged — the credential's project doesn't match the one this
-/// link's leg was already built in (or a leg exists with no project ever pinned)".
+/// operator (docs/crd-reference.md, "CredentialsResolved"): the operator's own project, as the
+/// credential's or as `spec.customerProjectID`, is refused (CredentialsAreOperatorProject); a
+/// credential of another project than the link names is CredentialsResolved=False/
+/// CredentialsProjectMismatch, the message giving both IDs, before anything is shared,
+/// created or attached; and a credential whose project differs from the one the link's leg
+/// was built in, or a leg with no project ever recorded, is CredentialsProjectChanged.
 pub fn project_checks(
     r: &SecretRef,
     token_project: &str,
@@ -446,14 +451,14 @@ mod tests {
     #[test]
     fn the_ref_is_checked_before_the_secret_is_read() {
         assert!(secret_ref_allowed("diehl01", &sref(NS, "clusterlink-diehl01"), NS).is_ok());
-        // "A ref into any other namespace is rejected at reconcile time"
+        // A ref outside the credentials namespace is refused at reconcile time.
         let (f, q) =
             secret_ref_allowed("diehl01", &sref("default", "clusterlink-diehl01"), NS).unwrap_err();
         assert_eq!(
             (f.reason, q),
             (Reason::SecretNamespaceNotAllowed, Requeue::Fixed15s)
         );
-        // "a ref naming any other Secret (for example another link's) is rejected"
+        // So is a ref to a Secret not named for this link (another link's, say).
         let (f, _) = secret_ref_allowed("diehl01", &sref(NS, "clusterlink-other"), NS).unwrap_err();
         assert_eq!(f.reason, Reason::SecretNameNotAllowed);
         assert!(f.message.contains("clusterlink-diehl01") && f.message.contains("not read"));
@@ -481,7 +486,7 @@ mod tests {
             !format!("{c:?}").contains("s3cr3t-value"),
             "the secret never prints"
         );
-        // "Type: Opaque": another type is refused, naming it; Opaque passes.
+        // The Secret's type must be Opaque: another type is refused, naming it; Opaque passes.
         let mut typed = ok.clone();
         typed.insert(
             bnerd_api::secrets::TYPE_KEY.into(),
@@ -502,12 +507,12 @@ mod tests {
         // SecretNotFound
         let (f, q) = credential_from_secret(&r, None, &OP).unwrap_err();
         assert_eq!((f.reason, q), (Reason::SecretNotFound, Requeue::Fixed15s));
-        // "a required key is missing"
+        // A required key left out.
         let (f, _) =
             credential_from_secret(&r, Some(&data(&[(KEY_AC_ID, b"a")])), &OP).unwrap_err();
         assert_eq!(f.reason, Reason::CredentialsInvalid);
         assert!(f.message.contains(KEY_AC_SECRET));
-        // "username/password is refused"
+        // Username/password keys are refused.
         let pw = data(&[
             (KEY_AC_ID, b"a"),
             (KEY_AC_SECRET, b"b"),
@@ -515,7 +520,7 @@ mod tests {
         ]);
         let (f, _) = credential_from_secret(&r, Some(&pw), &OP).unwrap_err();
         assert!(f.message.contains("OS_PASSWORD") && !f.message.contains("hunter2"));
-        // "OS_AUTH_URL … must equal the operator's own endpoint … (trailing / ignored)"
+        // OS_AUTH_URL has to be the operator's own endpoint; a trailing / does not count.
         let mut same = ok.clone();
         same.insert(KEY_AUTH_URL.into(), b"http://127.0.0.1:5000/v3/".to_vec());
         same.insert(KEY_REGION.into(), b"RegionOne".to_vec());
@@ -569,7 +574,7 @@ mod tests {
 
     #[test]
     fn requeue_classes() {
-        // "fixed 15s requeue" for most; refusals "re-checked at the resync interval".
+        // A fixed 15 s requeue for most; refusals are looked at again at the resync interval.
         let f = |reason| StepFail::terminal(reason, "m");
         for r in [
             Reason::SecretNotFound,
@@ -600,7 +605,7 @@ mod tests {
         let r = sref(NS, "clusterlink-x");
         assert!(project_checks(&r, "cust", "cust", "op", None, false).is_ok());
         assert!(project_checks(&r, "cust", "cust", "op", Some("cust"), true).is_ok());
-        // "A value equal to the operator's own project is refused as well"
+        // The operator's own project is refused, from the token or from the spec.
         for (tok, spec) in [("op", "op"), ("op", "cust"), ("cust", "op")] {
             let (f, _) = project_checks(&r, tok, spec, "op", None, false).unwrap_err();
             assert_eq!(
@@ -609,15 +614,15 @@ mod tests {
                 "{tok} {spec}"
             );
         }
-        // "the message names both"; a refusal re-checked at the resync interval
+        // The message carries both projects; a refusal is looked at again at the resync.
         let (f, q) = project_checks(&r, "other", "cust", "op", None, false).unwrap_err();
         assert_eq!(
             (f.reason, q),
             (Reason::CredentialsProjectMismatch, Requeue::Resync)
         );
         assert!(f.message.contains("other") && f.message.contains("cust"));
-        // "CredentialsProjectChanged — … doesn't match the one this link's leg was already
-        // built in (or a leg exists with no project ever pinned)"
+        // CredentialsProjectChanged: the credential's project is not the one the leg was
+        // built in (or a leg stands with no project ever recorded).
         let (f, q) = project_checks(&r, "cust", "cust", "op", Some("older"), true).unwrap_err();
         assert_eq!(
             (f.reason, q),

@@ -1,6 +1,7 @@
-//! Deleting a ClusterLink: "unwinds everything it owns, in reverse order: the gateway-router
-//! route, then the router attachment, then the leg port itself", plus "every reverse route it
-//! owns". Ownership comes from the cloud (ports carrying our UID, routes via their
+//! Deleting a ClusterLink takes down all it owns, last-built first: first the gateway-router
+//! route, next the leg's attachment to its router, last the leg port, and with them each
+//! reverse route the link owns (docs/crd-reference.md, "Deletion"; docs/design.md, "The unwind
+//! order"). Ownership comes from the cloud (ports carrying our UID, routes via their
 //! addresses), with status as a hint; nothing else is ever touched.
 //!
 //! Past 500 lines with its tables: every rule of a delete (what is ours, the cross-tenant
@@ -87,8 +88,9 @@ pub(crate) fn plan(v: &UnwindView<'_>) -> UnwindPlan {
     }
 }
 
-/// What an abandoned customer side leaves behind, for the Warning Event and the log line:
-/// "the port ID and transit IP, if known; the router; every abandoned reverse route".
+/// What an abandoned customer side leaves behind, for the Warning Event and the log line: the
+/// leg port's ID and its transit IP when they are known, the router, and each reverse route
+/// given up (docs/crd-reference.md, "Events", `CustomerResourcesAbandoned`).
 pub fn abandoned(status: &bnerd_api::ClusterLinkStatus) -> String {
     let known = |v: &Option<String>| v.clone().unwrap_or_else(|| "unknown".into());
     let reverse: Vec<String> = status

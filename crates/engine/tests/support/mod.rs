@@ -239,7 +239,7 @@ impl Stage {
         }
     }
 
-    pub fn leg_net(&self) -> &dyn Neutron {
+    pub fn leg_client(&self) -> &dyn Neutron {
         match &self.side {
             Some(s) => s.net.as_ref(),
             None => self.env.net.as_ref(),
@@ -247,7 +247,7 @@ impl Stage {
     }
 
     pub async fn teardown(self) {
-        let net = self.leg_net();
+        let net = self.leg_client();
         for id in [&self.routers.0, &self.routers.1] {
             let _ = net.set_routes(id, &[], None).await;
             let _ = net.delete_router(id).await;
@@ -465,12 +465,12 @@ pub async fn check(stage: &Stage, point: &Point, link: Option<&ClusterLink>, at:
     let legs = own(&ports, &uid);
     let gw_routes = env.gateway_routes().await;
     let a = stage
-        .leg_net()
+        .leg_client()
         .get_router(&point.a)
         .await
         .expect("router a");
     let b = stage
-        .leg_net()
+        .leg_client()
         .get_router(&point.b)
         .await
         .expect("router b");
@@ -624,7 +624,7 @@ pub async fn prepare(stage: &Stage, scenario: Scenario) -> Point {
 }
 
 pub async fn remove_reverse(stage: &Stage, router: &str) {
-    let net = stage.leg_net();
+    let net = stage.leg_client();
     let r = net.get_router(router).await.expect("router");
     let next: Vec<Route> = r
         .routes

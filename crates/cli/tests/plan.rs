@@ -1,7 +1,6 @@
 //! `kubectl clusterlink plan` predicts the reconcile: for each case the plan is made, then the
 //! reconcile runs for real through a tap that records its writes the way a plan names them,
 //! and the two lists (and the conditions) must be equal. On the fake and on the real lab.
-//! Here rather than in the CLI crate, as cli_doctor.rs: the harness drives the engine.
 //! A cross-tenant link is planned with its customer's credential (both credentials' writes in
 //! one list, each named by its credential), and a deleting link's plan is its unwind.
 
@@ -473,7 +472,8 @@ fn mark_deleting(env: &mut Env, name: &str) {
 }
 
 /// A deleting link's plan is its unwind: the gateway route, the detach (which deletes the
-/// leg), in the spec's order, and the finalizer goes; the real unwind writes the same list.
+/// leg), in the unwind order (docs/design.md, "The unwind order"), and the finalizer goes; the
+/// real unwind writes the same list.
 async fn plan_predicts_the_unwind(mut env: Env) {
     let a = env.router("plan-unwind").await;
     env.add_link("going", spec(&a.id, "10.87.0.0/16", None));

@@ -1,0 +1,97 @@
+//! What every part of the ClusterLink controller shares: the clients, the fabric, the caches
+//! and the observers (`controller.rs` runs the pipeline; `link_events.rs` and `leg_check.rs`
+//! read from it).
+
+use std::sync::Arc;
+
+use bnerd_api::ClusterLink;
+use bnerd_cloud::Neutron;
+use bnerd_cloud::fabric::Fabric;
+use kube::Client;
+use kube::runtime::events::Recorder;
+use kube::runtime::reflector::Store;
+
+use crate::customers::LinkSource;
+use crate::engine::resync::resync_window;
+use crate::engine::{Customers, LinkEngine};
+
+use crate::backoff::Backoff;
+use crate::config::Config;
+use crate::customers::CustomerClients;
+use crate::engine::OperatorIdentity;
+use crate::engine::resync::Snapshots;
+use crate::gateways::TargetIndex;
+use crate::metrics::Metrics;
+
+pub struct Context {
+    pub client: Client,
+    pub net: Arc<dyn Neutron>,
+    /// Who the operator is (cross-tenant credentials are checked against it).
+    pub operator: OperatorIdentity,
+    /// One cached client per cross-tenant link.
+    pub customers: CustomerClients,
+    pub fabric: Fabric,
+    pub config: Config,
+    pub recorder: Recorder,
+    pub backoff: Backoff,
+    pub links: Store<ClusterLink>,
+    /// Every gateway's reverse target, kept by the gateway watches.
+    pub targets: TargetIndex,
+    /// The resync window's shared reads (engine::resync).
+    pub snapshots: Snapshots,
+    pub metrics: Arc<Metrics>,
+    /// The gateway Warnings already published (each once, not per link and reconcile).
+    pub gateway_warnings: crate::gateway_warnings::GatewayWarnings,
+}
+
+impl Context {
+    /// The context of one controller run: fresh caches, the backoff empty, no gateway Warning
+    /// published yet; the snapshots' window follows the resync interval.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        client: Client,
+        recorder: Recorder,
+        cloud: Arc<bnerd_cloud::OpenStack>,
+        operator: OperatorIdentity,
+        fabric: Fabric,
+        config: Config,
+        links: Store<ClusterLink>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let window = resync_window(config.resync_interval);
+        Context {
+            recorder,
+            client,
+            customers: CustomerClients::new(cloud.clone()),
+            net: cloud,
+            operator,
+            fabric,
+            config,
+            backoff: Backoff::default(),
+            links,
+            targets: TargetIndex::new(),
+            snapshots: Snapshots::new(window),
+            metrics,
+            gateway_warnings: Default::default(),
+        }
+    }
+
+    /// The engine for `link`: its tenancy from its spec, its customer's credential through the
+    /// link's own Secret reader.
+    pub(crate) fn engine_for<'a>(
+        &'a self,
+        link: &ClusterLink,
+        source: &'a LinkSource<'a>,
+    ) -> LinkEngine<'a> {
+        LinkEngine::for_link(
+            self.net.as_ref(),
+            &self.fabric,
+            &link.spec,
+            Customers {
+                source,
+                operator: &self.operator,
+                namespace: &self.config.credentials_namespace,
+            },
+        )
+    }
+}
