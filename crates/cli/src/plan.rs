@@ -116,10 +116,9 @@ pub async fn plan(
         .as_ref()
         .map(|a| CustomerSide::beside(&rec, a.source));
     let engine = match (&customers, &beside) {
-        (Some(a), Some(beside)) => LinkEngine::for_link(
+        (Some(a), Some(beside)) => LinkEngine::new(
             &rec,
             fabric,
-            &link.spec,
             Customers {
                 source: beside,
                 operator: a.operator,

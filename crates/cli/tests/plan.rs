@@ -386,10 +386,9 @@ async fn plan_and_run(
     let tap = Overlay::tap(env.net.as_ref());
     let side = customer.map(|c| CustomerSide::beside(&tap, c));
     let engine = match (&side, customer) {
-        (Some(side), Some(c)) => LinkEngine::for_link(
+        (Some(side), Some(c)) => LinkEngine::new(
             &tap,
             &env.fabric,
-            &link.spec,
             Customers {
                 source: side,
                 operator: &c.operator,

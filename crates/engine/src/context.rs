@@ -12,15 +12,26 @@ use ipnet::Ipv4Net;
 use crate::plan::StepFail;
 use crate::plan::share::Credential;
 
-/// The cloud side of the operator: one Neutron credential and the fabric it serves.
-pub struct Engine<'a> {
+/// The cloud side of the operator: one Neutron credential, the fabric it serves, and the
+/// side of the link's shape its steps work on.
+pub(crate) struct Engine<'a> {
     /// The operator's credential: the transit network, the gateway router, RBAC shares.
     pub net: &'a dyn Neutron,
     pub fabric: &'a Fabric,
-    /// A cross-tenant link's customer credential: its router, leg port and reverse routes.
-    pub customer: Option<Customer<'a>>,
-    /// A `PerCustomer` link's customer transit, once found or built: its legs stand there.
-    pub(crate) customer_transit: Option<CustomerTransit>,
+    pub side: Side<'a>,
+}
+
+/// Whose credential builds a link's leg side, and where its legs stand: the one value every
+/// step that differs between the shapes (docs/design.md, "The reconcile order") matches on.
+pub(crate) enum Side<'a> {
+    /// A same-tenant link: the operator's credential builds everything, on the main transit.
+    Operator,
+    /// A cross-tenant `Shared` link: the customer's credential builds the leg side, on the
+    /// main transit shared into its project.
+    Shared(Customer<'a>),
+    /// A cross-tenant `PerCustomer` link: the customer's credential builds the leg side, on
+    /// its project's customer transit (`None` until found or built).
+    PerCustomer(Customer<'a>, Option<CustomerTransit>),
 }
 
 /// Whose credential a failed call was made with, for the message
@@ -41,7 +52,8 @@ pub(crate) struct LegNetwork<'a> {
 }
 
 /// The customer side of a cross-tenant link, once its credential is resolved.
-pub struct Customer<'a> {
+#[derive(Clone, Copy)]
+pub(crate) struct Customer<'a> {
     pub net: &'a dyn Neutron,
     /// The project the credential authenticates into.
     pub project_id: &'a str,
@@ -51,29 +63,51 @@ pub struct Customer<'a> {
 
 impl<'a> Engine<'a> {
     /// A same-tenant link: one credential for everything.
-    pub fn same_tenant(net: &'a dyn Neutron, fabric: &'a Fabric) -> Self {
+    pub(crate) fn same_tenant(net: &'a dyn Neutron, fabric: &'a Fabric) -> Self {
         Self {
             net,
             fabric,
-            customer: None,
-            customer_transit: None,
+            side: Side::Operator,
         }
     }
 
-    /// A cross-tenant link whose customer credential is already resolved.
-    pub fn cross_tenant(net: &'a dyn Neutron, fabric: &'a Fabric, customer: Customer<'a>) -> Self {
+    /// The customer's credential, when the link's leg side is built with it.
+    pub(crate) fn customer(&self) -> Option<&Customer<'a>> {
+        match &self.side {
+            Side::Operator => None,
+            Side::Shared(c) | Side::PerCustomer(c, _) => Some(c),
+        }
+    }
+
+    /// Whose credential builds the leg side: the service router, the leg port, reverse routes.
+    pub(crate) fn leg_side(&self) -> Whose {
+        match &self.side {
+            Side::Operator => Whose::Operator,
+            Side::Shared(_) | Side::PerCustomer(..) => Whose::Customer,
+        }
+    }
+
+    /// A `PerCustomer` link's customer transit, once found or built.
+    pub(crate) fn customer_transit(&self) -> Option<&CustomerTransit> {
+        match &self.side {
+            Side::PerCustomer(_, t) => t.as_ref(),
+            Side::Operator | Side::Shared(_) => None,
+        }
+    }
+
+    /// The same engine with its `PerCustomer` link's legs on `transit`.
+    pub(crate) fn on_customer_transit(&self, c: &Customer<'a>, transit: CustomerTransit) -> Self {
         Self {
-            net,
-            fabric,
-            customer: Some(customer),
-            customer_transit: None,
+            net: self.net,
+            fabric: self.fabric,
+            side: Side::PerCustomer(*c, Some(transit)),
         }
     }
 
     /// The operator's router that routes via the leg: the gateway router, or a `PerCustomer`
     /// link's edge router.
     pub(crate) fn leg_router(&self) -> &str {
-        match &self.customer_transit {
+        match self.customer_transit() {
             Some(t) => &t.edge_router_id,
             None => &self.fabric.gateway_router_id,
         }
@@ -81,7 +115,7 @@ impl<'a> Engine<'a> {
 
     /// The main transit network, or a `PerCustomer` link's customer transit.
     pub(crate) fn leg_network(&self) -> LegNetwork<'_> {
-        match &self.customer_transit {
+        match self.customer_transit() {
             Some(t) => LegNetwork {
                 network_id: &t.network_id,
                 subnet_id: &t.subnet_id,
@@ -99,7 +133,7 @@ impl<'a> Engine<'a> {
     /// (gateway route) or the customer's (its router's reverse routes). A same-tenant link's
     /// read as they always did.
     pub(crate) fn named(&self, f: StepFail, whose: Whose) -> StepFail {
-        let Some(c) = &self.customer else {
+        let Some(c) = self.customer() else {
             return f;
         };
         let who = match whose {
@@ -118,10 +152,10 @@ impl<'a> Engine<'a> {
     }
 
     /// The credential of the leg's side: the service router, the leg port, reverse routes.
-    pub fn leg_client(&self) -> &'a dyn Neutron {
-        match &self.customer {
-            Some(c) => c.net,
-            None => self.net,
+    pub(crate) fn leg_client(&self) -> &'a dyn Neutron {
+        match &self.side {
+            Side::Shared(c) | Side::PerCustomer(c, _) => c.net,
+            Side::Operator => self.net,
         }
     }
 }

@@ -6,32 +6,33 @@
 
 use bnerd_api::ConditionType;
 
-use crate::context::{Engine, Whose};
+use bnerd_api::{SecretRef, TransitIsolation};
+
+use crate::context::{Engine, Side, Whose};
 use crate::credentials::Customers;
-use crate::model::{Action, ActionKind, Input, Outcome};
+use crate::model::{Action, ActionKind, Input, Outcome, Shape};
 use crate::plan::unwind::UnwindPlan;
 use crate::plan::{self, StepFail};
-use crate::unwind::{self, unwind, unwind_gateway_route};
+use crate::unwind::{self, unwind_gateway_route};
 use crate::{credentials, gateway_route, leg, report, reverse_routes, share};
 
 impl Engine<'_> {
-    /// Converge one link. Never fails: every problem becomes a condition. A cross-tenant
-    /// link needs its customer's credential: through [`reconcile_cross_tenant`], or already
-    /// resolved in `customer`.
-    pub async fn reconcile(&self, input: &Input<'_>) -> Outcome {
+    /// Converge a same-tenant link. Never fails: every problem becomes a condition. A
+    /// cross-tenant link comes here only when its caller has no way to its customer's
+    /// credential (`plan` of a file, an engine made for same-tenant links): it builds nothing.
+    pub(crate) async fn reconcile(&self, input: &Input<'_>) -> Outcome {
         let mut r = report::Report::new(input);
         let Some(valid) = validate(self.fabric, input, &mut r) else {
             withdraw_before_leg(self.net, self.fabric, input, &mut r).await;
             return r.finish();
         };
-        if input.spec.credentials_secret_ref.is_some() && self.customer.is_none() {
-            r.fail(
+        match input.shape {
+            Shape::SameTenant => self.converge(input, &valid, &mut r).await,
+            Shape::CrossTenant { .. } => r.fail(
                 ConditionType::Validated,
                 plan::validated::customer_credential_missing(),
-            );
-            return r.finish();
+            ),
         }
-        self.converge(input, &valid, &mut r).await;
         r.finish()
     }
 
@@ -42,7 +43,7 @@ impl Engine<'_> {
         valid: &plan::validated::Valid,
         r: &mut report::Report,
     ) {
-        if let Some(c) = &self.customer {
+        if let Some(c) = self.customer() {
             // Pinned as soon as the credential resolves to the spec's project, before the share
             // is made: the decommission listing (status.customerProjectID) must see a link
             // that shared the network but never got its leg attached.
@@ -50,7 +51,7 @@ impl Engine<'_> {
         }
         let leg = match leg::resolve(self, input).await {
             Ok(resolved) => {
-                if let Some(c) = &self.customer {
+                if let Some(c) = self.customer() {
                     // After the router is found, before the leg: the customer may only create
                     // a port on the transit network once it is shared with its project.
                     match share::ensure(self, c, &mut r.actions).await {
@@ -139,7 +140,18 @@ async fn withdraw_before_leg(
     input: &Input<'_>,
     r: &mut report::Report,
 ) {
-    if input.spec.per_customer() || input.status.gateway_route.is_none() {
+    match input.shape {
+        Shape::CrossTenant {
+            isolation: TransitIsolation::PerCustomer,
+            ..
+        } => return,
+        Shape::SameTenant
+        | Shape::CrossTenant {
+            isolation: TransitIsolation::Shared,
+            ..
+        } => {}
+    }
+    if input.status.gateway_route.is_none() {
         return;
     }
     let operator = Engine::same_tenant(net, fabric);
@@ -179,10 +191,11 @@ const CREDENTIALS_RETRY: std::time::Duration = std::time::Duration::from_secs(15
 /// TenantIsolationAttested → CredentialsResolved → (router, TransitNetworkShared, leg) →
 /// RouteInstalled → ReverseRoutesInstalled. Nothing touches OpenStack before the
 /// attestation, and nothing changes before the credential is resolved.
-pub async fn reconcile_cross_tenant(
+pub(crate) async fn reconcile_cross_tenant(
     net: &dyn bnerd_cloud::Neutron,
     fabric: &bnerd_cloud::fabric::Fabric,
     customers: Customers<'_>,
+    (secret_ref, isolation): (&SecretRef, TransitIsolation),
     input: &Input<'_>,
 ) -> Outcome {
     let Customers {
@@ -195,10 +208,7 @@ pub async fn reconcile_cross_tenant(
         withdraw_before_leg(net, fabric, input, &mut r).await;
         return r.finish();
     };
-    let Some(secret_ref) = input.spec.credentials_secret_ref.as_ref() else {
-        return Engine::same_tenant(net, fabric).reconcile(input).await;
-    };
-    match credentials::attestation(input, secret_ref) {
+    match credentials::attestation(input, secret_ref, isolation) {
         Ok((reason, msg)) => r.pass_with(ConditionType::TenantIsolationAttested, reason, msg),
         Err(f) => {
             r.fail(ConditionType::TenantIsolationAttested, f);
@@ -226,17 +236,25 @@ pub async fn reconcile_cross_tenant(
     };
     r.pass(ConditionType::CredentialsResolved, resolved.message.clone());
     r.probe_unavailable = resolved.probe_unavailable_now;
-    let engine = Engine {
-        net,
-        fabric,
-        customer: Some(resolved.customer()),
-        customer_transit: None,
-    };
-    match &engine.customer {
-        Some(c) if input.spec.per_customer() => {
-            crate::per_customer::converge(&engine, c, input, &valid, &mut r).await;
+    let customer = resolved.customer();
+    match isolation {
+        TransitIsolation::Shared => {
+            let engine = Engine {
+                net,
+                fabric,
+                side: Side::Shared(customer),
+            };
+            engine.converge(input, &valid, &mut r).await;
         }
-        _ => engine.converge(input, &valid, &mut r).await,
+        TransitIsolation::PerCustomer => {
+            let engine = Engine {
+                net,
+                fabric,
+                side: Side::PerCustomer(customer, None),
+            };
+            crate::per_customer::converge(&engine, &customer, secret_ref, input, &valid, &mut r)
+                .await;
+        }
     }
     r.finish()
 }
@@ -272,10 +290,11 @@ impl Held {
 /// anything on the customer side, nothing more (no customer call); otherwise the customer
 /// side only with a credential that resolves to the project the leg was built in and the one
 /// the link names, and only on an attested link.
-pub async fn unwind_cross_tenant(
+pub(crate) async fn unwind_cross_tenant(
     net: &dyn bnerd_cloud::Neutron,
     fabric: &bnerd_cloud::fabric::Fabric,
     customers: Customers<'_>,
+    (secret_ref, isolation): (&SecretRef, TransitIsolation),
     input: &Input<'_>,
     targets: &[bnerd_api::gateway::ReverseTarget],
 ) -> Result<Result<UnwindPlan, StepFail>, Held> {
@@ -286,16 +305,12 @@ pub async fn unwind_cross_tenant(
     } = customers;
     let base = Engine::same_tenant(net, fabric);
     let gateway_route = unwind_gateway_route(&base, input).await;
-    let Some(secret_ref) = input.spec.credentials_secret_ref.as_ref() else {
-        return Ok(unwind(&base, input, targets).await);
-    };
     // A PerCustomer link's legs stand on its project's customer transit, not on the transit
     // network the look above listed.
-    let per_customer = input
-        .spec
-        .customer_project_id
-        .as_deref()
-        .filter(|_| input.spec.per_customer());
+    let per_customer = match isolation {
+        TransitIsolation::PerCustomer => input.spec.customer_project_id.as_deref(),
+        TransitIsolation::Shared => None,
+    };
     let legs_in_cloud = match (per_customer, &gateway_route) {
         (Some(p), Ok(_)) => crate::per_customer::legs(&base, input, p)
             .await
@@ -306,7 +321,7 @@ pub async fn unwind_cross_tenant(
     };
     let gateway_route = gateway_route.map(|_| ());
     let side = plan::unwind::customer_side(
-        credentials::attestation(input, secret_ref).map(|_| ()),
+        credentials::attestation(input, secret_ref, isolation).map(|_| ()),
         input.status.leg_port_id.is_some(),
         legs_in_cloud,
     );
@@ -345,17 +360,24 @@ pub async fn unwind_cross_tenant(
             return Err(held(&f, gateway_route));
         }
     };
-    let engine = Engine {
-        net,
-        fabric,
-        customer: Some(resolved.customer()),
-        customer_transit: None,
-    };
-    let unwound = match &engine.customer {
-        Some(c) if input.spec.per_customer() => {
-            crate::per_customer::unwind(&engine, c, input, targets).await
+    let customer = resolved.customer();
+    let unwound = match isolation {
+        TransitIsolation::Shared => {
+            let engine = Engine {
+                net,
+                fabric,
+                side: Side::Shared(customer),
+            };
+            unwind::unwind_rounds(&engine, input, targets).await
         }
-        _ => unwind::unwind_rounds(&engine, input, targets).await,
+        TransitIsolation::PerCustomer => {
+            let engine = Engine {
+                net,
+                fabric,
+                side: Side::PerCustomer(customer, None),
+            };
+            crate::per_customer::unwind(&engine, &customer, input, targets).await
+        }
     };
     match unwound {
         Ok(done) => Ok(Ok(done)),

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bnerd_api::names::ANNOTATION_API_ACCESS;
-use bnerd_api::{Reason, SecretRef};
+use bnerd_api::{Reason, SecretRef, TransitIsolation};
 use bnerd_cloud::{Identity, Neutron};
 
 use super::model::Input;
@@ -95,9 +95,13 @@ fn with_requeue(f: StepFail) -> (StepFail, Requeue) {
 /// TenantIsolationAttested, decided from the object alone: a cross-tenant link without the
 /// attestation stops here, before any OpenStack call, the credential's resolution included
 /// (docs/crd-reference.md, "TenantIsolationAttested").
-pub fn attestation(input: &Input<'_>, r: &SecretRef) -> Result<(Reason, String), StepFail> {
+pub fn attestation(
+    input: &Input<'_>,
+    r: &SecretRef,
+    isolation: TransitIsolation,
+) -> Result<(Reason, String), StepFail> {
     attested(
-        input.spec.per_customer(),
+        isolation,
         input
             .annotations
             .get(ANNOTATION_API_ACCESS)

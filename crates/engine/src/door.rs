@@ -5,17 +5,19 @@
 //! controller publishes; it decides nothing the outcome does not already hold.
 
 use bnerd_api::gateway::ReverseTarget;
-use bnerd_api::{ClusterLinkSpec, ClusterLinkStatus, ConditionType};
+use bnerd_api::{ClusterLinkStatus, ConditionType};
 use bnerd_cloud::Neutron;
 use bnerd_cloud::fabric::Fabric;
 
 use crate::context::Engine;
+use crate::converge::{reconcile_cross_tenant, unwind_cross_tenant};
 pub use crate::credentials::Customers;
-use crate::model::{Input, Outcome};
+use crate::model::{Input, Outcome, Shape};
 use crate::plan::StepFail;
 use crate::plan::drift;
 use crate::plan::unwind::UnwindPlan;
 use crate::resync::{Resynced, Snapshots, resync_from};
+use crate::unwind::unwind;
 use crate::{Held, report};
 
 /// The window's shared snapshot a converged link may be resynced from, and the routers it
@@ -23,15 +25,6 @@ use crate::{Held, report};
 pub struct Batch<'a> {
     pub snapshots: &'a Snapshots,
     pub routers: &'a (dyn Fn() -> Vec<String> + Send + Sync),
-}
-
-/// Whose credential builds the link's customer side.
-#[derive(Clone, Copy)]
-enum Tenancy<'a> {
-    /// The operator's own project: `spec.credentialsSecretRef` is absent.
-    SameTenant,
-    /// The customer's project, on the customer's credential.
-    CrossTenant(Customers<'a>),
 }
 
 /// How a resync offered the window's snapshot came about (for its metric and log).
@@ -74,41 +67,34 @@ pub enum Unwound {
     Held(Held),
 }
 
-/// One link's way into the engine.
+/// One link's way into the engine. The link's shape (`Input::shape`) picks the path; a
+/// cross-tenant link's customer credential is resolved through `customers`.
 pub struct LinkEngine<'a> {
     net: &'a dyn Neutron,
     fabric: &'a Fabric,
-    tenancy: Tenancy<'a>,
+    /// The way to a cross-tenant link's customer credential; `None` for an engine made for
+    /// same-tenant links, where a cross-tenant link builds nothing (Validated says why).
+    customers: Option<Customers<'a>>,
     batch: Option<Batch<'a>>,
 }
 
 impl<'a> LinkEngine<'a> {
-    /// The engine for a link with this spec: cross-tenant when it names a credentials Secret.
-    pub fn for_link(
-        net: &'a dyn Neutron,
-        fabric: &'a Fabric,
-        spec: &ClusterLinkSpec,
-        customers: Customers<'a>,
-    ) -> Self {
-        let tenancy = if spec.credentials_secret_ref.is_some() {
-            Tenancy::CrossTenant(customers)
-        } else {
-            Tenancy::SameTenant
-        };
+    /// The engine for any link: a cross-tenant one's customer credential through `customers`.
+    pub fn new(net: &'a dyn Neutron, fabric: &'a Fabric, customers: Customers<'a>) -> Self {
         Self {
             net,
             fabric,
-            tenancy,
+            customers: Some(customers),
             batch: None,
         }
     }
 
-    /// The engine for a same-tenant link (tests, benches, `plan` of such a link).
+    /// The engine for same-tenant links (tests, benches, `plan` of such a link).
     pub fn same_tenant(net: &'a dyn Neutron, fabric: &'a Fabric) -> Self {
         Self {
             net,
             fabric,
-            tenancy: Tenancy::SameTenant,
+            customers: None,
             batch: None,
         }
     }
@@ -121,11 +107,11 @@ impl<'a> LinkEngine<'a> {
 
     /// Converge the link. Never fails: every problem becomes a condition.
     pub async fn reconcile(&self, input: &Input<'_>) -> Reconciled {
-        let resync = match (&self.tenancy, &self.batch) {
-            (Tenancy::SameTenant, Some(batch)) => {
-                Some(self.resync_from_snapshot(batch, input).await)
-            }
-            _ => None,
+        // Only a same-tenant link's routers are in the window's snapshot; a cross-tenant
+        // link's live in its customer's project, read with its own credential.
+        let resync = match (input.shape, &self.batch) {
+            (Shape::SameTenant, Some(batch)) => Some(self.resync_from_snapshot(batch, input).await),
+            (Shape::SameTenant, None) | (Shape::CrossTenant { .. }, _) => None,
         };
         let resync = match resync {
             Some(Ok(outcome)) => {
@@ -137,14 +123,14 @@ impl<'a> LinkEngine<'a> {
             Some(Err(why)) => Some(ResyncPath::PerLink(why)),
             None => None,
         };
-        let outcome = match self.tenancy {
-            Tenancy::SameTenant => {
+        let outcome = match (input.shape, self.customers) {
+            (Shape::CrossTenant { secret, isolation }, Some(c)) => {
+                reconcile_cross_tenant(self.net, self.fabric, c, (secret, isolation), input).await
+            }
+            (Shape::SameTenant, _) | (Shape::CrossTenant { .. }, None) => {
                 Engine::same_tenant(self.net, self.fabric)
                     .reconcile(input)
                     .await
-            }
-            Tenancy::CrossTenant(c) => {
-                crate::reconcile_cross_tenant(self.net, self.fabric, c, input).await
             }
         };
         Reconciled { outcome, resync }
@@ -169,19 +155,22 @@ impl<'a> LinkEngine<'a> {
 
     /// Remove what the link built, in the unwind order (the gateway route first).
     pub async fn unwind(&self, input: &Input<'_>, targets: &[ReverseTarget]) -> Unwound {
-        match self.tenancy {
-            Tenancy::SameTenant => {
-                let engine = Engine::same_tenant(self.net, self.fabric);
-                match crate::unwind(&engine, input, targets).await {
-                    Ok(done) => Unwound::Done(done),
-                    Err(f) => Unwound::Stuck(f),
-                }
-            }
-            Tenancy::CrossTenant(c) => {
-                match crate::unwind_cross_tenant(self.net, self.fabric, c, input, targets).await {
+        match (input.shape, self.customers) {
+            (Shape::CrossTenant { secret, isolation }, Some(c)) => {
+                let shape = (secret, isolation);
+                match unwind_cross_tenant(self.net, self.fabric, c, shape, input, targets).await {
                     Ok(Ok(done)) => Unwound::Done(done),
                     Ok(Err(f)) => Unwound::Stuck(f),
                     Err(held) => Unwound::Held(held),
+                }
+            }
+            // Without the customer's credential only the operator's side of a cross-tenant
+            // link is in reach: what its credential can list as the link's own.
+            (Shape::SameTenant, _) | (Shape::CrossTenant { .. }, None) => {
+                let engine = Engine::same_tenant(self.net, self.fabric);
+                match unwind(&engine, input, targets).await {
+                    Ok(done) => Unwound::Done(done),
+                    Err(f) => Unwound::Stuck(f),
                 }
             }
         }

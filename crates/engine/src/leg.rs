@@ -72,10 +72,9 @@ async fn observe_router(e: &Engine<'_>, value: &str, own: &[&Port]) -> (RouterSe
         let gw = &e.fabric.gateway_router_id;
         // One credential sees both routers: read them in one call. A customer's router and
         // the operator's gateway router live in different projects.
-        let ids = if e.customer.is_none() {
-            vec![gw.clone(), current.clone()]
-        } else {
-            vec![current.clone()]
+        let ids = match e.leg_side() {
+            Whose::Operator => vec![gw.clone(), current.clone()],
+            Whose::Customer => vec![current.clone()],
         };
         let q = RouterQuery {
             ids,
@@ -218,8 +217,11 @@ pub(crate) async fn resolve(e: &Engine<'_>, input: &Input<'_>) -> Result<FoundRo
     let value = &input.spec.service_cluster_router;
     let project = e.leg_project(input);
     let found = async {
-        let (ports, found, mut seen) = if e.customer.is_none() && input.status.leg_port_id.is_none()
-        {
+        let first_look = match e.leg_side() {
+            Whose::Operator => input.status.leg_port_id.is_none(),
+            Whose::Customer => false,
+        };
+        let (ports, found, mut seen) = if first_look {
             observe_new(e, value, input.uid, project)
                 .await
                 .map_err(|err| operator(call_failed(LegCall::ListPorts, &err)))?
@@ -234,10 +236,9 @@ pub(crate) async fn resolve(e: &Engine<'_>, input: &Input<'_>) -> Result<FoundRo
             let (found, seen) = observe_router(e, value, &own).await;
             (ports, found, seen)
         };
-        let looker = if e.customer.is_some() {
-            rules::Looker::Customer
-        } else {
-            rules::Looker::Operator
+        let looker = match e.leg_side() {
+            Whose::Customer => rules::Looker::Customer,
+            Whose::Operator => rules::Looker::Operator,
         };
         let router = rules::resolve_router(value, found, project, looker).map_err(leg_side)?;
         // Listed or read whole: its routes serve the reverse step.
@@ -316,7 +317,10 @@ async fn ensure_leg(
 ) -> Result<Leg, (Whose, StepFail)> {
     let want_tags = link_tags(input.name, input.uid);
     let mut lost = BTreeSet::new();
-    let cross_tenant = e.customer.is_some();
+    let cross_tenant = match e.leg_side() {
+        Whose::Customer => true,
+        Whose::Operator => false,
+    };
     let FoundRouter {
         ports,
         router,

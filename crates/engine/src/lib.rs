@@ -26,17 +26,15 @@ mod share;
 mod unwind;
 pub mod view;
 
-pub use context::{Customer, Engine};
-pub use converge::{Held, reconcile_cross_tenant, unwind_cross_tenant};
+pub use converge::Held;
 pub use credentials::{Checked, CredentialSource, CustomerCloud, OperatorIdentity};
 pub use door::{
     Batch, Counted, Customers, LinkEngine, LinkEvent, Reconciled, ResyncPath, Severity, Unwound,
     events, unwound_events,
 };
-pub use model::{Action, ActionKind, Input, Outcome, Retry};
+pub use model::{Action, ActionKind, Input, Outcome, Retry, Shape};
 pub use plan::reverse_routes::GatewayProblem;
 pub use plan::tenant::CustomerCredential;
 pub use plan::unwind::{UnwindPlan, may_abandon};
 pub use plan::{Peer, StepFail};
 pub use report::{deleting_status, failed_status};
-pub use unwind::unwind;

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use bnerd_api::gateway::ReverseTarget;
-use bnerd_api::{ClusterLinkSpec, ClusterLinkStatus};
+use bnerd_api::{ClusterLinkSpec, ClusterLinkStatus, SecretRef, TransitIsolation};
 
 use super::plan::Peer;
 pub use super::plan::action::{Action, ActionKind};
@@ -24,8 +24,42 @@ pub struct Input<'a> {
     pub reverse_targets: &'a [ReverseTarget],
     /// metadata.annotations (the attestation, the abandon hatch).
     pub annotations: &'a BTreeMap<String, String>,
+    /// The link's shape, read from `spec` once ([`Shape::of`]).
+    pub shape: Shape<'a>,
 }
 
+/// A link's shape: whose credential builds its leg side and which transit its legs stand on
+/// (docs/design.md, "The reconcile order"): same-tenant, cross-tenant `Shared`, cross-tenant
+/// `PerCustomer`. Read from the spec in one place, [`Shape::of`]; every step that differs
+/// between the shapes matches on it (or on the engine's side, the same shape with its
+/// credential resolved), so a fourth shape is a compile error wherever one must decide.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape<'a> {
+    /// No `credentialsSecretRef`: the operator's own project, its legs on the main transit.
+    SameTenant,
+    /// A customer's project, on the credential in `secret`; its legs on the main transit
+    /// shared into that project (`Shared`) or on the project's customer transit
+    /// (`PerCustomer`).
+    CrossTenant {
+        secret: &'a SecretRef,
+        isolation: TransitIsolation,
+    },
+}
+
+impl<'a> Shape<'a> {
+    /// The one reading of `credentialsSecretRef` and `transitIsolation` that decides the
+    /// shape. A `transitIsolation` without a credentials Secret makes no cross-tenant link
+    /// (the apiserver refuses it; `plan` of a file meets it as a same-tenant spec).
+    pub fn of(spec: &'a ClusterLinkSpec) -> Self {
+        match &spec.credentials_secret_ref {
+            None => Shape::SameTenant,
+            Some(secret) => Shape::CrossTenant {
+                secret,
+                isolation: spec.transit_isolation.unwrap_or_default(),
+            },
+        }
+    }
+}
 /// When to look again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Retry {

@@ -227,7 +227,7 @@ pub(crate) async fn unwind_port(
         let rid = &port.device_id;
         let mut reverse = vec![];
         // Without a gateway asking for one and none recorded, no reverse route can be ours.
-        let edge = e.customer_transit.as_ref().map(|t| t.gateway.to_string());
+        let edge = e.customer_transit().map(|t| t.gateway.to_string());
         let may_have_reverse =
             !screened.is_empty() || !recorded_reverse.is_empty() || edge.is_some();
         if may_have_reverse {

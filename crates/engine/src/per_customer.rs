@@ -6,10 +6,10 @@
 //! router); the reverse routes go via the edge router too. Its unwind removes them in reverse
 //! and takes the customer transit down with the project's last link.
 
-use bnerd_api::ConditionType;
 use bnerd_api::CustomerTransit as CustomerTransitStatus;
 use bnerd_api::ReverseRoute;
 use bnerd_api::gateway::ReverseTarget;
+use bnerd_api::{ConditionType, SecretRef};
 use bnerd_cloud::{CloudError, Neutron, Port, PortQuery, Route, Router};
 use ipnet::Ipv4Net;
 
@@ -65,17 +65,13 @@ fn taken_by_links(input: &Input<'_>) -> (Vec<Ipv4Net>, Vec<std::net::Ipv4Addr>) 
 pub(crate) async fn converge(
     base: &Engine<'_>,
     c: &Customer<'_>,
+    secret: &SecretRef,
     input: &Input<'_>,
     valid: &Valid,
     r: &mut Report,
 ) {
     r.status.customer_project_id = Some(c.project_id.to_string());
     if let Some(share) = main_transit_share(base, c).await {
-        let secret = input
-            .spec
-            .credentials_secret_ref
-            .clone()
-            .unwrap_or_default();
         match per_customer_isolation(
             &share,
             &base.fabric.transit_network_id,
@@ -84,7 +80,7 @@ pub(crate) async fn converge(
                 .annotations
                 .get(bnerd_api::names::ANNOTATION_API_ACCESS)
                 .map(String::as_str),
-            &secret,
+            secret,
         ) {
             Ok((reason, msg)) => r.pass_with(ConditionType::TenantIsolationAttested, reason, msg),
             Err(f) => r.fail(ConditionType::TenantIsolationAttested, f),
@@ -113,12 +109,7 @@ pub(crate) async fn converge(
             }
         };
     r.status.customer_transit = Some(status_of(&transit));
-    let e = Engine {
-        net: base.net,
-        fabric: base.fabric,
-        customer: Some(Customer { ..*c }),
-        customer_transit: Some(transit.clone()),
-    };
+    let e = base.on_customer_transit(c, transit.clone());
     match share::ensure(&e, c, &mut r.actions).await {
         Ok(_) => r.pass(
             ConditionType::TransitNetworkShared,
@@ -699,12 +690,7 @@ pub(crate) async fn unwind(
             .map_err(not_down)?;
         return Ok(done);
     };
-    let e = Engine {
-        net: base.net,
-        fabric: base.fabric,
-        customer: Some(Customer { ..*c }),
-        customer_transit: Some(transit.clone()),
-    };
+    let e = base.on_customer_transit(c, transit.clone());
     let mut cut = UnwindPlan::default();
     let project = e.leg_project(input);
     let own: Vec<Port> = ops::leg_network_ports(&e)

@@ -5,7 +5,7 @@ use bnerd_api::{ClusterLinkStatus, ConditionType, Reason};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use k8s_openapi::jiff::Timestamp;
 
-use super::model::{Action, Input, Outcome, Retry};
+use super::model::{Action, Input, Outcome, Retry, Shape};
 use super::plan::StepFail;
 use super::plan::reverse_routes::GatewayProblem;
 
@@ -54,10 +54,9 @@ pub(crate) struct Report {
 impl Report {
     pub fn new(input: &Input<'_>) -> Self {
         Self {
-            steps: if input.spec.credentials_secret_ref.is_some() {
-                CROSS_TENANT
-            } else {
-                ConditionType::SAME_TENANT
+            steps: match input.shape {
+                Shape::SameTenant => ConditionType::SAME_TENANT,
+                Shape::CrossTenant { .. } => CROSS_TENANT,
             },
             status: input.status.clone(),
             generation: input.generation,

@@ -41,7 +41,7 @@ use bnerd_cloud::fabric::Fabric;
 use bnerd_cloud::{Neutron, Port, PortQuery, Result, RouterQuery, Subnet, SubnetQuery};
 
 use super::context::Engine;
-use super::model::{Input, Outcome};
+use super::model::{Input, Outcome, Shape};
 use super::overlay::{Known, Overlay, PlannedWrite, Recorded};
 use super::plan::resync::{Noted, ResyncPlan, RouteWrite, edge_leg_check, leg_check, plan};
 
@@ -378,9 +378,10 @@ pub async fn resync_from(
     fabric: &Fabric,
     input: &Input<'_>,
 ) -> Resynced {
-    if input.spec.credentials_secret_ref.is_some() {
+    match input.shape {
+        Shape::SameTenant => {}
         // Its routers live in the customer's project, read with its own credential.
-        return Resynced::PerLink("cross-tenant".into());
+        Shape::CrossTenant { .. } => return Resynced::PerLink("cross-tenant".into()),
     }
     let dry = Overlay::of(&snap.known).worded_for(fabric);
     let outcome = Engine::same_tenant(&dry, fabric).reconcile(input).await;

@@ -4,7 +4,7 @@
 
 use bnerd_cloud::{ACCESS_AS_SHARED, ShareNetwork};
 
-use super::context::{Customer, Engine};
+use super::context::{Customer, Engine, Side};
 use super::model::{Action, ActionKind};
 use super::plan::StepFail;
 use super::plan::share::{
@@ -40,10 +40,9 @@ pub(crate) async fn ensure(
     match after_create(created.as_ref().map(|_| ())) {
         AfterCreate::Shared => {
             if created.is_ok() {
-                let which = if e.customer_transit.is_some() {
-                    "customer transit network"
-                } else {
-                    "transit network"
+                let which = match &e.side {
+                    Side::PerCustomer(..) => "customer transit network",
+                    Side::Operator | Side::Shared(_) => "transit network",
                 };
                 actions.push(Action::new(
                     ActionKind::TransitNetworkShared,

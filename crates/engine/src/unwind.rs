@@ -92,7 +92,7 @@ async fn unwind_round(
         // link, and the gateway routes above are gone by now.
         ops::unwind_port(e, leg, None, &screened, &input.status.reverse_routes)
             .await
-            .map_err(|u| match &e.customer {
+            .map_err(|u| match e.customer() {
                 Some(c) if refused_for_good(&u) => Stopped {
                     fail: customer_refused(c.secret, &u),
                     customer_refused: true,

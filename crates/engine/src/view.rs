@@ -5,9 +5,9 @@
 use std::collections::BTreeMap;
 
 use bnerd_api::gateway::ReverseTarget;
-use bnerd_api::{ClusterLink, ClusterLinkStatus};
+use bnerd_api::{ClusterLink, ClusterLinkStatus, TransitIsolation};
 
-use crate::model::Input;
+use crate::model::{Input, Shape};
 use crate::plan::Peer;
 
 /// What every other link claims (addresses, CIDR, whether its route is in).
@@ -64,6 +64,7 @@ pub fn input_of<'a>(
             .annotations
             .as_ref()
             .unwrap_or(&NO_ANNOTATIONS),
+        shape: Shape::of(&link.spec),
     })
 }
 
@@ -106,11 +107,19 @@ pub fn legs_to_check<'a>(
         .filter_map(|l| {
             let status = l.status.as_ref()?;
             let route = status.gateway_route.as_ref()?;
-            let holder = if l.spec.per_customer() {
-                let edge = status.customer_transit.as_ref()?.edge_router_id.clone()?;
-                crate::resync::LegHolder::EdgeRouter(edge)
-            } else {
-                crate::resync::LegHolder::Port(status.leg_port_id.clone()?)
+            let holder = match Shape::of(&l.spec) {
+                Shape::CrossTenant {
+                    isolation: TransitIsolation::PerCustomer,
+                    ..
+                } => {
+                    let edge = status.customer_transit.as_ref()?.edge_router_id.clone()?;
+                    crate::resync::LegHolder::EdgeRouter(edge)
+                }
+                Shape::SameTenant
+                | Shape::CrossTenant {
+                    isolation: TransitIsolation::Shared,
+                    ..
+                } => crate::resync::LegHolder::Port(status.leg_port_id.clone()?),
             };
             Some(crate::resync::RecordedLeg {
                 link: l.metadata.name.clone().unwrap_or_default(),

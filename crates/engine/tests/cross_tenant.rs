@@ -3,8 +3,8 @@
 //! operator's credential, reverse routes go on the customer's router, failures name the credential,
 //! and a leg that comes back elsewhere is TransitIPMismatch, and the transit network is shared with
 //! the customer's project (TransitNetworkShared) after the router is found and before the leg. A
-//! reconcile resolves the credential from the link's Secret (`reconcile_cross_tenant`), as the
-//! controller does; the delete helper hands the engine a resolved one.
+//! reconcile and a delete go through the engine's door (`LinkEngine`), which resolves the
+//! credential from the link's Secret as the controller's does.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,9 +21,8 @@ use bnerd_cloud::{
 };
 use bnerd_cloud_fake::FakeCloud;
 use bnerd_engine::{
-    ActionKind, Checked, CredentialSource, Customer, CustomerCloud, CustomerCredential, Customers,
-    Engine, Held, OperatorIdentity, Outcome, Retry, StepFail, UnwindPlan, may_abandon,
-    reconcile_cross_tenant, unwind, unwind_cross_tenant,
+    ActionKind, Checked, CredentialSource, CustomerCloud, CustomerCredential, Customers, Held,
+    LinkEngine, OperatorIdentity, Outcome, Retry, StepFail, UnwindPlan, Unwound, may_abandon,
 };
 use bnerd_testkit::{Env, both, spec, unique};
 use bnerd_testkit::{link_input, peers_of};
@@ -275,7 +274,10 @@ async fn reconcile(env: &mut Env, name: &str, side: &Side) -> Outcome {
     let peers = peers_of(&l, &all);
     let status = l.status.clone().unwrap_or_default();
     let input = link_input(&l, &status, &peers, &env.reverse).expect("uid");
-    let out = reconcile_cross_tenant(env.net.as_ref(), &env.fabric, side.customers(), &input).await;
+    let out = LinkEngine::new(env.net.as_ref(), &env.fabric, side.customers())
+        .reconcile(&input)
+        .await
+        .outcome;
     env.links[i].status = Some(out.status.clone());
     out
 }
@@ -285,21 +287,14 @@ async fn delete(env: &mut Env, name: &str, side: &Side) {
     let i = idx(env, name);
     let l = env.links[i].clone();
     let status = l.status.clone().unwrap_or_default();
-    let secret = format!("{NS}/clusterlink-{name}");
     let input = link_input(&l, &status, &[], &env.reverse).expect("uid");
-    let customer_net: &dyn bnerd_cloud::Neutron = side.net.as_ref();
-    let engine = Engine::cross_tenant(
-        env.net.as_ref(),
-        &env.fabric,
-        Customer {
-            net: customer_net,
-            project_id: &side.project,
-            secret: &secret,
-        },
-    );
-    unwind(&engine, &input, &env.reverse)
+    match LinkEngine::new(env.net.as_ref(), &env.fabric, side.customers())
+        .unwind(&input, &env.reverse)
         .await
-        .unwrap_or_else(|f| panic!("unwind of {name}: {f:?}"));
+    {
+        Unwound::Done(_) => {}
+        other => panic!("unwind of {name}: {other:?}"),
+    }
     env.links.remove(i);
 }
 
@@ -1331,13 +1326,13 @@ async fn a_router_of_another_project_is_refused(mut env: Env) {
     let theirs = side.net.create_router(&unique("theirs")).await.unwrap();
     let admin = admin_of(&env);
     let fabric = env.fabric.clone();
-    let engine = Engine::same_tenant(admin.as_ref(), &fabric);
+    let engine = LinkEngine::same_tenant(admin.as_ref(), &fabric);
     for (name, value) in [("grab-id", &theirs.id), ("grab-name", &theirs.name)] {
         env.add_link(name, spec(value, "10.227.0.0/16", None));
         let l = env.link(name).clone();
         let status = l.status.clone().unwrap_or_default();
         let input = link_input(&l, &status, &[], &env.reverse).expect("uid");
-        let out = engine.reconcile(&input).await;
+        let out = engine.reconcile(&input).await.outcome;
         let c = out
             .status
             .conditions
@@ -1433,14 +1428,14 @@ async fn unwind_link(
     let l = env.link(name).clone();
     let status = l.status.clone().unwrap_or_default();
     let input = link_input(&l, &status, &[], &env.reverse).expect("uid");
-    unwind_cross_tenant(
-        env.net.as_ref(),
-        &env.fabric,
-        side.customers(),
-        &input,
-        &env.reverse,
-    )
-    .await
+    match LinkEngine::new(env.net.as_ref(), &env.fabric, side.customers())
+        .unwind(&input, &env.reverse)
+        .await
+    {
+        Unwound::Done(done) => Ok(Ok(done)),
+        Unwound::Stuck(f) => Ok(Err(f)),
+        Unwound::Held(held) => Err(held),
+    }
 }
 
 /// Deleting a link that never built anything releases at once: never attested, its Secret in

@@ -13,8 +13,10 @@ use bnerd_api::{ClusterLink, GatewayRef};
 use bnerd_cloud::{Neutron, OpenStack, PortQuery, Route};
 use bnerd_cloud_fake::FakeCloud;
 use bnerd_engine::resync::{Resynced, Snapshots, resync_from};
-use bnerd_engine::{Engine, unwind};
-use bnerd_testkit::{Env, env_on, fake_env_with, lab_client, lab_or_skip, reconcile_one, spec};
+use bnerd_testkit::{
+    Env, env_on, fake_env_with, lab_client, lab_or_skip, reconcile_one, reconcile_same_tenant,
+    spec, unwind_same_tenant,
+};
 use bnerd_testkit::{link_input, peers_of};
 use futures::{FutureExt, StreamExt, stream};
 
@@ -65,8 +67,7 @@ async fn resync_all(env: &mut Env, snaps: &Snapshots, targets: &[ReverseTarget])
                 fell += 1;
                 let peers = peers_of(&l, &all);
                 let input = link_input(&l, &status, &peers, targets).unwrap();
-                Engine::same_tenant(env.net.as_ref(), &env.fabric)
-                    .reconcile(&input)
+                reconcile_same_tenant(env.net.as_ref(), &env.fabric, &input)
                     .await
                     .status
             }
@@ -351,7 +352,7 @@ async fn fifty(mut env: Env, client: Arc<OpenStack>, routers: Vec<String>) {
                 async move {
                     let status = l.status.clone().unwrap_or_default();
                     let input = link_input(&l, &status, &[], &[]).unwrap();
-                    match unwind(&Engine::same_tenant(net.as_ref(), &fabric), &input, &[]).await {
+                    match unwind_same_tenant(net.as_ref(), &fabric, &input, &[]).await {
                         Ok(_) => None,
                         Err(f) if f.retryable => Some((l.clone(), f.message)),
                         Err(f) => panic!("unwind {:?}: {f:?}", l.metadata.name),

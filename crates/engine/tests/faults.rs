@@ -105,14 +105,9 @@ async fn terminal_errors_wait_for_resync_and_cleanup_survives_faults() {
     let l = env.link("l").clone();
     let status = l.status.clone().unwrap_or_default();
     let input = bnerd_testkit::link_input(&l, &status, &[], &[]).expect("uid");
-    let engine = bnerd_engine::Engine::same_tenant(env.net.as_ref(), &env.fabric);
-    assert!(
-        bnerd_engine::unwind(&engine, &input, &[]).await.is_err(),
-        "the timeout is reported"
-    );
-    bnerd_engine::unwind(&engine, &input, &[])
-        .await
-        .expect("second unwind finishes");
+    let unwind = || bnerd_testkit::unwind_same_tenant(env.net.as_ref(), &env.fabric, &input, &[]);
+    assert!(unwind().await.is_err(), "the timeout is reported");
+    unwind().await.expect("second unwind finishes");
     assert_eq!(
         env.ports().await.len(),
         1,

@@ -16,9 +16,8 @@ use bnerd_api::{ClusterLink, GatewayRef};
 use bnerd_cloud::{CreatePort, CreateRouter, Neutron, Route, Router};
 use bnerd_cloud_fake::{Fault, Op};
 use bnerd_engine::resync::{Resynced, Snapshots, resync_from};
-use bnerd_engine::{Engine, unwind};
-use bnerd_testkit::link_input;
 use bnerd_testkit::{Env, spec};
+use bnerd_testkit::{link_input, unwind_same_tenant};
 
 /// A port carrying a link's tags, as a second operator process (or a crash) leaves it.
 async fn tagged_port(env: &Env, link: &ClusterLink, ip: &str) -> bnerd_cloud::Port {
@@ -254,8 +253,9 @@ async fn unwind_removes_reverse_routes_without_status(mut env: Env) {
     let l = env.link("f4").clone();
     let status = l.status.clone().unwrap_or_default();
     let input = link_input(&l, &status, &[], &env.reverse).unwrap();
-    let engine = Engine::same_tenant(env.net.as_ref(), &env.fabric);
-    let f = unwind(&engine, &input, &env.reverse).await.unwrap_err();
+    let f = unwind_same_tenant(env.net.as_ref(), &env.fabric, &input, &env.reverse)
+        .await
+        .unwrap_err();
     assert_eq!(f.reason.as_str(), "Deleting");
     assert!(
         f.message.contains("100.64.99.0/24 via 10.254.0.99"),
@@ -316,8 +316,9 @@ async fn a_refused_gateway_never_names_a_route_for_removal(mut env: Env) {
     let l = env.link("own").clone();
     let status = l.status.clone().unwrap_or_default();
     let input = link_input(&l, &status, &[], &env.reverse).unwrap();
-    let engine = Engine::same_tenant(env.net.as_ref(), &env.fabric);
-    let f = unwind(&engine, &input, &env.reverse).await.unwrap_err();
+    let f = unwind_same_tenant(env.net.as_ref(), &env.fabric, &input, &env.reverse)
+        .await
+        .unwrap_err();
     assert!(
         f.message.contains("100.64.98.0/24 via 10.254.0.99"),
         "the route in the way is named, not removed: {}",
@@ -656,8 +657,7 @@ async fn two_writers_leak_nothing(mut env: Env) {
             tasks.push(tokio::spawn(async move {
                 let status = l.status.clone().unwrap_or_default();
                 let input = link_input(&l, &status, &[], &[]).unwrap();
-                let engine = Engine::same_tenant(net.as_ref(), &fabric);
-                unwind(&engine, &input, &[]).await
+                unwind_same_tenant(net.as_ref(), &fabric, &input, &[]).await
             }));
         }
     }

@@ -20,8 +20,8 @@ use bnerd_api::names::{ANNOTATION_ABANDON, ANNOTATION_API_ACCESS, KEY_AC_ID, KEY
 use bnerd_api::{ClusterLink, ClusterLinkSpec, SecretRef};
 use bnerd_cloud_fake::FakeCloud;
 use bnerd_engine::{
-    CredentialSource, CustomerCloud, CustomerCredential, Customers, OperatorIdentity, Outcome,
-    reconcile_cross_tenant,
+    CredentialSource, CustomerCloud, CustomerCredential, Customers, LinkEngine, OperatorIdentity,
+    Outcome,
 };
 use bnerd_testkit::hostile::{check, runner};
 use bnerd_testkit::link_input;
@@ -279,8 +279,7 @@ async fn spec_property(case: SpecCase) -> Result<(), TestCaseError> {
     let status = Default::default();
     let input = link_input(&link, &status, &[], &[]).expect("uid");
     cloud.reset_counters();
-    let engine = bnerd_engine::Engine::same_tenant(env.net.as_ref(), &env.fabric);
-    let out = engine.reconcile(&input).await;
+    let out = bnerd_testkit::reconcile_same_tenant(env.net.as_ref(), &env.fabric, &input).await;
     let (reads, writes) = cloud.read_write_counts();
     bounded(&out)?;
 
@@ -766,7 +765,10 @@ async fn secret_property(case: SecretCase) -> Result<(), TestCaseError> {
         operator: &operator,
         namespace: NS,
     };
-    let out = reconcile_cross_tenant(env.net.as_ref(), &env.fabric, customers, &input).await;
+    let out = LinkEngine::new(env.net.as_ref(), &env.fabric, customers)
+        .reconcile(&input)
+        .await
+        .outcome;
     let (reads, writes) = cloud.read_write_counts();
     bounded(&out)?;
 

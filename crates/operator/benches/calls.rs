@@ -13,8 +13,8 @@ use async_trait::async_trait;
 use bnerd_api::SecretRef;
 use bnerd_api::names::{ANNOTATION_API_ACCESS, DEFAULT_CREDENTIALS_NAMESPACE};
 use bnerd_vpn_operator::engine::{
-    Checked, CredentialSource, CustomerCloud, CustomerCredential, Customers, OperatorIdentity,
-    reconcile_cross_tenant,
+    Checked, CredentialSource, CustomerCloud, CustomerCredential, Customers, LinkEngine,
+    OperatorIdentity, Unwound,
 };
 
 use bnerd_api::gateway::ReverseTarget;
@@ -24,7 +24,7 @@ use bnerd_cloud::fabric::Fabric;
 use bnerd_cloud_fake::{FakeCloud, FakeNeutron};
 use bnerd_testkit::{lab_client, lab_env, lab_tagged_client, reconcile_one, unique};
 use bnerd_vpn_operator::controller::link_input;
-use bnerd_vpn_operator::engine::{Engine, Outcome};
+use bnerd_vpn_operator::engine::Outcome;
 
 async fn fabric(net: &dyn Neutron) -> Fabric {
     let n = net.create_network("vpn-transit").await.unwrap();
@@ -255,9 +255,13 @@ async fn lab_costs(rounds: usize, tags_at_create: bool) {
         let status = links[0].status.clone().unwrap_or_default();
         let input = link_input(&links[0], &status, &[], &[]).expect("uid");
         let t = Instant::now();
-        bnerd_vpn_operator::engine::unwind(&Engine::same_tenant(&net, &fab), &input, &[])
+        match LinkEngine::same_tenant(&net, &fab)
+            .unwind(&input, &[])
             .await
-            .expect("unwind");
+        {
+            Unwound::Done(_) => {}
+            other => panic!("unwind: {other:?}"),
+        }
         unwind.push(t.elapsed());
         phase(2, c2, net.call_counts());
         net.delete_router(&r.id).await.unwrap();
@@ -347,7 +351,10 @@ async fn calls_cross_tenant(honour_create_tags: bool) {
             operator: &operator,
             namespace: DEFAULT_CREDENTIALS_NAMESPACE,
         };
-        let out = reconcile_cross_tenant(&net, &fab, customers, &input).await;
+        let out = LinkEngine::new(&net, &fab, customers)
+            .reconcile(&input)
+            .await
+            .outcome;
         l.status = Some(out.status);
     };
     cloud.reset_counters();

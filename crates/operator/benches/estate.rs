@@ -24,7 +24,7 @@ use bnerd_cloud::{Neutron, PortQuery, Route};
 use bnerd_cloud_fake::{FakeCloud, FakeNeutron};
 use bnerd_vpn_operator::controller::{link_input, peers_of};
 use bnerd_vpn_operator::engine::resync::{Resynced, Snapshots, resync_from};
-use bnerd_vpn_operator::engine::{Engine, Outcome};
+use bnerd_vpn_operator::engine::{LinkEngine, Outcome};
 use bnerd_vpn_operator::gateways::{TargetIndex, TargetTracker};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -118,9 +118,10 @@ impl Estate {
         let l = &self.links[i];
         let status = l.status.clone().unwrap_or_default();
         let input = link_input(l, &status, &peers, targets).unwrap();
-        let out = Engine::same_tenant(&self.net, &self.fab)
+        let out = LinkEngine::same_tenant(&self.net, &self.fab)
             .reconcile(&input)
-            .await;
+            .await
+            .outcome;
         Arc::make_mut(&mut self.links[i]).status = Some(out.status.clone());
         out
     }

@@ -76,17 +76,12 @@ impl Context {
         }
     }
 
-    /// The engine for `link`: its tenancy from its spec, its customer's credential through the
-    /// link's own Secret reader.
-    pub(crate) fn engine_for<'a>(
-        &'a self,
-        link: &ClusterLink,
-        source: &'a LinkSource<'a>,
-    ) -> LinkEngine<'a> {
-        LinkEngine::for_link(
+    /// The engine for one link: a cross-tenant link's customer credential through the link's
+    /// own Secret reader (the engine reads the link's shape from its input).
+    pub(crate) fn engine_for<'a>(&'a self, source: &'a LinkSource<'a>) -> LinkEngine<'a> {
+        LinkEngine::new(
             self.net.as_ref(),
             &self.fabric,
-            &link.spec,
             Customers {
                 source,
                 operator: &self.operator,

@@ -104,7 +104,7 @@ async fn apply(
     });
     let source = ctx.customers.source(&ctx.client, &name);
     let Reconciled { outcome, resync } = ctx
-        .engine_for(&link, &source)
+        .engine_for(&source)
         .with_batch(batch)
         .reconcile(&input)
         .await;
@@ -197,7 +197,7 @@ async fn unwind_gone(
     warn!(clusterlink = %name, "the link was deleted while it was reconciled; unwinding what this reconcile built");
     let input = link_input(link, status, &[], targets)?;
     let source = ctx.customers.source(&ctx.client, &name);
-    let unwound = ctx.engine_for(link, &source).unwind(&input, targets).await;
+    let unwound = ctx.engine_for(&source).unwind(&input, targets).await;
     ctx.customers.forget(&name);
     ctx.backoff.reset(&name);
     ctx.metrics.forget_link(&name);
@@ -245,11 +245,7 @@ async fn remove(link: Arc<ClusterLink>, ctx: &Context) -> Result<Action, Error> 
     let targets = ctx.targets.current(TARGETS_WAIT).await?;
     let input = link_input(&link, &status, &[], &targets)?;
     let source = ctx.customers.source(&ctx.client, &name);
-    let done = match ctx
-        .engine_for(&link, &source)
-        .unwind(&input, &targets)
-        .await
-    {
+    let done = match ctx.engine_for(&source).unwind(&input, &targets).await {
         Unwound::Done(done) => done,
         Unwound::Held(held) => return hold_or_abandon(&link, ctx, &status, held).await,
         Unwound::Stuck(f) => {

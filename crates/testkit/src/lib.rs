@@ -35,7 +35,7 @@ use bnerd_cloud::{
     Router, SecretString, TlsConfig,
 };
 use bnerd_cloud_fake::FakeCloud;
-use bnerd_engine::{Engine, Input, Outcome, Peer, unwind};
+use bnerd_engine::{Input, LinkEngine, Outcome, Peer, StepFail, UnwindPlan, Unwound};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
@@ -643,9 +643,8 @@ impl Env {
         let i = self.idx(name);
         let l = self.links[i].clone();
         let status = l.status.clone().unwrap_or_default();
-        let engine = Engine::same_tenant(self.net.as_ref(), &self.fabric);
         let input = link_input(&l, &status, &[], &self.reverse).expect("uid");
-        unwind(&engine, &input, &self.reverse)
+        unwind_same_tenant(self.net.as_ref(), &self.fabric, &input, &self.reverse)
             .await
             .unwrap_or_else(|f| panic!("unwind of {name}: {f:?}"));
         self.links.remove(i);
@@ -678,9 +677,39 @@ pub async fn reconcile_one(
     let l = &links[i];
     let peers = peers_of(l, &all);
     let status = l.status.clone().unwrap_or_default();
-    let engine = Engine::same_tenant(net, fabric);
     let input = link_input(l, &status, &peers, reverse).expect("uid");
-    engine.reconcile(&input).await
+    reconcile_same_tenant(net, fabric, &input).await
+}
+
+/// A reconcile through the engine's door, for an engine made for same-tenant links.
+pub async fn reconcile_same_tenant(
+    net: &dyn Neutron,
+    fabric: &Fabric,
+    input: &Input<'_>,
+) -> Outcome {
+    LinkEngine::same_tenant(net, fabric)
+        .reconcile(input)
+        .await
+        .outcome
+}
+
+/// An unwind through the engine's door, for an engine made for same-tenant links: what it
+/// removed, or the failure that stopped it. Such an engine never holds a link for a
+/// customer's credential.
+pub async fn unwind_same_tenant(
+    net: &dyn Neutron,
+    fabric: &Fabric,
+    input: &Input<'_>,
+    targets: &[ReverseTarget],
+) -> Result<UnwindPlan, StepFail> {
+    match LinkEngine::same_tenant(net, fabric)
+        .unwind(input, targets)
+        .await
+    {
+        Unwound::Done(done) => Ok(done),
+        Unwound::Stuck(f) => Err(f),
+        Unwound::Held(held) => panic!("a same-tenant engine held a link: {:?}", held.fail),
+    }
 }
 
 fn uuid_like(name: &str) -> String {

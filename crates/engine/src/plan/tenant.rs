@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use bnerd_api::echo::quoted;
 use bnerd_api::names::{ANNOTATION_API_ACCESS, credentials_secret_name};
-use bnerd_api::{Reason, SecretRef};
+use bnerd_api::{Reason, SecretRef, TransitIsolation};
 
 use super::StepFail;
 
@@ -91,16 +91,19 @@ pub fn resolved_message(secret: &str, project: &str) -> String {
 /// no annotation (StructuralIsolation): its transit is shared with its own project only.
 /// The True reason and message.
 pub fn attested(
-    per_customer: bool,
+    isolation: TransitIsolation,
     annotation: Option<&str>,
     secret: &SecretRef,
 ) -> Result<(Reason, String), StepFail> {
     let s = secret_name(secret);
-    if per_customer {
-        return Ok((
-            Reason::StructuralIsolation,
-            bnerd_api::conditions::structural_isolation_message(&s),
-        ));
+    match isolation {
+        TransitIsolation::PerCustomer => {
+            return Ok((
+                Reason::StructuralIsolation,
+                bnerd_api::conditions::structural_isolation_message(&s),
+            ));
+        }
+        TransitIsolation::Shared => {}
     }
     match annotation {
         Some("none") => Ok((
@@ -147,7 +150,7 @@ pub fn per_customer_isolation(
     secret: &SecretRef,
 ) -> Result<(Reason, String), StepFail> {
     let MainTransitShare::Visible { rules } = share else {
-        return attested(true, annotation, secret);
+        return attested(TransitIsolation::PerCustomer, annotation, secret);
     };
     let which = if rules.is_empty() {
         "by a rule the operator's credential cannot list (an admin's)".to_string()
@@ -157,7 +160,7 @@ pub fn per_customer_isolation(
     let standing = format!(
         "the main transit network {transit} is still shared with project {project} ({which}): the project can make ports on it and reach every link through it, so spec.transitIsolation PerCustomer isolates nothing while that share stands; remove it once no Shared link of the project needs it (kubectl clusterlink decommission-share --project {project})"
     );
-    match attested(false, annotation, secret) {
+    match attested(TransitIsolation::Shared, annotation, secret) {
         Ok((reason, _)) => Ok((
             reason,
             format!(
@@ -427,17 +430,19 @@ mod tests {
     fn attestation_is_exactly_none() {
         let r = sref(NS, "clusterlink-diehl01");
         assert_eq!(
-            attested(false, Some("none"), &r).unwrap().0,
+            attested(TransitIsolation::Shared, Some("none"), &r)
+                .unwrap()
+                .0,
             Reason::Attested
         );
         // PerCustomer: no annotation needed, whatever it says.
         for a in [None, Some("none"), Some("yes")] {
-            let (reason, msg) = attested(true, a, &r).unwrap();
+            let (reason, msg) = attested(TransitIsolation::PerCustomer, a, &r).unwrap();
             assert_eq!(reason, Reason::StructuralIsolation);
             assert!(msg.contains("PerCustomer"), "{msg}");
         }
         for bad in [None, Some("None"), Some("none "), Some(""), Some("yes")] {
-            let f = attested(false, bad, &r).unwrap_err();
+            let f = attested(TransitIsolation::Shared, bad, &r).unwrap_err();
             assert_eq!(f.reason, Reason::NotAttested, "{bad:?}");
             assert!(
                 f.message.contains(ANNOTATION_API_ACCESS)

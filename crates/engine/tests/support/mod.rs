@@ -313,25 +313,23 @@ pub async fn reconcile_with(stage: &Stage, link: &ClusterLink, crash: &Arc<Crash
         side,
         crash: crash.clone(),
     });
-    engine(stage, link, &net, source.as_ref())
+    engine(stage, &net, source.as_ref())
         .reconcile(&input)
         .await
         .outcome
 }
 
-/// The engine for `link` through the door, as the controller makes it: its customer's
+/// The engine through the door, as the controller makes it: a cross-tenant link's customer
 /// credential (when the stage has one) read through `source`.
 fn engine<'a>(
     stage: &'a Stage,
-    link: &ClusterLink,
     net: &'a Crashing,
     source: Option<&'a Source<'a>>,
 ) -> LinkEngine<'a> {
     match (&stage.side, source) {
-        (Some(side), Some(source)) => LinkEngine::for_link(
+        (Some(side), Some(source)) => LinkEngine::new(
             net,
             &stage.env.fabric,
-            &link.spec,
             Customers {
                 source,
                 operator: &side.operator,
@@ -375,7 +373,7 @@ pub async fn unwind_failing(
         side,
         crash: crash.clone(),
     });
-    match engine(stage, link, &net, source.as_ref())
+    match engine(stage, &net, source.as_ref())
         .unwind(&input, &stage.env.reverse)
         .await
     {
@@ -406,7 +404,7 @@ pub async fn unwind_held(stage: &Stage, link: &ClusterLink) -> Option<bool> {
         side,
         crash: crash.clone(),
     });
-    match engine(stage, link, &net, source.as_ref())
+    match engine(stage, &net, source.as_ref())
         .unwind(&input, &stage.env.reverse)
         .await
     {
