@@ -1,9 +1,8 @@
-//! One link's engine value ([`Engine`]: the operator's credential, the fabric, and a
-//! cross-tenant link's resolved customer side) and what it runs: Validated, then every step in
-//! the reconcile order (docs/design.md, "The reconcile order"), and the cross-tenant reconcile and
-//! unwind that resolve the customer's credential first. Callers outside the engine go through
-//! the door (`door.rs`).
-
+//! The pipeline (docs/design.md, "The pipeline"): Validated, then one sequence of steps for
+//! every shape of link, the steps only a `PerCustomer` link runs taken from `per_customer.rs`
+//! by a `match` on the engine's side; and the cross-tenant reconcile and unwind that resolve
+//! the customer's credential first. Callers outside the engine go through the door
+//! (`door.rs`).
 use bnerd_api::ConditionType;
 
 use bnerd_api::{SecretRef, TransitIsolation};
@@ -14,7 +13,9 @@ use crate::model::{Action, ActionKind, Input, Outcome, Shape};
 use crate::plan::unwind::UnwindPlan;
 use crate::plan::{self, StepFail};
 use crate::unwind::{self, unwind_gateway_route};
-use crate::{credentials, gateway_route, leg, report, reverse_routes, share};
+use crate::{
+    credentials, customer_transit, gateway_route, leg, ops, report, reverse_routes, share,
+};
 
 impl Engine<'_> {
     /// Converge a same-tenant link. Never fails: every problem becomes a condition. A
@@ -36,7 +37,10 @@ impl Engine<'_> {
         r.finish()
     }
 
-    /// Every step after Validated (and, cross-tenant, after the credential).
+    /// Every step after Validated (and, cross-tenant, after the credential): one sequence for
+    /// every shape (docs/design.md, "The pipeline"). The customer transit is a step only a
+    /// `PerCustomer` link runs; its routes and reverse routes add the edge router's to the
+    /// same steps.
     async fn converge(
         &self,
         input: &Input<'_>,
@@ -49,55 +53,127 @@ impl Engine<'_> {
             // that shared the network but never got its leg attached.
             r.status.customer_project_id = Some(c.project_id.to_string());
         }
-        let leg = match leg::resolve(self, input).await {
-            Ok(resolved) => {
-                if let Some(c) = self.customer() {
-                    // After the router is found, before the leg: the customer may only create
-                    // a port on the transit network once it is shared with its project.
-                    match share::ensure(self, c, &mut r.actions).await {
-                        Ok(msg) => r.pass(ConditionType::TransitNetworkShared, msg),
-                        Err(f) => {
-                            r.fail(ConditionType::TransitNetworkShared, f);
-                            withdraw_before_leg(self.net, self.fabric, input, r).await;
-                            return;
-                        }
-                    }
-                }
-                leg::ensure(self, input, valid, resolved, &mut r.actions).await
-            }
-            Err(f) => Err(f),
-        };
-        let leg = match leg {
-            Ok(leg) => leg,
+        // The router first: a link whose router cannot be found builds and shares nothing.
+        let found = match leg::resolve(self, input).await {
+            Ok(found) => found,
             Err(f) => {
-                if gateway_route::withdraw_orphaned(self, input, &mut r.actions).await {
-                    r.status.gateway_route = None;
-                }
+                self.withdraw_orphaned(input, r).await;
                 r.fail(ConditionType::LegAttached, f);
                 return;
             }
         };
-        leg::record(r, &leg, None);
+        // A `PerCustomer` link's legs stand on its project's customer transit: found or built
+        // here, under the project's lock, before it is shared.
+        let _building;
+        let on_transit;
+        let e = match &self.side {
+            Side::PerCustomer(c, None) => {
+                _building = customer_transit::hold(c.project_id).await;
+                match crate::per_customer::transit(self, c, input, &found, r).await {
+                    Some(t) => {
+                        on_transit = self.on_customer_transit(c, t);
+                        &on_transit
+                    }
+                    None => return,
+                }
+            }
+            Side::Operator | Side::Shared(_) | Side::PerCustomer(_, Some(_)) => self,
+        };
+        // After the router is found, before the leg: the customer may only create a port on a
+        // network once it is shared with its project.
+        if let Some(c) = e.customer() {
+            match share::ensure(e, c, &mut r.actions).await {
+                Ok(msg) => {
+                    let msg = match e.customer_transit() {
+                        Some(t) => crate::per_customer::shared_message(t, c),
+                        None => msg,
+                    };
+                    r.pass(ConditionType::TransitNetworkShared, msg);
+                }
+                Err(f) => {
+                    r.fail(ConditionType::TransitNetworkShared, f);
+                    withdraw_before_leg(self.net, self.fabric, input, r).await;
+                    return;
+                }
+            }
+        }
+        let found = match e.customer_transit() {
+            // The router's read saw the main transit's ports; the leg stands on the customer
+            // transit's.
+            Some(_) => match ops::leg_network_ports(e).await {
+                Ok(ports) => Ok(found.with_ports(ports)),
+                Err(err) => Err(e.named(
+                    plan::leg::call_failed(plan::leg::LegCall::ListPorts, &err),
+                    Whose::Operator,
+                )),
+            },
+            None => Ok(found),
+        };
+        let leg = match found {
+            Ok(found) => leg::ensure(e, input, valid, found, &mut r.actions).await,
+            Err(f) => Err(f),
+        };
+        let mut leg = match leg {
+            Ok(leg) => leg,
+            Err(f) => {
+                e.withdraw_orphaned(input, r).await;
+                r.fail(ConditionType::LegAttached, f);
+                return;
+            }
+        };
+        leg::record(r, &leg, e.customer_transit().map(|t| t.network_id.as_str()));
 
-        match gateway_route::ensure(self, input, valid, &leg, None, &mut r.actions).await {
+        let routes = match e.customer_transit() {
+            Some(t) => {
+                crate::per_customer::routes(e, input, valid, &mut leg, t, &mut r.actions).await
+            }
+            None => gateway_route::ensure(e, input, valid, &leg, None, &mut r.actions)
+                .await
+                .map_err(|(f, route)| (e.named(f, Whose::Operator), route)),
+        };
+        match routes {
             Ok((msg, route)) => {
                 r.status.gateway_route = Some(route);
                 r.pass(ConditionType::RouteInstalled, msg);
             }
             Err((f, route)) => {
                 r.status.gateway_route = route;
-                r.fail(
-                    ConditionType::RouteInstalled,
-                    self.named(f, Whose::Operator),
-                );
+                r.fail(ConditionType::RouteInstalled, f);
             }
         }
         // Reverse routes do not depend on the forward route: a broken one never reads as the
         // forward path being down, and vice versa.
+        match e.customer_transit() {
+            Some(t) => crate::per_customer::reverse(e, input, &leg, t, r).await,
+            None => e.reverse(input, &leg, r).await,
+        }
+    }
+
+    /// After the leg step failed (or the router was not found): a recorded route via an
+    /// address no leg of this link holds any more goes (Neutron may hand that address to
+    /// another port). On the gateway router; for a `PerCustomer` link, whose gateway route
+    /// goes via its project's edge leg, on the edge router, once its customer transit is known.
+    async fn withdraw_orphaned(&self, input: &Input<'_>, r: &mut report::Report) {
+        match &self.side {
+            Side::Operator | Side::Shared(_) => {
+                if gateway_route::withdraw_orphaned(self, input, &mut r.actions).await {
+                    r.status.gateway_route = None;
+                }
+            }
+            Side::PerCustomer(_, Some(t)) => {
+                crate::per_customer::withdraw_orphaned(self, input, t, &mut r.actions).await;
+            }
+            Side::PerCustomer(_, None) => {}
+        }
+    }
+
+    /// ReverseRoutesInstalled on the main transit: the service router's reverse routes via
+    /// the gateways' ports on it.
+    async fn reverse(&self, input: &Input<'_>, leg: &leg::Leg, r: &mut report::Report) {
         let rev = reverse_routes::ensure(
             self,
             input,
-            &leg,
+            leg,
             reverse_routes::Hop {
                 via: None,
                 transit_ports: &leg.ports,
@@ -237,25 +313,23 @@ pub(crate) async fn reconcile_cross_tenant(
     r.pass(ConditionType::CredentialsResolved, resolved.message.clone());
     r.probe_unavailable = resolved.probe_unavailable_now;
     let customer = resolved.customer();
+    let engine = Engine {
+        net,
+        fabric,
+        side: match isolation {
+            TransitIsolation::Shared => Side::Shared(customer),
+            TransitIsolation::PerCustomer => Side::PerCustomer(customer, None),
+        },
+    };
     match isolation {
-        TransitIsolation::Shared => {
-            let engine = Engine {
-                net,
-                fabric,
-                side: Side::Shared(customer),
-            };
-            engine.converge(input, &valid, &mut r).await;
-        }
+        // Whether the project still holds a share of the main transit decides, again, what
+        // its isolation is worth.
         TransitIsolation::PerCustomer => {
-            let engine = Engine {
-                net,
-                fabric,
-                side: Side::PerCustomer(customer, None),
-            };
-            crate::per_customer::converge(&engine, &customer, secret_ref, input, &valid, &mut r)
-                .await;
+            crate::per_customer::isolation(&engine, &customer, secret_ref, input, &mut r).await;
         }
+        TransitIsolation::Shared => {}
     }
+    engine.converge(input, &valid, &mut r).await;
     r.finish()
 }
 
@@ -311,11 +385,13 @@ pub(crate) async fn unwind_cross_tenant(
         TransitIsolation::PerCustomer => input.spec.customer_project_id.as_deref(),
         TransitIsolation::Shared => None,
     };
+    // Looked up once: what decides the customer side below is what its unwind then works on.
+    let mut looked = match (per_customer, &gateway_route) {
+        (Some(p), Ok(_)) => crate::per_customer::legs(&base, input, p).await.ok(),
+        (Some(_), Err(_)) | (None, _) => None,
+    };
     let legs_in_cloud = match (per_customer, &gateway_route) {
-        (Some(p), Ok(_)) => crate::per_customer::legs(&base, input, p)
-            .await
-            .ok()
-            .map(|(_, own)| own.len()),
+        (Some(_), Ok(_)) => looked.as_ref().map(|l| l.own.len()),
         (None, Ok(legs)) => Some(legs.len()),
         (_, Err(_)) => None,
     };
@@ -355,7 +431,7 @@ pub(crate) async fn unwind_cross_tenant(
         Ok(r) => r,
         Err((f, _)) => {
             if let Some(p) = per_customer {
-                crate::per_customer::cut_operator_side(&base, input, p).await;
+                crate::per_customer::cut_operator_side(&base, input, p, looked.take()).await;
             }
             return Err(held(&f, gateway_route));
         }
@@ -376,7 +452,7 @@ pub(crate) async fn unwind_cross_tenant(
                 fabric,
                 side: Side::PerCustomer(customer, None),
             };
-            crate::per_customer::unwind(&engine, &customer, input, targets).await
+            crate::per_customer::unwind(&engine, &customer, looked.take(), input, targets).await
         }
     };
     match unwound {
@@ -384,7 +460,8 @@ pub(crate) async fn unwind_cross_tenant(
         // The gateway route went in that same round, before the customer side refused.
         Err(s) if s.customer_refused => {
             if let Some(p) = per_customer {
-                crate::per_customer::cut_operator_side(&base, input, p).await;
+                // The look before the unwind is stale now: the unwind removed what it could.
+                crate::per_customer::cut_operator_side(&base, input, p, None).await;
             }
             Err(Held {
                 condition: ConditionType::Ready,

@@ -1,11 +1,14 @@
-//! A `PerCustomer` link's steps (docs/design.md, "Per-customer transit"), in the reconcile order
-//! and with its credential split: the router on the customer's credential, then its
-//! project's customer transit and its share on the operator's, the leg on the customer
-//! transit on the customer's, and the three routes of its path (the gateway router's via the
-//! edge router, the edge router's via the leg, the customer router's back via the edge
-//! router); the reverse routes go via the edge router too. Its unwind removes them in reverse
-//! and takes the customer transit down with the project's last link.
-
+//! The steps only a `PerCustomer` link runs in the one pipeline (docs/design.md, "The
+//! pipeline" and "Per-customer transit"), with its credential split: its isolation decided
+//! again once the credential resolved, its project's customer transit (built on the
+//! operator's credential), the three routes of its path (the gateway router's via the edge
+//! router, the edge router's via the leg, the customer router's back via the edge router), the
+//! reverse routes via the edge router and the edge router's own, and its unwind, which removes
+//! them in reverse and takes the customer transit down with the project's last link.
+//!
+//! One piece, over the usual size: the reconcile's edge-router steps and the unwind's share the
+//! room-making on a full router (`add_own`), the failure wording of each credential, and the
+//! one look at the customer transit a delete takes; split, each half would import the other.
 use bnerd_api::CustomerTransit as CustomerTransitStatus;
 use bnerd_api::ReverseRoute;
 use bnerd_api::gateway::ReverseTarget;
@@ -15,13 +18,12 @@ use ipnet::Ipv4Net;
 
 use super::context::{Customer, Engine, Whose};
 use super::customer_transit::{self, CustomerTransit};
-use super::leg::{self, Leg};
+use super::leg::{FoundRouter, Leg};
 use super::model::{Action, ActionKind, Input};
 use super::ops;
 use super::plan::customer_transit::{
     edge_reverse_routes, edge_route, ready_message, return_route, route_call_failed, routes_message,
 };
-use super::plan::leg::{LegCall, call_failed as leg_call_failed};
 use super::plan::reverse_routes::{
     GatewayProblem, ReverseCall, call_failed as reverse_call_failed, gateway_name,
     verdict as reverse_verdict,
@@ -33,7 +35,7 @@ use super::plan::validated::Valid;
 use super::plan::{StepFail, reverse_route_of};
 use super::report::Report;
 use super::unwind::{self as unwinding, Stopped};
-use super::{gateway_route, reverse_routes, share};
+use super::{gateway_route, reverse_routes};
 
 /// What status says a link uses.
 fn status_of(t: &CustomerTransit) -> CustomerTransitStatus {
@@ -61,99 +63,82 @@ fn taken_by_links(input: &Input<'_>) -> (Vec<Ipv4Net>, Vec<std::net::Ipv4Addr>) 
     (taken, claimed)
 }
 
-/// Every step after CredentialsResolved.
-pub(crate) async fn converge(
+/// TenantIsolationAttested of a `PerCustomer` link, decided again once its credential
+/// resolved: whether its project still holds a share of the main transit network. A read that
+/// fails leaves the condition as the attestation decided it.
+pub(crate) async fn isolation(
     base: &Engine<'_>,
     c: &Customer<'_>,
     secret: &SecretRef,
     input: &Input<'_>,
-    valid: &Valid,
     r: &mut Report,
 ) {
-    r.status.customer_project_id = Some(c.project_id.to_string());
-    if let Some(share) = main_transit_share(base, c).await {
-        match per_customer_isolation(
-            &share,
-            &base.fabric.transit_network_id,
-            c.project_id,
-            input
-                .annotations
-                .get(bnerd_api::names::ANNOTATION_API_ACCESS)
-                .map(String::as_str),
-            secret,
-        ) {
-            Ok((reason, msg)) => r.pass_with(ConditionType::TenantIsolationAttested, reason, msg),
-            Err(f) => r.fail(ConditionType::TenantIsolationAttested, f),
-        }
-    }
-    // The router first: a link whose router cannot be found builds and shares nothing.
-    let resolved = match leg::resolve(base, input).await {
-        Ok(found) => found,
-        Err(f) => {
-            r.fail(ConditionType::LegAttached, f);
-            return;
-        }
+    let Some(share) = main_transit_share(base, c).await else {
+        return;
     };
-    let _building = customer_transit::hold(c.project_id).await;
+    match per_customer_isolation(
+        &share,
+        &base.fabric.transit_network_id,
+        c.project_id,
+        input
+            .annotations
+            .get(bnerd_api::names::ANNOTATION_API_ACCESS)
+            .map(String::as_str),
+        secret,
+    ) {
+        Ok((reason, msg)) => r.pass_with(ConditionType::TenantIsolationAttested, reason, msg),
+        Err(f) => r.fail(ConditionType::TenantIsolationAttested, f),
+    }
+}
+
+/// The customer-transit step: the project's customer transit found or built (the caller
+/// holds the project's lock), recorded in status. `None` when it failed, with
+/// TransitNetworkShared saying why.
+pub(crate) async fn transit(
+    base: &Engine<'_>,
+    c: &Customer<'_>,
+    input: &Input<'_>,
+    found: &FoundRouter,
+    r: &mut Report,
+) -> Option<CustomerTransit> {
     let (link_cidrs, claimed) = taken_by_links(input);
     let taken = customer_transit::Taken {
         link_cidrs: &link_cidrs,
-        router: (c, resolved.router_id()),
+        router: (c, found.router_id()),
     };
-    let transit =
-        match customer_transit::ensure(base, c.project_id, taken, &claimed, &mut r.actions).await {
-            Ok(t) => t,
-            Err(f) => {
-                r.fail(ConditionType::TransitNetworkShared, f);
-                return;
-            }
-        };
-    r.status.customer_transit = Some(status_of(&transit));
-    let e = base.on_customer_transit(c, transit.clone());
-    match share::ensure(&e, c, &mut r.actions).await {
-        Ok(_) => r.pass(
-            ConditionType::TransitNetworkShared,
-            ready_message(
-                &transit.network_id,
-                transit.cidr,
-                c.project_id,
-                &transit.edge_router_id,
-                transit.edge_ip,
-            ),
-        ),
+    match customer_transit::ensure(base, c.project_id, taken, &claimed, &mut r.actions).await {
+        Ok(t) => {
+            r.status.customer_transit = Some(status_of(&t));
+            Some(t)
+        }
         Err(f) => {
             r.fail(ConditionType::TransitNetworkShared, f);
-            return;
+            None
         }
     }
-    let leg = match ops::leg_network_ports(&e).await {
-        Ok(ports) => {
-            leg::ensure(&e, input, valid, resolved.with_ports(ports), &mut r.actions).await
-        }
-        Err(err) => Err(e.named(leg_call_failed(LegCall::ListPorts, &err), Whose::Operator)),
-    };
-    let mut leg = match leg {
-        Ok(leg) => leg,
-        Err(f) => {
-            withdraw_orphaned(&e, input, &transit, &mut r.actions).await;
-            r.fail(ConditionType::LegAttached, f);
-            return;
-        }
-    };
-    leg::record(r, &leg, Some(&transit.network_id));
+}
 
-    match routes(&e, input, valid, &mut leg, &transit, &mut r.actions).await {
-        Ok((msg, route)) => {
-            r.status.gateway_route = Some(route);
-            r.pass(ConditionType::RouteInstalled, msg);
-        }
-        Err((f, route)) => {
-            r.status.gateway_route = route;
-            r.fail(ConditionType::RouteInstalled, f);
-        }
-    }
+/// TransitNetworkShared of a `PerCustomer` link: its customer transit, shared with its project.
+pub(crate) fn shared_message(transit: &CustomerTransit, c: &Customer<'_>) -> String {
+    ready_message(
+        &transit.network_id,
+        transit.cidr,
+        c.project_id,
+        &transit.edge_router_id,
+        transit.edge_ip,
+    )
+}
 
-    let transit_ports = match ops::main_transit_ports(&e).await {
+/// ReverseRoutesInstalled of a `PerCustomer` link: the service router's reverse routes via
+/// the edge router, then the edge router's own, from the same screened gateways.
+pub(crate) async fn reverse(
+    e: &Engine<'_>,
+    input: &Input<'_>,
+    leg: &Leg,
+    transit: &CustomerTransit,
+    r: &mut Report,
+) {
+    let transit_ports = match ops::main_transit_ports(e).await {
         Ok(p) => p,
         Err(err) => {
             r.fail(
@@ -171,9 +156,9 @@ pub(crate) async fn converge(
         }
     };
     let rev = reverse_routes::ensure(
-        &e,
+        e,
         input,
-        &leg,
+        leg,
         reverse_routes::Hop {
             via: Some(transit.gateway),
             transit_ports: &transit_ports,
@@ -194,7 +179,7 @@ pub(crate) async fn converge(
         }
         return;
     };
-    let edge = edge_reverse(&e, &transit, &wanted, input.reverse_targets).await;
+    let edge = edge_reverse(e, transit, &wanted, input.reverse_targets).await;
     match (edge, rev.verdict) {
         (Err(f), _) => r.fail(
             ConditionType::ReverseRoutesInstalled,
@@ -252,7 +237,7 @@ async fn main_transit_share(base: &Engine<'_>, c: &Customer<'_>) -> Option<MainT
 /// After LegAttached failed: the edge router's routes via the address status recorded for
 /// the leg, when no port of this link holds it any more (it may be handed to another port of
 /// the project). Best effort, like the gateway route's withdrawal on a shared transit.
-async fn withdraw_orphaned(
+pub(crate) async fn withdraw_orphaned(
     e: &Engine<'_>,
     input: &Input<'_>,
     transit: &CustomerTransit,
@@ -291,13 +276,13 @@ async fn withdraw_orphaned(
     }
 }
 
-type RouteResult =
+pub(crate) type RouteResult =
     Result<(String, bnerd_api::RouteRecord), (StepFail, Option<bnerd_api::RouteRecord>)>;
 
 /// The path's three routes. The gateway router's first: it is where overlapping links and
 /// foreign routes are judged (docs/crd-reference.md, "RouteInstalled"), and a link that
 /// loses there writes nothing else.
-async fn routes(
+pub(crate) async fn routes(
     e: &Engine<'_>,
     input: &Input<'_>,
     valid: &Valid,
@@ -607,15 +592,24 @@ fn deleting_fail(f: StepFail) -> Stopped {
     }
 }
 
-/// This link's legs on its project's customer transit (the operator owns that network and
-/// sees every port on it), and the customer transit itself when it exists.
+/// A deleting link's look at its project's customer transit: the transit when it exists, and
+/// this link's legs on it (the operator owns that network and sees every port on it).
+pub(crate) struct Looked {
+    pub transit: Option<CustomerTransit>,
+    pub own: Vec<Port>,
+}
+
+/// This link's legs on its project's customer transit, and the customer transit itself.
 pub(crate) async fn legs(
     base: &Engine<'_>,
     input: &Input<'_>,
     project: &str,
-) -> Result<(Option<CustomerTransit>, Vec<Port>), StepFail> {
+) -> Result<Looked, StepFail> {
     let Some(transit) = customer_transit::find(base, project).await? else {
-        return Ok((None, vec![]));
+        return Ok(Looked {
+            transit: None,
+            own: vec![],
+        });
     };
     let ports = base
         .net
@@ -631,7 +625,10 @@ pub(crate) async fn legs(
         .into_iter()
         .filter(|p| super::plan::leg::is_own(p, input.uid, Some(project)))
         .collect();
-    Ok((Some(transit), own))
+    Ok(Looked {
+        transit: Some(transit),
+        own,
+    })
 }
 
 /// A deleting link with nothing on the customer side (no leg of its own anywhere): the
@@ -650,8 +647,25 @@ pub(crate) async fn release(base: &Engine<'_>, project: &str) -> Result<Vec<Acti
 /// still remove, the edge router's routes via this link's legs (best effort: the next look
 /// tries again). The leg itself and the routes on the customer's router wait for the
 /// credential, or stay behind when a human abandons them.
-pub(crate) async fn cut_operator_side(base: &Engine<'_>, input: &Input<'_>, project: &str) {
-    let Ok((Some(transit), own)) = legs(base, input, project).await else {
+/// `looked`: the look the unwind already took, if any.
+pub(crate) async fn cut_operator_side(
+    base: &Engine<'_>,
+    input: &Input<'_>,
+    project: &str,
+    looked: Option<Looked>,
+) {
+    let looked = match looked {
+        Some(l) => l,
+        None => match legs(base, input, project).await {
+            Ok(l) => l,
+            Err(_) => return,
+        },
+    };
+    let Looked {
+        transit: Some(transit),
+        own,
+    } = looked
+    else {
         return;
     };
     let Ok(edge) = base.net.get_router(&transit.edge_router_id).await else {
@@ -674,13 +688,24 @@ pub(crate) async fn cut_operator_side(base: &Engine<'_>, input: &Input<'_>, proj
 pub(crate) async fn unwind(
     base: &Engine<'_>,
     c: &Customer<'_>,
+    looked: Option<Looked>,
     input: &Input<'_>,
     targets: &[ReverseTarget],
 ) -> Result<UnwindPlan, Stopped> {
     let _building = customer_transit::hold(c.project_id).await;
-    let Some(transit) = customer_transit::find(base, c.project_id)
-        .await
-        .map_err(deleting_fail)?
+    // The look that decided the customer side, when there was one: this link's legs cannot
+    // change meanwhile (one reconcile per link), and a transit taken down since fails a read
+    // below and is looked at afresh by the next round.
+    let looked = match looked {
+        Some(l) => l,
+        None => legs(base, input, c.project_id)
+            .await
+            .map_err(deleting_fail)?,
+    };
+    let Looked {
+        transit: Some(transit),
+        own,
+    } = looked
     else {
         // No customer transit with a subnet: no leg can stand there. What a stopped build
         // left of it goes all the same.
@@ -692,16 +717,6 @@ pub(crate) async fn unwind(
     };
     let e = base.on_customer_transit(c, transit.clone());
     let mut cut = UnwindPlan::default();
-    let project = e.leg_project(input);
-    let own: Vec<Port> = ops::leg_network_ports(&e)
-        .await
-        .map_err(operator_failed(
-            &e,
-            "listing the customer transit's ports".into(),
-        ))?
-        .into_iter()
-        .filter(|p| super::plan::leg::is_own(p, input.uid, project))
-        .collect();
     let edge_id = &transit.edge_router_id;
     if !edge_id.is_empty() {
         let router = e.net.get_router(edge_id).await.map_err(operator_failed(

@@ -366,7 +366,7 @@ async fn two_links_share_one_customer_transit(stage: &Stage) {
     as_the_table_says(
         &crash,
         "delete of a link that is not the project's last",
-        (28, 4),
+        (23, 4),
     );
     assert_eq!(
         reasons(&done),
@@ -376,7 +376,7 @@ async fn two_links_share_one_customer_transit(stage: &Stage) {
     check_ready(stage, &[&two], "after the first link's delete").await;
     let crash = Crash::counting();
     let done = unwound_with(stage, &two, &crash).await.expect("unwind");
-    as_the_table_says(&crash, "delete of the project's last link", (39, 10));
+    as_the_table_says(&crash, "delete of the project's last link", (34, 10));
     check_gone(stage, "after the last link's delete").await;
     // The last link's delete says it took the customer transit down, naming what went,
     // before Unwound.
