@@ -474,7 +474,7 @@ mod tests {
     /// finalizer goes.
     #[test]
     fn plan_names_credentials_and_the_unwinds_end() {
-        use bnerd_engine::overlay::{Credential, PlannedWrite};
+        use bnerd_engine::overlay::{PlannedWrite, Whose};
         let p = crate::plan::Plan {
             name: "c".into(),
             writes: vec![
@@ -490,7 +490,7 @@ mod tests {
                     port_id: "p".into(),
                 },
             ],
-            credentials: vec![Credential::Operator, Credential::Customer],
+            credentials: vec![Whose::Operator, Whose::Customer],
             cross_tenant: true,
             deleting: Some(crate::plan::Released::Yes),
             conditions: vec![],

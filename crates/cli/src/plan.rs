@@ -15,7 +15,7 @@ use bnerd_api::names::{is_managed, leg_owner_uid, link_name_in_tags};
 use bnerd_api::{ClusterLink, ConditionType, Reason};
 use bnerd_cloud::fabric::Fabric;
 use bnerd_cloud::{Neutron, Port, PortQuery, RouterQuery};
-use bnerd_engine::overlay::{Credential, CustomerSide, Overlay, PICKED, PlannedWrite};
+use bnerd_engine::overlay::{CustomerSide, Overlay, PICKED, PlannedWrite, Whose};
 use bnerd_engine::view::{input_of, peers_of};
 use bnerd_engine::{
     CredentialSource, Customers, LinkEngine, Unwound, deleting_status, failed_status,
@@ -47,7 +47,7 @@ pub struct Plan {
     pub name: String,
     pub writes: Vec<PlannedWrite>,
     /// Whose credential makes each write (same order as `writes`).
-    pub credentials: Vec<Credential>,
+    pub credentials: Vec<Whose>,
     /// A cross-tenant link: the writes name their credential.
     pub cross_tenant: bool,
     /// The link is being deleted: the writes are its unwind. `released`: the unwind would

@@ -12,7 +12,7 @@ use bnerd_api::SecretRef;
 use bnerd_api::names::{ANNOTATION_ABANDON, ANNOTATION_API_ACCESS, KEY_AC_ID, KEY_AC_SECRET};
 use bnerd_cloud::{AuthConfig, AuthMethod, Neutron, OpenStack, Route, RouterQuery, SecretString};
 use bnerd_clusterlink_cli::plan::{CustomerAccess, Plan, Released, plan};
-use bnerd_engine::overlay::{Credential, CustomerSide, Overlay, PICKED, PlannedWrite};
+use bnerd_engine::overlay::{CustomerSide, Overlay, PICKED, PlannedWrite, Whose};
 use bnerd_engine::view::{input_of, peers_of};
 use bnerd_engine::{
     CredentialSource, CustomerCloud, CustomerCredential, Customers, LinkEngine, OperatorIdentity,
@@ -363,7 +363,7 @@ async fn plan_and_run(
     env: &mut Env,
     name: &str,
     customer: Option<&Customer>,
-) -> (Plan, Vec<(Credential, PlannedWrite)>, Option<String>) {
+) -> (Plan, Vec<(Whose, PlannedWrite)>, Option<String>) {
     let link = env.link(name).clone();
     let planned = plan(
         env.net.as_ref(),
@@ -606,7 +606,7 @@ async fn plan_predicts_a_cross_tenant_link(mut env: Env) {
     assert_eq!(p.deleting, Some(Released::Abandoned), "{p:?}");
     assert!(
         p.writes.len() == 1
-            && p.credentials == [Credential::Operator]
+            && p.credentials == [Whose::Operator]
             && p.writes[0].to_string().contains("route"),
         "only the gateway route goes: {p:?}"
     );

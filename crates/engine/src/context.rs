@@ -34,14 +34,7 @@ pub(crate) enum Side<'a> {
     PerCustomer(Customer<'a>, Option<CustomerTransit>),
 }
 
-/// Whose credential a failed call was made with, for the message
-/// ([`Engine::named`]): the operator's, or (cross-tenant) the customer's, which also builds
-/// the leg side of a link.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Whose {
-    Operator,
-    Customer,
-}
+pub(crate) use crate::plan::share::Whose;
 
 /// The network a link's legs stand on.
 #[derive(Debug, Clone, Copy)]

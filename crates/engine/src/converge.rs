@@ -396,7 +396,7 @@ pub(crate) async fn unwind_cross_tenant(
         (_, Err(_)) => None,
     };
     let gateway_route = gateway_route.map(|_| ());
-    let side = plan::unwind::customer_side(
+    let side = plan::unwind::customer_unwind(
         credentials::attestation(input, secret_ref, isolation).map(|_| ()),
         input.status.leg_port_id.is_some(),
         legs_in_cloud,
@@ -407,7 +407,7 @@ pub(crate) async fn unwind_cross_tenant(
         gateway_route,
     };
     match side {
-        plan::unwind::CustomerSide::NothingBuilt => {
+        plan::unwind::CustomerUnwind::NothingBuilt => {
             // Nothing of the link's on the customer side; the customer transit it may have
             // built is the operator's to take down.
             let actions = match per_customer {
@@ -422,8 +422,8 @@ pub(crate) async fn unwind_cross_tenant(
                 ..Default::default()
             }));
         }
-        plan::unwind::CustomerSide::NotAttested(f) => return Err(held(&f, gateway_route)),
-        plan::unwind::CustomerSide::Resolve => {}
+        plan::unwind::CustomerUnwind::NotAttested(f) => return Err(held(&f, gateway_route)),
+        plan::unwind::CustomerUnwind::Resolve => {}
     }
     let resolved =
         credentials::resolve(source, operator, credentials_namespace, input, secret_ref).await;

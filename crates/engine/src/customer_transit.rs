@@ -20,7 +20,7 @@ use super::model::{Action, ActionKind};
 use super::ops::gone_is_done;
 use super::plan::StepFail;
 use super::plan::customer_transit::{
-    Teardown, allocate_subnet, blocked_message, built_note, call_failed, customer_call_failed,
+    Teardown, allocate_subnet, blocked, built_note, call_failed, customer_call_failed,
     edge_interfaces, edge_leg_address, keeper, no_edge_address, not_configured, pool_exhausted,
     removed_note, teardown,
 };
@@ -396,11 +396,7 @@ pub(crate) async fn take_down(
         Teardown::Keep(_) => return Ok(()),
         Teardown::Blocked(foreign) => {
             let network = networks.first().map(|n| n.id.as_str()).unwrap_or("?");
-            return Err(NotDown::Blocked(StepFail {
-                reason: bnerd_api::Reason::Deleting,
-                message: blocked_message(network, project, &foreign),
-                retryable: true,
-            }));
+            return Err(NotDown::Blocked(blocked(network, project, &foreign)));
         }
         Teardown::Go => {}
     }

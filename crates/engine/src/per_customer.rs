@@ -30,7 +30,9 @@ use super::plan::reverse_routes::{
 };
 use super::plan::route_quota;
 use super::plan::tenant::{MainTransitShare, per_customer_isolation};
-use super::plan::unwind::{UnwindError, UnwindPlan, customer_refused, deleting, refused_for_good};
+use super::plan::unwind::{
+    UnwindError, UnwindPlan, customer_refused, deleting, refused_for_good, unwinding,
+};
 use super::plan::validated::Valid;
 use super::plan::{StepFail, reverse_route_of};
 use super::report::Report;
@@ -583,11 +585,7 @@ fn not_down(n: customer_transit::NotDown) -> Stopped {
 
 fn deleting_fail(f: StepFail) -> Stopped {
     Stopped {
-        fail: StepFail {
-            reason: bnerd_api::Reason::Deleting,
-            message: format!("unwinding: {}", f.message),
-            ..f
-        },
+        fail: unwinding(f),
         customer_refused: false,
     }
 }

@@ -14,7 +14,7 @@
 //!
 //! A cross-tenant link writes with two credentials: [`Overlay::beside`] gives the customer's
 //! side an overlay of its own over the customer's client, sharing the recorded writes (one list,
-//! in call order, each with its [`Credential`]) and the ports they left.
+//! in call order, each with its [`Whose`]) and the ports they left.
 //!
 //! What it was given is in `known`, what it records in `planned`. This file passes 500 lines
 //! and stays one piece: every answer reads the known objects, the recorded writes and the
@@ -50,23 +50,7 @@ pub enum Recorded {
     Miss(String),
 }
 
-/// Whose credential makes a write (failure messages name it by their prefix,
-/// docs/crd-reference.md, "Conditions").
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Credential {
-    Operator,
-    Customer,
-}
-
-impl Credential {
-    /// As failure messages name it (`plan::share::Credential::prefix`).
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Credential::Operator => crate::plan::share::OPERATOR_CREDENTIAL,
-            Credential::Customer => crate::plan::share::CUSTOMER_CREDENTIAL,
-        }
-    }
-}
+pub use crate::plan::share::Whose;
 
 /// The cloud below an overlay: borrowed (the operator's client), or held (a customer client
 /// made while the reconcile runs).
@@ -94,7 +78,7 @@ struct State {
     /// Networks and subnets as the recorded writes leave them; `None`: deleted.
     networks: BTreeMap<String, Option<Network>>,
     subnets: BTreeMap<String, Option<Subnet>>,
-    log: Vec<(Credential, Recorded)>,
+    log: Vec<(Whose, Recorded)>,
     created: usize,
     /// How many networks, subnets and routers the writes created, for their planned names.
     made: BTreeMap<&'static str, usize>,
@@ -110,7 +94,7 @@ pub struct Overlay<'a> {
     /// Answers what `known` cannot; `None`: such a read is a miss.
     below: Option<Below<'a>>,
     /// Whose credential the writes through this overlay are made with.
-    credential: Credential,
+    credential: Whose,
     /// Writes go to `below` too, and are recorded as a plan would name them.
     tap: bool,
     /// The project a planned port lands in: the credential's, as Neutron would set it (the
@@ -171,7 +155,7 @@ impl<'a> Overlay<'a> {
         Self {
             known,
             below: below.map(Below::Borrowed),
-            credential: Credential::Operator,
+            credential: Whose::Operator,
             tap,
             project: Mutex::new(String::new()),
             router_subnets_by_cidr: false,
@@ -186,7 +170,7 @@ impl<'a> Overlay<'a> {
         Overlay {
             known: None,
             below: Some(Below::Held(customer)),
-            credential: Credential::Customer,
+            credential: Whose::Customer,
             tap: self.tap,
             project: Mutex::new(String::new()),
             router_subnets_by_cidr: self.router_subnets_by_cidr,
@@ -242,7 +226,7 @@ impl<'a> Overlay<'a> {
     }
 
     /// The writes recorded so far, in order, each with the credential that makes it.
-    pub fn writes_by(&self) -> Vec<(Credential, PlannedWrite)> {
+    pub fn writes_by(&self) -> Vec<(Whose, PlannedWrite)> {
         self.with(|s| {
             s.log
                 .iter()

@@ -127,7 +127,17 @@ pub(crate) fn teardown(
 }
 
 /// The message of a teardown that ports of the customer block.
-pub(crate) fn blocked_message(network: &str, project: &str, ports: &[String]) -> String {
+/// Ready=False/Deleting while ports this operator did not make stand on the customer transit
+/// of a deleting link's project: retried, the transit stays until a human removes them.
+pub(crate) fn blocked(network: &str, project: &str, ports: &[String]) -> StepFail {
+    StepFail {
+        reason: bnerd_api::Reason::Deleting,
+        message: blocked_message(network, project, ports),
+        retryable: true,
+    }
+}
+
+fn blocked_message(network: &str, project: &str, ports: &[String]) -> String {
     format!(
         "{}the customer transit network {network} of project {project} still holds ports this operator did not make ({}); delete them (openstack port delete) and the unwind goes on",
         Credential::Operator.prefix(),
@@ -512,7 +522,9 @@ mod tests {
             teardown(&ports, "p", "edge", None),
             Teardown::Blocked(vec!["forged".into()])
         );
-        assert!(blocked_message("anet", "p", &["vm".into()]).starts_with(
+        let f = blocked("anet", "p", &["vm".into()]);
+        assert_eq!((f.reason, f.retryable), (bnerd_api::Reason::Deleting, true));
+        assert!(f.message.starts_with(
             "operator credential: the customer transit network anet of project p still holds ports"
         ));
     }

@@ -21,6 +21,24 @@ pub enum Credential<'a> {
     Customer(&'a str),
 }
 
+/// Whose credential a call or a write is made with: the operator's, or (cross-tenant) the
+/// customer's, which builds a link's leg side.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Whose {
+    Operator,
+    Customer,
+}
+
+impl Whose {
+    /// As failure messages and plans name it (`Credential::prefix`).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Whose::Operator => OPERATOR_CREDENTIAL,
+            Whose::Customer => CUSTOMER_CREDENTIAL,
+        }
+    }
+}
+
 /// How messages and plans name the operator's credential.
 pub const OPERATOR_CREDENTIAL: &str = "operator credential";
 /// How messages and plans name a customer's credential.

@@ -137,7 +137,7 @@ pub fn abandoned(status: &bnerd_api::ClusterLinkStatus) -> String {
 /// What a deleting cross-tenant link does about its customer side, decided after the gateway
 /// route is gone and before any call with the customer's credential.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CustomerSide {
+pub enum CustomerUnwind {
     /// No leg in status and none on the transit network: nothing was built on the customer
     /// side (a link never attested, refused at CredentialsResolved, or whose Secret never
     /// existed). Released at once, without a call on the customer's credential: reverse
@@ -153,17 +153,17 @@ pub enum CustomerSide {
 /// `attested`: the attestation check's result; `leg_in_status`: status.legPortID is set;
 /// `legs_in_cloud`: the link's legs the gateway step found on the transit network (by the
 /// one ownership rule of `plan::leg`), None when that look failed.
-pub fn customer_side(
+pub fn customer_unwind(
     attested: Result<(), StepFail>,
     leg_in_status: bool,
     legs_in_cloud: Option<usize>,
-) -> CustomerSide {
+) -> CustomerUnwind {
     if !leg_in_status && legs_in_cloud == Some(0) {
-        return CustomerSide::NothingBuilt;
+        return CustomerUnwind::NothingBuilt;
     }
     match attested {
-        Ok(()) => CustomerSide::Resolve,
-        Err(f) => CustomerSide::NotAttested(f),
+        Ok(()) => CustomerUnwind::Resolve,
+        Err(f) => CustomerUnwind::NotAttested(f),
     }
 }
 
@@ -309,6 +309,16 @@ pub(crate) fn deleting(e: &UnwindError) -> StepFail {
     }
 }
 
+/// A step of a deleting link's unwind that failed for its own reason (the customer transit's
+/// look or take-down): Ready=False/Deleting, as retryable as the failure.
+pub(crate) fn unwinding(f: StepFail) -> StepFail {
+    StepFail {
+        reason: Reason::Deleting,
+        message: format!("unwinding: {}", f.message),
+        ..f
+    }
+}
+
 /// A leg the reconcile had to remove (duplicate, moved) could not be: LegAttached says so.
 pub(crate) fn leg_unwind_failed(e: &UnwindError) -> StepFail {
     StepFail {
@@ -324,6 +334,20 @@ mod tests {
     use crate::plan::fixtures::{leg, port, route, tagged};
     use bnerd_api::GatewayRef;
     use bnerd_api::names::tag_link_uid;
+
+    #[test]
+    fn a_failed_step_of_the_unwind_is_deleting_and_keeps_its_retry() {
+        for retryable in [true, false] {
+            let f = unwinding(StepFail {
+                reason: Reason::EnsureNetworkSharedFailed,
+                message: "listing networks: 503".into(),
+                retryable,
+            });
+            assert_eq!(f.reason, Reason::Deleting);
+            assert_eq!(f.message, "unwinding: listing networks: 503");
+            assert_eq!(f.retryable, retryable);
+        }
+    }
 
     #[test]
     fn the_unwind_ends_only_when_a_look_finds_nothing_of_the_link() {
@@ -608,11 +632,11 @@ mod tests {
             ),
         ];
         for (rule, attested, in_status, in_cloud, want) in rows {
-            let got = customer_side(attested, in_status, in_cloud);
+            let got = customer_unwind(attested, in_status, in_cloud);
             let name = match got {
-                CustomerSide::NothingBuilt => "NothingBuilt",
-                CustomerSide::NotAttested(_) => "NotAttested",
-                CustomerSide::Resolve => "Resolve",
+                CustomerUnwind::NothingBuilt => "NothingBuilt",
+                CustomerUnwind::NotAttested(_) => "NotAttested",
+                CustomerUnwind::Resolve => "Resolve",
             };
             assert_eq!(name, want, "{rule}");
         }
