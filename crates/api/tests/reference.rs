@@ -589,7 +589,10 @@ fn foreign_citation(comment: &str) -> Option<(&'static str, usize)> {
         .filter_map(|p| lower.find(p)),
     );
     if let Some(at) = seed {
-        return Some(("the spec's source file (cite docs/ by section)", at));
+        return Some((
+            "the product specification's source file (cite docs/ by section)",
+            at,
+        ));
     }
     let issue = lower.match_indices("issue").find_map(|(i, m)| {
         let after = lower[i + m.len()..].trim_start_matches('s');
@@ -612,7 +615,7 @@ fn foreign_citation(comment: &str) -> Option<(&'static str, usize)> {
 }
 
 /// Comments cite what a reader of this repository has: a section of docs/ that exists, never
-/// an issue number, the design notes kept outside, or the spec's source file.
+/// an issue number, the design notes kept outside, or the product specification's source file.
 #[test]
 fn comments_cite_sections_the_docs_have() {
     let mut docs: std::collections::BTreeMap<String, BTreeSet<String>> = Default::default();

@@ -169,8 +169,26 @@ fn validate_routes(
 }
 
 /// Neutron 29 counts a router's routes against the `router_route` quota (the per-router
-/// limit the deprecated `max_routes` option used to set), also for a whole-table PUT.
+/// limit the deprecated `max_routes` option used to set), also for a whole-table PUT; up to
+/// 2026.1 the server's `max_routes` refuses with a 400 of its own.
 fn check_route_quota(w: &World, count: usize, method: &str, path: &str) -> Result<()> {
+    if count > w.max_routes() && w.up_to_2026_1() {
+        let router = path
+            .trim_start_matches("/routers/")
+            .split('/')
+            .next()
+            .unwrap_or_default();
+        return Err(api(
+            method,
+            path,
+            400,
+            "RoutesExhausted",
+            format!(
+                "Unable to complete operation for {router}. The number of routes exceeds the maximum {}.",
+                w.max_routes()
+            ),
+        ));
+    }
     if count > w.max_routes() {
         return Err(api(
             method,

@@ -53,6 +53,8 @@ struct Settings {
     pub(crate) ml2_ovn: bool,
     hidden: BTreeSet<String>,
     max_routes: usize,
+    /// Answer as Neutron up to 2026.1 where it differs ([`FakeCloud::up_to_2026_1`]).
+    up_to_2026_1: bool,
     /// Lower-cased, as oslo.policy compares role names.
     privileged_roles: BTreeSet<String>,
 }
@@ -64,6 +66,7 @@ impl Default for Settings {
             ml2_ovn: false,
             hidden: BTreeSet::new(),
             max_routes: MAX_ROUTES,
+            up_to_2026_1: false,
             privileged_roles: BTreeSet::new(),
         }
     }
@@ -97,6 +100,10 @@ impl World {
 
     pub(crate) fn max_routes(&self) -> usize {
         self.settings.max_routes
+    }
+
+    pub(crate) fn up_to_2026_1(&self) -> bool {
+        self.settings.up_to_2026_1
     }
 
     /// A role this cloud's customised policy makes cloud admin ([`FakeCloud::privileged_roles`]).
@@ -239,6 +246,15 @@ impl FakeCloud {
     /// raises it).
     pub fn max_routes(self, n: usize) -> Self {
         self.lock().settings.max_routes = n;
+        self
+    }
+
+    /// Answer as Neutron up to 2026.1 does where it differs from the lab's Neutron (2026.2;
+    /// docs/design.md, "How Neutron releases differ"): a router's routes are limited by the
+    /// server's `max_routes`, and one route too many is refused `400 RoutesExhausted`
+    /// ("… The number of routes exceeds the maximum 30."), not `409 OverQuota`.
+    pub fn up_to_2026_1(self) -> Self {
+        self.lock().settings.up_to_2026_1 = true;
         self
     }
 

@@ -18,6 +18,10 @@ pub enum NeutronErrorKind {
     DuplicateRbacPolicy,
     /// A quota (e.g. routes per router) is exhausted.
     OverQuota,
+    /// A router holds the most routes Neutron up to 2026.1 allows one (`[DEFAULT] max_routes`,
+    /// a setting of the server, not a project quota): answered 400, where 2026.2's per-project
+    /// `router_route` quota answers 409 `OverQuota`.
+    RoutesExhausted,
     /// A route is invalid for the router (nexthop not connected, or the router's own).
     InvalidRoutes,
 }
@@ -30,6 +34,7 @@ impl NeutronErrorKind {
             Self::RouterInterfaceInUseByRoute => "RouterInterfaceInUseByRoute",
             Self::DuplicateRbacPolicy => "DuplicateRbacPolicy",
             Self::OverQuota => "OverQuota",
+            Self::RoutesExhausted => "RoutesExhausted",
             Self::InvalidRoutes => "InvalidRoutes",
         }
     }
@@ -134,7 +139,8 @@ impl CloudError {
     }
 
     /// Worth retrying with backoff: server errors, timeouts, transport failures, quota and
-    /// revision races. Everything else is terminal for the current spec.
+    /// revision races (a full router too, whichever release answers it). Everything else is
+    /// terminal for the current spec.
     pub fn is_retryable(&self) -> bool {
         match self {
             CloudError::Api { status, kind, .. } => {
@@ -142,6 +148,7 @@ impl CloudError {
                     || *status == 412
                     || *status == 429
                     || (*status == 409 && kind == NeutronErrorKind::OverQuota.as_str())
+                    || (*status == 400 && kind == NeutronErrorKind::RoutesExhausted.as_str())
             }
             CloudError::Timeout { .. }
             | CloudError::Transport { .. }
@@ -207,6 +214,9 @@ mod tests {
         assert!(api(503, "").is_retryable());
         assert!(api(412, "RevisionNumberConstraintFailed").is_retryable());
         assert!(api(409, "OverQuota").is_retryable());
+        // Neutron up to 2026.1: a full router is a 400 of its own type, retried all the same.
+        assert!(api(400, "RoutesExhausted").is_retryable());
+        assert!(!api(400, "BadRequest").is_retryable());
         assert!(!api(409, "IpAddressAlreadyAllocated").is_retryable());
         assert!(!api(400, "InvalidRoutes").is_retryable());
         let auth = |status| CloudError::Auth {

@@ -48,7 +48,7 @@ impl Engine<'_> {
         r: &mut report::Report,
     ) {
         if let Some(c) = self.customer() {
-            // Pinned as soon as the credential resolves to the spec's project, before the share
+            // Pinned as soon as the credential resolves to spec.customerProjectID, before the share
             // is made: the decommission listing (status.customerProjectID) must see a link
             // that shared the network but never got its leg attached.
             r.status.customer_project_id = Some(c.project_id.to_string());

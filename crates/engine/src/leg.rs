@@ -58,9 +58,8 @@ pub(crate) struct Leg {
     pub ports: Vec<Port>,
 }
 
-/// Look up spec.serviceClusterRouter: the router our leg sits on when it still answers to
-/// the spec's value (read together with the gateway router in one call), else by ID, else by
-/// name.
+/// Look up spec.serviceClusterRouter: the router our leg sits on when it still answers to that
+/// value (read together with the gateway router in one call), else by ID, else by name.
 async fn observe_router(e: &Engine<'_>, value: &str, own: &[&Port]) -> (RouterSeen, Seen) {
     let mut seen = Seen::default();
     let net = e.leg_client();

@@ -1,10 +1,11 @@
 //! One reconcile of one ClusterLink against the cloud, and its unwind on delete.
 //!
-//! Steps run in the reconcile order (docs/design.md), each owning one condition: Validated → LegAttached →
-//! RouteInstalled → ReverseRoutesInstalled, then Ready. Each step observes (reads only), a
-//! pure function in `plan` decides (every condition reason is chosen there), the step acts on
-//! that decision, and `report` turns the results into conditions. A failing step sets its own
-//! condition False and the later ones Unknown; nothing after it touches the cloud.
+//! Steps run in one pipeline (docs/design.md, "The pipeline"), each owning one condition:
+//! Validated → LegAttached → RouteInstalled → ReverseRoutesInstalled, then Ready. Each step
+//! observes (reads only), a pure function in `plan` decides (every condition reason is chosen
+//! there), the step acts on that decision, and `report` turns the results into conditions. A
+//! failing step sets its own condition False and the later ones Unknown; nothing after it
+//! touches the cloud. Callers reach it through the door, `LinkEngine`.
 
 mod context;
 mod converge;

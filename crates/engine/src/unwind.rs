@@ -1,5 +1,6 @@
 //! Deleting a ClusterLink, observe and act: list the transit network and the gateway router,
-//! let `plan::unwind` say what is ours, then remove it in the unwind order (docs/design.md, "The unwind order").
+//! let `plan::unwind` say what is ours, then remove it in the unwind order (docs/design.md,
+//! "The unwind order").
 
 use bnerd_api::gateway::ReverseTarget;
 

@@ -336,7 +336,23 @@ both!(a_refused_gateway_never_names_a_route_for_removal);
 /// A service router holds at most Neutron's route quota (30 by default): with more gateways
 /// than that, the oldest gateways' routes go in, the ones that do not fit are named with the
 /// quota, and a slot freed by a gateway that goes is taken by the next oldest.
-async fn gateways_beyond_the_route_quota_are_named_the_oldest_fit(mut env: Env) {
+async fn gateways_beyond_the_route_quota_are_named_the_oldest_fit(env: Env) {
+    gateways_beyond_the_route_limit(env, "router_route").await;
+}
+both!(gateways_beyond_the_route_quota_are_named_the_oldest_fit);
+
+/// Neutron up to 2026.1 refuses the router's 31st route with `400 RoutesExhausted` (the
+/// server's `max_routes`), not `409 OverQuota`: the same verdicts, retried with backoff, and
+/// the message names `max_routes` (docs/design.md, "How Neutron releases differ").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_router_full_by_max_routes_is_full_too() {
+    let cloud = bnerd_cloud_fake::FakeCloud::new().up_to_2026_1();
+    let env = bnerd_testkit::fake_env_with(cloud).await;
+    gateways_beyond_the_route_limit(env, "max_routes").await;
+}
+
+/// The 30 oldest gateways' routes on the router, the rest named with `limit` and retried.
+async fn gateways_beyond_the_route_limit(mut env: Env, limit: &str) {
     const GATEWAYS: usize = 32;
     let svc = env.router("quota").await;
     let mut ports = vec![];
@@ -385,7 +401,7 @@ async fn gateways_beyond_the_route_quota_are_named_the_oldest_fit(mut env: Env) 
     for late in ["vpn/g30", "vpn/g31"] {
         assert!(m.contains(&format!("{late}: 100.64.")), "{late} named: {m}");
     }
-    assert!(m.contains("router_route"), "the quota named: {m}");
+    assert!(m.contains(limit), "the limit named ({limit}): {m}");
     assert_eq!(
         env.link("quota")
             .status
@@ -412,7 +428,6 @@ async fn gateways_beyond_the_route_quota_are_named_the_oldest_fit(mut env: Env) 
     }
     assert_eq!(env.ports().await.len(), 1);
 }
-both!(gateways_beyond_the_route_quota_are_named_the_oldest_fit);
 
 /// Finding 5: reverse targets from any namespace are screened and added per gateway; one bad
 /// gateway never blocks the others and is named.

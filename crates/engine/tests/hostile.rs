@@ -32,7 +32,7 @@ use proptest::prelude::*;
 use serde_json::{Value, json};
 
 /// No condition message, Event note or gateway problem may pass this, whatever the input:
-/// the spec's fields are echoed shortened, never whole.
+/// the link's spec fields are echoed shortened, never whole.
 const MAX_MESSAGE: usize = 4096;
 const NS: &str = "bnerd-vpn-clusterlinks";
 const AUTH_URL: &str = "http://127.0.0.1:5000/v3";

@@ -250,7 +250,7 @@ pub(crate) fn ready_message(
 
 /// The edge router's route to the link's service CIDR via its leg, and the routes of this
 /// link the edge router holds no more reason for: one via the leg's address to another CIDR
-/// (the spec's CIDR changed), or to this CIDR via another address on the customer transit
+/// (spec.serviceClusterCIDR changed), or to this CIDR via another address on the customer transit
 /// (the leg moved). Another link's routes are never touched: each leg has its own address.
 pub(crate) fn edge_route(
     routes: &[Route],

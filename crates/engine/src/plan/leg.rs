@@ -33,13 +33,14 @@ pub(crate) enum RouterSeen {
 
 /// spec.serviceClusterRouter is a name or an ID, looked up at each reconcile
 /// (docs/crd-reference.md, "Router resolution"): the router the leg sits on settles it while
-/// it still answers to the spec's value, so a second router taking the same name later does
-/// not unseat a working leg.
+/// it still answers to that value, so a second router taking the same name later does not
+/// unseat a working leg.
 pub(crate) fn current_router_settles(router: &Router, value: &str) -> bool {
     router.id == value || router.name == value
 }
 
-/// Whether the spec's value may be a router ID (worth a GET before a name lookup).
+/// Whether spec.serviceClusterRouter's value may be a router ID (worth a GET before a name
+/// lookup).
 pub(crate) fn looks_like_id(value: &str) -> bool {
     value.len() == 36 && value.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
 }

@@ -95,17 +95,122 @@ impl StepFail {
     }
 }
 
-/// What to tell a human when Neutron refuses a route with 409 OverQuota: Neutron's own
-/// message ("Quota exceeded for resources: ['router_route']") names neither the limit nor
-/// the fix, and a gateway router of a large estate reaches the default long before anything
-/// else does. Empty for any other error.
-pub(crate) fn quota_hint(e: &CloudError) -> &'static str {
-    if e.is(bnerd_cloud::NeutronErrorKind::OverQuota) {
-        "; the router holds as many routes as Neutron allows it (the router_route quota, \
-         formerly max_routes: 30 per router by default): an OpenStack admin raises \
-         [QUOTAS] quota_router_route in neutron.conf, or the project's router_route quota"
-    } else {
-        ""
+/// What to tell a human when Neutron refuses for a limit: its own message names neither the
+/// limit nor the fix ("Quota exceeded for resources: ['router_route']", "The number of routes
+/// exceeds the maximum 30"), and the limits of docs/operations.md, "Neutron's quotas", are met
+/// long before anything else on a large estate. Empty for any other error.
+pub(crate) fn quota_hint(e: &CloudError) -> String {
+    if e.is(bnerd_cloud::NeutronErrorKind::RoutesExhausted) {
+        return "; the router holds as many routes as this Neutron allows one (max_routes in \
+                the [DEFAULT] section of neutron.conf, 30 by default: a setting of the server, \
+                not a project quota): an OpenStack admin raises it and restarts neutron-server"
+            .to_string();
+    }
+    if !e.is(bnerd_cloud::NeutronErrorKind::OverQuota) {
+        return String::new();
+    }
+    let resources = match e {
+        CloudError::Api { message, .. } => quota_resources(message),
+        _ => vec![],
+    };
+    let flags: Vec<&str> = resources.iter().filter_map(|r| quota_flag(r)).collect();
+    if resources.is_empty() || resources.iter().any(|r| r == "router_route") || flags.is_empty() {
+        return "; the router holds as many routes as Neutron allows it (the router_route \
+                quota, formerly max_routes: 30 per router by default): an OpenStack admin \
+                raises [QUOTAS] quota_router_route in neutron.conf, or the project's \
+                router_route quota"
+            .to_string();
+    }
+    format!(
+        "; the project's {} quota is used up (counted against the project that owns what \
+         is created): an OpenStack admin raises it (openstack quota set {} <project>)",
+        resources.join(", "),
+        flags
+            .iter()
+            .map(|f| format!("{f} <n>"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    )
+}
+
+/// The resources Neutron names in an `OverQuota` message: `['network', 'port']`.
+fn quota_resources(message: &str) -> Vec<String> {
+    let Some(list) = message
+        .split_once('[')
+        .and_then(|(_, rest)| rest.split_once(']'))
+        .map(|(list, _)| list)
+    else {
+        return vec![];
+    };
+    list.split(',')
+        .map(|r| r.trim().trim_matches(|c| c == '\'' || c == '"').to_string())
+        .filter(|r| !r.is_empty())
+        .collect()
+}
+
+/// The `openstack quota set` option of a Neutron quota resource.
+fn quota_flag(resource: &str) -> Option<&'static str> {
+    Some(match resource {
+        "network" => "--networks",
+        "subnet" => "--subnets",
+        "port" => "--ports",
+        "router" => "--routers",
+        "rbac_policy" => "--rbac-policies",
+        "floatingip" => "--floating-ips",
+        "security_group" => "--secgroups",
+        "security_group_rule" => "--secgroup-rules",
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod quota_hints {
+    use super::*;
+
+    fn api(status: u16, kind: &str, message: &str) -> CloudError {
+        CloudError::Api {
+            method: "PUT".into(),
+            path: "/x".into(),
+            status,
+            kind: kind.into(),
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn each_limit_names_its_setting_and_how_to_raise_it() {
+        let route = quota_hint(&api(
+            409,
+            "OverQuota",
+            "Quota exceeded for resources: ['router_route'].",
+        ));
+        assert!(route.contains("quota_router_route"), "{route}");
+        let older = quota_hint(&api(
+            400,
+            "RoutesExhausted",
+            "Unable to complete operation for r1. The number of routes exceeds the maximum 30.",
+        ));
+        assert!(
+            older.contains("max_routes") && older.contains("not a project quota"),
+            "{older}"
+        );
+        let rbac = quota_hint(&api(
+            409,
+            "OverQuota",
+            "Quota exceeded for resources: ['rbac_policy'].",
+        ));
+        assert!(
+            rbac.contains("rbac_policy quota") && rbac.contains("--rbac-policies <n>"),
+            "{rbac}"
+        );
+        let two = quota_hint(&api(
+            409,
+            "OverQuota",
+            "Quota exceeded for resources: ['network', 'subnet'].",
+        ));
+        assert!(two.contains("--networks <n> --subnets <n>"), "{two}");
+        assert_eq!(quota_hint(&api(409, "PortInUse", "m")), "");
+        assert_eq!(quota_hint(&api(400, "BadRequest", "m")), "");
     }
 }
 

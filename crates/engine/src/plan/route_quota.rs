@@ -11,9 +11,11 @@ use bnerd_cloud::{CloudError, NeutronErrorKind, Route};
 use super::reverse_route_of;
 use super::reverse_routes::{GatewayProblem, age_key};
 
-/// Whether Neutron refused because the router holds as many routes as it may.
+/// Whether Neutron refused because the router holds as many routes as it may: 409 `OverQuota`
+/// (the `router_route` quota, from 2026.2) or 400 `RoutesExhausted` (`max_routes`, up to
+/// 2026.1; docs/design.md, "How Neutron releases differ").
 pub(crate) fn is_full(e: &CloudError) -> bool {
-    e.is(NeutronErrorKind::OverQuota)
+    e.is(NeutronErrorKind::OverQuota) || e.is(NeutronErrorKind::RoutesExhausted)
 }
 
 /// The routes to add, the oldest gateway's first; a route whose gateway is not among the
