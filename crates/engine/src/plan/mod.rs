@@ -114,7 +114,7 @@ pub(crate) fn quota_hint(e: &CloudError) -> String {
         _ => vec![],
     };
     let flags: Vec<&str> = resources.iter().filter_map(|r| quota_flag(r)).collect();
-    if resources.is_empty() || resources.iter().any(|r| r == "router_route") || flags.is_empty() {
+    if flags.is_empty() || resources.iter().any(|r| r == "router_route") {
         return "; the router holds as many routes as Neutron allows it (the router_route \
                 quota, formerly max_routes: 30 per router by default): an OpenStack admin \
                 raises [QUOTAS] quota_router_route in neutron.conf, or the project's \
@@ -179,36 +179,39 @@ mod quota_hints {
 
     #[test]
     fn each_limit_names_its_setting_and_how_to_raise_it() {
-        let route = quota_hint(&api(
-            409,
-            "OverQuota",
-            "Quota exceeded for resources: ['router_route'].",
-        ));
-        assert!(route.contains("quota_router_route"), "{route}");
-        let older = quota_hint(&api(
-            400,
-            "RoutesExhausted",
-            "Unable to complete operation for r1. The number of routes exceeds the maximum 30.",
-        ));
-        assert!(
-            older.contains("max_routes") && older.contains("not a project quota"),
-            "{older}"
-        );
-        let rbac = quota_hint(&api(
-            409,
-            "OverQuota",
-            "Quota exceeded for resources: ['rbac_policy'].",
-        ));
-        assert!(
-            rbac.contains("rbac_policy quota") && rbac.contains("--rbac-policies <n>"),
-            "{rbac}"
-        );
-        let two = quota_hint(&api(
-            409,
-            "OverQuota",
-            "Quota exceeded for resources: ['network', 'subnet'].",
-        ));
-        assert!(two.contains("--networks <n> --subnets <n>"), "{two}");
+        // (status, type, Neutron's message, what the hint must name)
+        let table: [(u16, &str, &str, &[&str]); 4] = [
+            (
+                409,
+                "OverQuota",
+                "Quota exceeded for resources: ['router_route'].",
+                &["quota_router_route"],
+            ),
+            (
+                400,
+                "RoutesExhausted",
+                "Unable to complete operation for r1. The number of routes exceeds the maximum 30.",
+                &["max_routes", "not a project quota"],
+            ),
+            (
+                409,
+                "OverQuota",
+                "Quota exceeded for resources: ['rbac_policy'].",
+                &["rbac_policy quota", "--rbac-policies <n>"],
+            ),
+            (
+                409,
+                "OverQuota",
+                "Quota exceeded for resources: ['network', 'subnet'].",
+                &["--networks <n> --subnets <n>"],
+            ),
+        ];
+        for (status, kind, message, names) in table {
+            let hint = quota_hint(&api(status, kind, message));
+            for name in names {
+                assert!(hint.contains(name), "{kind} {message}: {name} in {hint}");
+            }
+        }
         assert_eq!(quota_hint(&api(409, "PortInUse", "m")), "");
         assert_eq!(quota_hint(&api(400, "BadRequest", "m")), "");
     }
