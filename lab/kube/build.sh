@@ -3,7 +3,9 @@
 #   kubelab: $KLAB_CACHE/kube/<hash>/kubelab   (embedded etcd + real kube-apiserver)
 #   kcm:     $KLAB_CACHE/kube/<hash>/kube-controller-manager   (the real one, same
 #            k8s.io/kubernetes module and version as kubelab; go.mod names it as a tool)
-#   helm:    $KLAB_CACHE/helm/<hash>/helm
+#   helm:    $KLAB_CACHE/helm/<hash>/helm   (go.mod names it as a tool too)
+# One module holds all three, so they share one build list and every package they have in
+# common (k8s.io/api, client-go, apimachinery, ...) is compiled once into the Go build cache.
 # <hash> covers the module files, main.go, the Go version/platform and BUILD_REV,
 # so a cache hit is a plain file check and takes milliseconds. kubelab and
 # kube-controller-manager share one <hash> dir: one dir is one lab version.
@@ -110,14 +112,14 @@ build_kcm() { build_kube kube-controller-manager k8s.io/kubernetes/cmd/kube-cont
 
 build_helm() {
   local h out t0 hv cgv cmaj cmin ld
-  h=$(key "$HERE/helm/go.mod" "$HERE/helm/go.sum")
+  h=$(key "$HERE/go.mod" "$HERE/go.sum")
   out="$CACHE/helm/$h/helm"
   if [[ -x $out ]]; then
     echo "helm: cached $out" >&2
     touch -c "$(dirname "$out")"
   else
-    hv=$(awk '$1=="helm.sh/helm/v3" {print $2; exit}' "$HERE/helm/go.mod")
-    cgv=$(awk '$1=="k8s.io/client-go" {print $2; exit}' "$HERE/helm/go.mod")
+    hv=$(awk '$1=="helm.sh/helm/v3" {print $2; exit}' "$HERE/go.mod")
+    cgv=$(awk '$1=="k8s.io/client-go" {print $2; exit}' "$HERE/go.mod")
     # as in helm's Makefile: default capabilities = client-go v0.X -> Kubernetes v1.X
     cmaj=${cgv#v}; cmaj=$(( ${cmaj%%.*} + 1 ))
     cmin=${cgv#v*.}; cmin=${cmin%%.*}
@@ -126,7 +128,7 @@ build_helm() {
     ld+=" -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMajor=$cmaj -X helm.sh/helm/v3/pkg/chartutil.k8sVersionMinor=$cmin"
     echo "helm: building $hv -> $out" >&2
     t0=$(now)
-    go_build "$out" "$HERE/helm" "$ld" helm.sh/helm/v3/cmd/helm
+    go_build "$out" "$HERE" "$ld" helm.sh/helm/v3/cmd/helm
     echo "helm: built in $(since "$t0") s" >&2
     prune "$CACHE/helm"
   fi

@@ -201,6 +201,9 @@ string_enum!(
         // On the operator's Pod, a Warning: its own credential is privileged (checked at
         // startup and at every fabric check).
         OperatorCredentialPrivileged,
+        // On the operator's Pod, a Warning: its project is at 80 % or more of a Neutron
+        // limit (a quota, or the routes of the gateway router), once per change.
+        QuotaNearLimit,
     }
 );
 

@@ -33,6 +33,7 @@ pub enum Op {
     ListRbacPolicies,
     DeleteRbacPolicy,
     ProbeAdminRead,
+    QuotaDetails,
     TokenInfo,
 }
 
@@ -52,6 +53,7 @@ impl Op {
                 | Op::ListRouters
                 | Op::ListRbacPolicies
                 | Op::ProbeAdminRead
+                | Op::QuotaDetails
                 | Op::TokenInfo
         )
     }

@@ -20,11 +20,12 @@ mod world;
 use async_trait::async_trait;
 use bnerd_cloud::{
     CreatePort, CreateRouter, Identity, Network, NetworkQuery, Neutron, Port, PortQuery,
-    RbacPolicy, Result, Route, Router, RouterQuery, ShareNetwork, Subnet, SubnetQuery, TokenInfo,
+    QuotaUsage, RbacPolicy, Result, Route, Router, RouterQuery, ShareNetwork, Subnet, SubnetQuery,
+    TokenInfo,
 };
 
 pub use faults::{Fault, Op};
-pub use world::{FakeCloud, FakeNeutron};
+pub use world::{FakeCloud, FakeNeutron, NEUTRON_DEFAULT_QUOTAS};
 
 #[async_trait]
 impl Identity for FakeNeutron {
@@ -118,6 +119,10 @@ impl Neutron for FakeNeutron {
 
     async fn probe_admin_read(&self) -> Result<()> {
         self.quota_details_probe().await
+    }
+
+    async fn quota_details(&self, project_id: &str) -> Result<Vec<QuotaUsage>> {
+        FakeNeutron::quota_details(self, project_id).await
     }
 
     async fn list_networks(&self, q: &NetworkQuery) -> Result<Vec<Network>> {

@@ -138,6 +138,7 @@ impl FakeNeutron {
 
     pub(crate) async fn network_create(&self, name: &str) -> Result<Network> {
         self.run(Op::CreateNetwork, "POST", "/networks", |w| {
+            w.check_quota(&self.project_id, "network", "POST", "/networks")?;
             let n = Network {
                 id: new_id(),
                 name: name.into(),
@@ -200,6 +201,7 @@ impl FakeNeutron {
                     format!("Network {network_id} could not be found."),
                 ));
             }
+            w.check_quota(&self.project_id, "subnet", "POST", "/subnets")?;
             let s = Subnet {
                 id: new_id(),
                 network_id: network_id.into(),

@@ -1,6 +1,7 @@
 //! Ports and their tags: creation with Neutron's address rules, the tag filters and limits,
 //! and the refusal to delete a router's interface directly.
 
+use std::collections::HashSet;
 use std::net::Ipv4Addr;
 
 use bnerd_cloud::{
@@ -13,7 +14,7 @@ use bnerd_cloud::refusals;
 use crate::faults::Op;
 use crate::networks::subnet_net;
 use crate::policy::port_not_found;
-use crate::world::{FakeNeutron, TAGS_AT_CREATE, World, api, new_id};
+use crate::world::{FakeNeutron, TAGS_AT_CREATE, api, new_id};
 
 fn too_many_tags(path: &str) -> CloudError {
     api(
@@ -145,7 +146,15 @@ impl FakeNeutron {
                 .filter(|s| req.subnet_id.as_ref().is_none_or(|id| &s.id == id))
                 .cloned()
                 .collect();
-            let taken = |w: &World, ip: &str| w.ports.values().any(|p| p.network_id == net.id && p.has_ip(ip));
+            // Every address held on the network, gathered once: a /21 transit has 2046 hosts to
+            // look through, and the estate bench creates a thousand ports on it.
+            let held: HashSet<String> = w
+                .ports
+                .values()
+                .filter(|p| p.network_id == net.id)
+                .flat_map(|p| p.fixed_ips.iter().map(|f| f.ip_address.clone()))
+                .collect();
+            let taken = |ip: &str| held.contains(ip);
             let (subnet, ip) = match &req.ip_address {
                 Some(ip) => {
                     let addr: Option<Ipv4Addr> = ip.parse().ok();
@@ -168,7 +177,7 @@ impl FakeNeutron {
                                 format!("IP address {ip} is not a valid IP for any of the subnets on the specified network."),
                             ),
                         })?;
-                    if taken(w, ip) {
+                    if taken(ip) {
                         return Err(api(
                             "POST",
                             "/ports",
@@ -186,7 +195,7 @@ impl FakeNeutron {
                         let Some(n) = subnet_net(s) else { continue };
                         let gw = s.gateway_ip.clone().unwrap_or_default();
                         let free: Vec<String> =
-                            n.hosts().map(|a| a.to_string()).filter(|a| *a != gw && !taken(w, a)).collect();
+                            n.hosts().map(|a| a.to_string()).filter(|a| *a != gw && !taken(a)).collect();
                         if !free.is_empty() {
                             let pick = (uuid::Uuid::new_v4().as_u128() % free.len() as u128) as usize;
                             found = Some((s.clone(), free[pick].clone()));
@@ -198,6 +207,7 @@ impl FakeNeutron {
                     })?
                 }
             };
+            w.check_quota(&self.project_id, "port", "POST", "/ports")?;
             let port = Port {
                 id: new_id(),
                 name: req.name.clone(),

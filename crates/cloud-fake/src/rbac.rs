@@ -44,6 +44,7 @@ impl FakeNeutron {
                     "Invalid input for operation: Only admins can manipulate policies on networks they do not own.".into(),
                 ));
             }
+            w.check_quota(&self.project_id, "rbac_policy", "POST", path)?;
             // The unique key ignores who made a policy: an admin's rule, invisible to the
             // owner, still collides.
             let duplicate = w.rbac.values().any(|r| {

@@ -520,13 +520,15 @@ impl FakeNeutron {
                     format!("{rule} is disallowed by policy"),
                 ));
             }
+            let owner = req
+                .project_id
+                .clone()
+                .unwrap_or_else(|| self.project_id.clone());
+            w.check_quota(&owner, "router", m, path)?;
             let r = Router {
                 id: new_id(),
                 name: req.name.clone(),
-                project_id: req
-                    .project_id
-                    .clone()
-                    .unwrap_or_else(|| self.project_id.clone()),
+                project_id: owner,
                 routes: vec![],
                 revision_number: 1,
             };

@@ -57,6 +57,8 @@ struct Settings {
     up_to_2026_1: bool,
     /// Lower-cased, as oslo.policy compares role names.
     privileged_roles: BTreeSet<String>,
+    /// Per-project limits by Neutron's resource name; a resource not named is unlimited.
+    quotas: BTreeMap<&'static str, usize>,
 }
 
 impl Default for Settings {
@@ -68,6 +70,7 @@ impl Default for Settings {
             max_routes: MAX_ROUTES,
             up_to_2026_1: false,
             privileged_roles: BTreeSet::new(),
+            quotas: BTreeMap::new(),
         }
     }
 }
@@ -107,6 +110,45 @@ impl World {
     }
 
     /// A role this cloud's customised policy makes cloud admin ([`FakeCloud::privileged_roles`]).
+    /// What `project` holds of a quota resource, counted as Neutron's quota engine counts
+    /// it: every object the project owns, those Neutron made itself (router interfaces)
+    /// included.
+    pub(crate) fn usage(&self, project: &str, resource: &str) -> usize {
+        match resource {
+            "network" => count(self.networks.values().map(|n| &n.project_id), project),
+            "subnet" => count(self.subnets.values().map(|s| &s.project_id), project),
+            "port" => count(self.ports.values().map(|p| &p.project_id), project),
+            "router" => count(self.routers.values().map(|r| &r.project_id), project),
+            "rbac_policy" => count(self.rbac.values().map(|r| &r.project_id), project),
+            _ => 0,
+        }
+    }
+
+    /// The limit of a quota resource, None when unlimited.
+    pub(crate) fn quota(&self, resource: &str) -> Option<usize> {
+        self.settings.quotas.get(resource).copied()
+    }
+
+    /// The API layer's check before a create: one more `resource` for `project` must fit.
+    pub(crate) fn check_quota(
+        &self,
+        project: &str,
+        resource: &str,
+        method: &str,
+        path: &str,
+    ) -> Result<()> {
+        match self.quota(resource) {
+            Some(limit) if self.usage(project, resource) >= limit => Err(api(
+                method,
+                path,
+                409,
+                "OverQuota",
+                format!("Quota exceeded for resources: ['{resource}']."),
+            )),
+            _ => Ok(()),
+        }
+    }
+
     pub(crate) fn privileged_role(&self, role: &str) -> bool {
         self.settings
             .privileged_roles
@@ -115,6 +157,20 @@ impl World {
 }
 
 /// An admin-only router attribute set at creation (`--ha`, `--distributed`).
+fn count<'a>(owners: impl Iterator<Item = &'a String>, project: &str) -> usize {
+    owners.filter(|o| *o == project).count()
+}
+
+/// Neutron's default per-project quotas (`[QUOTAS]` in neutron.conf) for what the operator
+/// creates; the routes of a router are `max_routes` (`FakeCloud::max_routes`).
+pub const NEUTRON_DEFAULT_QUOTAS: [(&str, usize); 5] = [
+    ("network", 100),
+    ("subnet", 100),
+    ("port", 500),
+    ("router", 10),
+    ("rbac_policy", 10),
+];
+
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct RouterKind {
     pub(crate) ha: bool,
@@ -247,6 +303,23 @@ impl FakeCloud {
     pub fn max_routes(self, n: usize) -> Self {
         self.lock().settings.max_routes = n;
         self
+    }
+
+    /// Limit every project to `n` of a quota resource (`network`, `subnet`, `port`,
+    /// `router`, `rbac_policy`), as `openstack quota set` does; without it the resource is
+    /// unlimited, as in the lab.
+    pub fn quota(self, resource: &str, n: usize) -> Self {
+        if let Some((name, _)) = NEUTRON_DEFAULT_QUOTAS.iter().find(|(r, _)| *r == resource) {
+            self.lock().settings.quotas.insert(name, n);
+        }
+        self
+    }
+
+    /// Neutron's default quotas for every project ([`NEUTRON_DEFAULT_QUOTAS`]).
+    pub fn default_quotas(self) -> Self {
+        NEUTRON_DEFAULT_QUOTAS
+            .iter()
+            .fold(self, |c, (r, n)| c.quota(r, *n))
     }
 
     /// Answer as Neutron up to 2026.1 does where it differs from the lab's Neutron (2026.2;

@@ -656,6 +656,37 @@ async fn table(c: &Clouds) -> Vec<(&'static str, String)> {
         "a role the policy makes admin reads the operator's network",
         obs(c.policy_priv.get_network(&net.id).await),
     ));
+    // The capacity read (docs/operations.md, "Neutron's quotas"): a member reads its own
+    // project's limits; router_route is a limit per router whose usage Neutron leaves at 0.
+    out.push((
+        "quota details of the caller's own project: limits of what the operator creates",
+        match op.quota_details(&c.op_project).await {
+            Ok(rows) => rows
+                .iter()
+                .filter(|r| {
+                    [
+                        "network",
+                        "subnet",
+                        "port",
+                        "router",
+                        "rbac_policy",
+                        "router_route",
+                    ]
+                    .contains(&r.resource.as_str())
+                })
+                .map(|r| match (r.resource.as_str(), r.limit) {
+                    ("router_route", l) => format!("router_route {} of {l:?}", r.used),
+                    (name, l) => format!("{name} {l:?}"),
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
+            Err(e) => obs::<()>(Err(e)),
+        },
+    ));
+    out.push((
+        "quota details of another project, member",
+        obs(cust.quota_details(&c.op_project).await),
+    ));
 
     // RBAC: the operator (network owner, member) shares its network with the customer.
     let cust_project = tok.project_id.clone();
@@ -939,6 +970,14 @@ const EXPECTED: &[(&str, &str)] = &[
     (
         "a role the policy makes admin reads the operator's network",
         "ok",
+    ),
+    (
+        "quota details of the caller's own project: limits of what the operator creates",
+        "network None, port None, rbac_policy None, router None, router_route 0 of Some(30), subnet None",
+    ),
+    (
+        "quota details of another project, member",
+        "403 AdminRequired",
     ),
     ("share network with a project", "ok"),
     ("share again", "409 DuplicateRbacPolicy"),

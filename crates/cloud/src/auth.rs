@@ -183,6 +183,9 @@ impl AuthConfig {
             ("project_name", "OS_PROJECT_NAME"),
             ("user_domain_name", "OS_USER_DOMAIN_NAME"),
             ("project_domain_name", "OS_PROJECT_DOMAIN_NAME"),
+            ("system_scope", "OS_SYSTEM_SCOPE"),
+            ("domain_id", "OS_DOMAIN_ID"),
+            ("domain_name", "OS_DOMAIN_NAME"),
             ("application_credential_id", "OS_APPLICATION_CREDENTIAL_ID"),
             (
                 "application_credential_secret",
@@ -290,6 +293,7 @@ impl AuthConfig {
                 .ok_or_else(|| ConfigError::Missing(name(k)))
         };
         let auth_url = req("auth_url")?;
+        refuse_unscoped(a, &name)?;
         if !(auth_url.starts_with("http://") || auth_url.starts_with("https://")) {
             return Err(ConfigError::Invalid {
                 setting: name("auth_url"),
@@ -444,9 +448,118 @@ fn load_entry(path: &Path, cloud: &str) -> Result<CloudEntry, ConfigError> {
         .ok_or_else(|| invalid(format!("has no cloud named {cloud:?} (OS_CLOUD)")))
 }
 
+/// What the operator needs instead of a token that is not scoped to its project.
+pub const PROJECT_SCOPE_HINT: &str = "the operator needs a project-scoped credential: an application credential made in the operator's project, or a user with project_name (or project_id) of that project";
+
+/// The operator's ports, routers and RBAC policies belong to one project, and Neutron (always
+/// from 2026.2, where policies enforce scope) answers a system- or domain-scoped token with
+/// 403 for them or acts on no project at all. Such a setting is refused when it is read,
+/// naming itself, rather than sent to Keystone.
+fn refuse_unscoped(
+    a: &BTreeMap<String, String>,
+    name: &impl Fn(&str) -> String,
+) -> Result<(), ConfigError> {
+    if a.contains_key("system_scope") {
+        return Err(ConfigError::Invalid {
+            setting: name("system_scope"),
+            message: format!("asks for a system-scoped token; {PROJECT_SCOPE_HINT}"),
+        });
+    }
+    let project = a.contains_key("project_id") || a.contains_key("project_name");
+    let app_cred = a.contains_key("application_credential_id");
+    // domain_name beside a project is openstacksdk's shorthand for the user's and the
+    // project's domain; alone it asks for a domain-scoped token.
+    if let Some(k) = ["domain_id", "domain_name"]
+        .into_iter()
+        .find(|k| a.contains_key(*k))
+        .filter(|_| !project && !app_cred)
+    {
+        return Err(ConfigError::Invalid {
+            setting: name(k),
+            message: format!(
+                "without a project asks for a domain-scoped token; {PROJECT_SCOPE_HINT}"
+            ),
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn system_or_domain_scope_is_refused_naming_the_setting() {
+        let base = [
+            ("OS_AUTH_URL", "http://k:5000/v3"),
+            ("OS_USERNAME", "op"),
+            ("OS_PASSWORD", "pw"),
+        ];
+        type Case<'a> = (&'a [(&'a str, &'a str)], Option<&'a str>);
+        let cases: &[Case] = &[
+            (
+                &[("OS_SYSTEM_SCOPE", "all")],
+                Some("OS_SYSTEM_SCOPE: asks for a system-scoped token"),
+            ),
+            (
+                &[("OS_SYSTEM_SCOPE", "all"), ("OS_PROJECT_NAME", "operator")],
+                Some("OS_SYSTEM_SCOPE: asks for a system-scoped token"),
+            ),
+            (
+                &[("OS_DOMAIN_NAME", "Default")],
+                Some("OS_DOMAIN_NAME: without a project asks for a domain-scoped token"),
+            ),
+            (
+                &[("OS_DOMAIN_ID", "default")],
+                Some("OS_DOMAIN_ID: without a project asks for a domain-scoped token"),
+            ),
+            (
+                &[
+                    ("OS_DOMAIN_NAME", "Default"),
+                    ("OS_PROJECT_NAME", "operator"),
+                ],
+                None,
+            ),
+            (&[("OS_PROJECT_ID", "p1")], None),
+        ];
+        for (extra, want) in cases {
+            let pairs: Vec<(&str, &str)> = base.iter().chain(extra.iter()).copied().collect();
+            let got = AuthConfig::from_env(&env(&pairs));
+            match want {
+                Some(w) => {
+                    let e = got.unwrap_err().to_string();
+                    assert!(e.starts_with(w), "{extra:?}: {e}");
+                    assert!(e.contains("project-scoped credential"), "{extra:?}: {e}");
+                    assert!(!e.contains("pw"), "{extra:?}: a value leaked: {e}");
+                }
+                None => assert!(got.is_ok(), "{extra:?}: {got:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn clouds_yaml_system_scope_is_refused() {
+        let dir = std::env::temp_dir().join(format!("bnerd-clouds-scope-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("clouds.yaml");
+        std::fs::write(
+            &f,
+            "clouds:\n  lab:\n    auth:\n      auth_url: http://127.0.0.1:5000/v3\n      username: admin\n      password: s3cr3t\n      system_scope: all\n",
+        )
+        .unwrap();
+        let p = f.display().to_string();
+        let e = AuthConfig::from_env(&env(&[("OS_CLOUD", "lab"), ("OS_CLIENT_CONFIG_FILE", &p)]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.ends_with(&format!(
+                "clouds.lab.auth.system_scope: asks for a system-scoped token; {PROJECT_SCOPE_HINT}"
+            )),
+            "{e}"
+        );
+        assert!(!e.contains("s3cr3t"), "{e}");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 
     fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
         let m: BTreeMap<String, String> = pairs

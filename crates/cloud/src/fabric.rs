@@ -21,6 +21,9 @@ pub struct Fabric {
     pub transit_subnet_id: String,
     pub transit_subnet: Ipv4Net,
     pub gateway_router_id: String,
+    /// How many routes the gateway router held when it was read (one per link): what the
+    /// capacity check compares with the routes a router may hold.
+    pub gateway_routes: usize,
     /// The project a same-tenant link's leg must belong to: the operator credential's own,
     /// where its creates land. `discover` fills in the transit network's owner (the operator
     /// owns the transit network: it creates the per-customer shares, which only the owner
@@ -354,7 +357,7 @@ impl Fabric {
                 source,
             })
         };
-        net.get_router(gateway_router_id).await.map_err(rerr)?;
+        let gateway = net.get_router(gateway_router_id).await.map_err(rerr)?;
         let q = PortQuery {
             network_id: Some(network.id.clone()),
             device_ids: vec![gateway_router_id.into()],
@@ -378,6 +381,7 @@ impl Fabric {
             transit_subnet_id: subnet_id,
             transit_subnet: cidr,
             gateway_router_id: gateway_router_id.into(),
+            gateway_routes: gateway.routes.len(),
             extraroute_atomic: ext.extraroute_atomic,
             revision_if_match: ext.revision_if_match,
             tags_at_create: ext.tags_at_create,
@@ -588,6 +592,9 @@ mod tests {
             unused()
         }
         async fn probe_admin_read(&self) -> Result<()> {
+            unused()
+        }
+        async fn quota_details(&self, _: &str) -> Result<Vec<crate::QuotaUsage>> {
             unused()
         }
     }

@@ -65,6 +65,9 @@ pub trait Neutron: Send + Sync {
     /// `AdminRequired` for a member (a project `manager` too, measured, where `GET
     /// /quotas/{id}` would answer it 200). A pure read: Neutron counts, writes no usage rows.
     async fn probe_admin_read(&self) -> Result<()>;
+    /// `GET /quotas/{project}/details`: limits and usage of the caller's own project (any
+    /// project for a cloud admin; 403 `AdminRequired` for another's), sorted by resource.
+    async fn quota_details(&self, project_id: &str) -> Result<Vec<QuotaUsage>>;
 
     // The per-customer fabric (docs/design.md, "Per-customer transit"): the operator builds a
     // small network, its subnet and an edge router per customer project; tests and the lab

@@ -247,6 +247,17 @@ pub struct CreatePort {
     pub tags: Vec<String>,
 }
 
+/// One line of `GET /quotas/{project}/details`: how much of a resource the project holds
+/// against its limit. Neutron names the resources as its quota engine counts them
+/// (`network`, `subnet`, `port`, `router`, `rbac_policy`, `router_route`, ...).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuotaUsage {
+    pub resource: String,
+    pub used: u64,
+    /// None: unlimited (Neutron's -1).
+    pub limit: Option<u64>,
+}
+
 /// What a Keystone token says about its credential.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TokenInfo {

@@ -36,6 +36,10 @@ pub struct Health {
     /// What `/readyz` shows besides, without making the replica not ready: what the checks
     /// found about the operator's own credential.
     credential_note: std::sync::Mutex<String>,
+    /// The same for a limit of the operator's project that is reached.
+    capacity_note: std::sync::Mutex<String>,
+    /// The rows the last capacity Warning named, so the next check publishes only a change.
+    capacity_warned: std::sync::Mutex<Vec<String>>,
 }
 
 impl Health {
@@ -70,12 +74,27 @@ impl Health {
         }
     }
 
+    /// A line `/readyz` adds when a limit of the operator's project is reached (a replica
+    /// that can still reconcile what exists stays ready), or None to drop it.
+    pub fn set_capacity_note(&self, line: Option<String>) {
+        if let Ok(mut n) = self.capacity_note.lock() {
+            *n = line.unwrap_or_default();
+        }
+    }
+
+    /// Remember what the capacity Warning now names; returns what it named before.
+    pub fn swap_capacity_warned(&self, now: Vec<String>) -> Vec<String> {
+        self.capacity_warned
+            .lock()
+            .map(|mut w| std::mem::replace(&mut *w, now))
+            .unwrap_or_default()
+    }
+
     /// The lines `/readyz` adds, whatever its status.
     pub fn notes(&self) -> Vec<String> {
-        self.credential_note
-            .lock()
-            .map(|n| n.clone())
+        [&self.credential_note, &self.capacity_note]
             .into_iter()
+            .filter_map(|n| n.lock().ok().map(|n| n.clone()))
             .filter(|n| !n.is_empty())
             .collect()
     }

@@ -99,6 +99,13 @@ pub struct Metrics {
     credential_probe_unavailable: Gauge,
     leg_checks: Family<ResultLabel, Counter>,
     legs_moved: Counter,
+    quota_used: Family<ResourceLabel, Gauge>,
+    quota_limit: Family<ResourceLabel, Gauge>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResourceLabel {
+    pub resource: String,
 }
 
 fn duration_histogram() -> Histogram {
@@ -131,6 +138,18 @@ impl Metrics {
         let credential_probe_unavailable = Gauge::default();
         let leg_checks = Family::<ResultLabel, Counter>::default();
         let legs_moved = Counter::default();
+        let quota_used = Family::<ResourceLabel, Gauge>::default();
+        let quota_limit = Family::<ResourceLabel, Gauge>::default();
+        registry.register(
+            "bnerd_capacity_used",
+            "What the operator's project uses of a Neutron quota resource it creates (network, subnet, port, router, rbac_policy), and the routes on the gateway router, at the last fabric check",
+            quota_used.clone(),
+        );
+        registry.register(
+            "bnerd_capacity_limit",
+            "The limit of each bnerd_capacity_used row (-1: unlimited); for the gateway router's routes the router_route quota, or Neutron's default max_routes where the cloud does not tell",
+            quota_limit.clone(),
+        );
         registry.register(
             "bnerd_reconciles",
             "ClusterLink reconciles by result (ok, retry, error)",
@@ -223,6 +242,8 @@ impl Metrics {
             credential_probe_unavailable,
             leg_checks,
             legs_moved,
+            quota_used,
+            quota_limit,
         }
     }
 
@@ -330,6 +351,22 @@ impl Metrics {
         let result = if ok { "ok" } else { "failed" };
         self.leg_checks.get_or_create(&ResultLabel { result }).inc();
         self.legs_moved.inc_by(moved as u64);
+    }
+
+    /// What the last capacity read found, one series per row (bounded: the watched quota
+    /// resources and the gateway router's routes).
+    pub fn set_capacity(&self, rows: &[crate::engine::plan::capacity::Row]) {
+        for r in rows {
+            let label = ResourceLabel {
+                resource: r.resource.clone(),
+            };
+            self.quota_used
+                .get_or_create(&label)
+                .set(i64::try_from(r.used).unwrap_or(i64::MAX));
+            self.quota_limit
+                .get_or_create(&label)
+                .set(r.limit.map_or(-1, |l| i64::try_from(l).unwrap_or(i64::MAX)));
+        }
     }
 
     /// What the last check found about the operator's own credential.

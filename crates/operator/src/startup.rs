@@ -23,6 +23,7 @@ use tracing::{info, warn};
 
 use crate::config::Config;
 use crate::engine::OperatorIdentity;
+use crate::engine::plan::capacity;
 use crate::engine::plan::credentials::{OperatorPrivilege, operator_privilege, privileged_role};
 use crate::health::Health;
 use crate::metrics::Metrics;
@@ -57,6 +58,8 @@ struct Checked {
     fabric: Fabric,
     operator: OperatorIdentity,
     privilege: OperatorPrivilege,
+    /// The capacity rows, or why the quota could not be read.
+    capacity: Result<Vec<capacity::Row>, String>,
 }
 
 async fn check(cloud: &OpenStack, config: &Config) -> Result<Checked, Problem> {
@@ -93,6 +96,12 @@ async fn check(cloud: &OpenStack, config: &Config) -> Result<Checked, Problem> {
         None => Some(cloud.probe_admin_read().await),
     };
     let privilege = operator_privilege(&token.roles, probe.as_ref());
+    // One read: the project's own quota details (a member may read its own project's).
+    let capacity = cloud
+        .quota_details(&token.project_id)
+        .await
+        .map(|q| capacity::rows(&q, fabric.gateway_routes))
+        .map_err(|e| e.to_string());
     let operator = OperatorIdentity {
         project_id: token.project_id,
         auth_url: cloud.auth_config().auth_url.clone(),
@@ -102,6 +111,7 @@ async fn check(cloud: &OpenStack, config: &Config) -> Result<Checked, Problem> {
         fabric,
         operator,
         privilege,
+        capacity,
     })
 }
 
@@ -170,6 +180,52 @@ async fn report_privilege(
     }
 }
 
+/// The Warning a capacity reading is worth: one when the rows at 80 % or more of their limit
+/// change and some are left (a row that drops below says nothing: the next Warning, if any,
+/// lists what is still near). Pure, so the once-per-change rule is tested without a cloud.
+pub fn capacity_transition(
+    before: &[String],
+    now: &[String],
+) -> Option<(EventType, &'static str, String)> {
+    (now != before && !now.is_empty()).then(|| {
+        (
+            EventType::Warning,
+            EventReason::QuotaNearLimit.as_str(),
+            format!(
+                "the operator's project is near a limit, links that need more will be refused: {}",
+                now.join("; ")
+            ),
+        )
+    })
+}
+
+/// Report what a check read of the project's capacity: the gauges, `/readyz` at a reached
+/// limit, and the Warning Event on a change.
+async fn report_capacity(
+    read: &Result<Vec<capacity::Row>, String>,
+    project: &str,
+    health: &Health,
+    metrics: &Metrics,
+    events: Option<&EventTarget>,
+) {
+    let rows = match read {
+        Ok(rows) => rows,
+        Err(e) => {
+            // Not fatal: quotas are what Neutron enforces anyway, this is only the warning.
+            warn!("reading the operator project's quota usage failed: {e}");
+            return;
+        }
+    };
+    metrics.set_capacity(rows);
+    health.set_capacity_note(capacity::readiness_line(rows, project));
+    let now = capacity::warnings(rows, project);
+    let before = health.swap_capacity_warned(now.clone());
+    if let Some((type_, reason, note)) = capacity_transition(&before, &now) {
+        warn!(reason, "{note}");
+        publish(events, type_, reason, &note).await;
+    }
+}
+
 /// Check the fabric and learn the operator's project, retrying until both succeed; also
 /// what its credential may do (reported, and returned for the later checks to compare).
 pub async fn connect(
@@ -186,6 +242,7 @@ pub async fn connect(
                 fabric,
                 operator,
                 privilege,
+                capacity,
             }) => {
                 health.set_cloud(None);
                 metrics.set_fabric_ok(true);
@@ -199,6 +256,7 @@ pub async fn connect(
                     "fabric checked"
                 );
                 report_privilege(None, &privilege, health, metrics, events).await;
+                report_capacity(&capacity, &operator.project_id, health, metrics, events).await;
                 return (fabric, operator, privilege);
             }
             Err(p) => {
@@ -303,6 +361,14 @@ pub async fn watch_fabric(
                 )
                 .await;
                 privilege = checked.privilege;
+                report_capacity(
+                    &checked.capacity,
+                    &checked.operator.project_id,
+                    &health,
+                    &metrics,
+                    events.as_ref(),
+                )
+                .await;
                 changed_since(&start, &checked.fabric).map(|message| Problem {
                     message,
                     unreachable: false,
@@ -337,6 +403,23 @@ mod tests {
             message: m.into(),
             unreachable,
         }
+    }
+
+    #[test]
+    fn one_capacity_warning_per_change_of_what_is_near() {
+        let near = vec!["router: 8 of 10 (80 %)".to_string()];
+        let nearer = vec!["router: 9 of 10 (90 %)".to_string()];
+        assert_eq!(capacity_transition(&[], &[]), None);
+        let (type_, reason, note) = capacity_transition(&[], &near).unwrap();
+        assert_eq!((type_, reason), (EventType::Warning, "QuotaNearLimit"));
+        assert!(note.ends_with("router: 8 of 10 (80 %)"), "{note}");
+        assert_eq!(capacity_transition(&near, &near), None, "once per change");
+        assert!(capacity_transition(&near, &nearer).is_some());
+        assert_eq!(
+            capacity_transition(&near, &[]),
+            None,
+            "room again is no Warning"
+        );
     }
 
     #[test]
@@ -398,6 +481,7 @@ mod tests {
             transit_subnet_id: "s".into(),
             transit_subnet: "10.254.0.0/24".parse().unwrap(),
             gateway_router_id: "gw".into(),
+            gateway_routes: 0,
             operator_project_id: "op".into(),
             extraroute_atomic: true,
             revision_if_match: true,

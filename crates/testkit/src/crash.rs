@@ -328,6 +328,11 @@ impl Neutron for Crashing {
             .gate("probe_admin_read", self.inner.probe_admin_read())
             .await
     }
+    async fn quota_details(&self, project_id: &str) -> Result<Vec<bnerd_cloud::QuotaUsage>> {
+        self.crash
+            .gate("quota_details", self.inner.quota_details(project_id))
+            .await
+    }
     async fn list_networks(&self, q: &NetworkQuery) -> Result<Vec<Network>> {
         self.crash
             .gate("list_networks", self.inner.list_networks(q))

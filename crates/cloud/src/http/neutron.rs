@@ -25,6 +25,13 @@ struct Alias {
     alias: String,
 }
 
+/// One resource of a quota-details answer; `reserved` is left out.
+#[derive(Deserialize)]
+struct QuotaDetail {
+    used: i64,
+    limit: i64,
+}
+
 #[async_trait]
 impl Neutron for OpenStack {
     async fn extensions(&self) -> Result<Vec<String>> {
@@ -194,6 +201,20 @@ impl Neutron for OpenStack {
         self.call(Method::GET, &admin_read_probe_path(), None, None)
             .await?;
         Ok(())
+    }
+
+    async fn quota_details(&self, project_id: &str) -> Result<Vec<QuotaUsage>> {
+        let path = format!("/quotas/{}/details", enc(project_id));
+        let details: std::collections::BTreeMap<String, QuotaDetail> =
+            self.get(&path, "quota").await?;
+        Ok(details
+            .into_iter()
+            .map(|(resource, d)| QuotaUsage {
+                resource,
+                used: u64::try_from(d.used).unwrap_or(0),
+                limit: u64::try_from(d.limit).ok(),
+            })
+            .collect())
     }
 
     async fn list_networks(&self, q: &NetworkQuery) -> Result<Vec<Network>> {

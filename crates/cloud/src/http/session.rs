@@ -113,6 +113,14 @@ impl OpenStack {
             .and_then(|v| typed(v, ""))
             .map_err(|e| CloudError::auth(format!("unreadable token body: {e}")))?;
         let t = parsed.token;
+        // The request asks for a project scope, but Keystone's answer is what counts: a token
+        // without a project is of no use for the project's ports and routers.
+        if t.project.is_none() {
+            return Err(CloudError::auth(format!(
+                "Keystone's token is not scoped to a project; {}",
+                crate::auth::PROJECT_SCOPE_HINT
+            )));
+        }
         let neutron_url = match &self.neutron_override {
             Some(u) => u.clone(),
             None => t.neutron_endpoint(&self.auth)?,

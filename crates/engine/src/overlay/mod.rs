@@ -891,6 +891,12 @@ impl Neutron for Overlay<'_> {
             .await
     }
 
+    async fn quota_details(&self, project_id: &str) -> Result<Vec<bnerd_cloud::QuotaUsage>> {
+        self.below(|| format!("GET /quotas/{project_id}/details"))?
+            .quota_details(project_id)
+            .await
+    }
+
     async fn list_networks(&self, query: &NetworkQuery) -> Result<Vec<Network>> {
         let listed = self
             .below(|| format!("GET /networks {query:?}"))?

@@ -4,6 +4,7 @@
 //! and every condition reason the engine sets is chosen in this module (or in `report`).
 
 pub mod action;
+pub mod capacity;
 pub mod credentials;
 pub mod customer_transit;
 pub mod drift;
@@ -149,7 +150,7 @@ fn quota_resources(message: &str) -> Vec<String> {
 }
 
 /// The `openstack quota set` option of a Neutron quota resource.
-fn quota_flag(resource: &str) -> Option<&'static str> {
+pub(crate) fn quota_flag(resource: &str) -> Option<&'static str> {
     Some(match resource {
         "network" => "--networks",
         "subnet" => "--subnets",
