@@ -15,6 +15,7 @@ use bnerd_api::echo::shell_word;
 use bnerd_api::names::{ANNOTATION_ABANDON, leg_owner_uid, link_name_in_tags};
 use bnerd_cloud::fabric::{Fabric, FabricError};
 use bnerd_cloud::{ACCESS_AS_SHARED, CloudError, Neutron, Port, PortQuery, Route};
+use bnerd_engine::plan::capacity;
 use bnerd_engine::plan::leg::{LegMark, leg_mark, leg_project};
 use bnerd_engine::plan::remove_route_command;
 use bnerd_engine::plan::share::share_command;
@@ -188,10 +189,47 @@ pub async fn diagnose(
             Err(e) => unchecked = Some(e),
         }
     }
+    if unchecked.is_none() {
+        out.extend(capacity_findings(net, &fabric).await);
+    }
     Report {
         findings: out,
         unchecked,
     }
+}
+
+/// The operator project's capacity (docs/operations.md, "Neutron's quotas"), as the operator
+/// reads it at each fabric check: one row per limit, a warning at 80 % or more naming the
+/// command that raises it, and how many more links of each kind fit. A credential that may
+/// not read the project's quota details gets a warning saying so, not a failed run.
+pub async fn capacity_findings(net: &dyn Neutron, fabric: &Fabric) -> Vec<Finding> {
+    let project = &fabric.operator_project_id;
+    let quota = match net.quota_details(project).await {
+        Ok(q) => q,
+        Err(e) => {
+            return vec![Finding::warning(format!(
+                "capacity: the quota details of project {project} could not be read ({e}); \
+                 run doctor with the operator's credential to see them"
+            ))];
+        }
+    };
+    let rows = capacity::rows(&quota, fabric.gateway_routes);
+    let mut out: Vec<Finding> = rows
+        .iter()
+        .map(|r| match r.level() {
+            capacity::Level::Room => Finding::ok(format!("capacity: {}", r.describe())),
+            capacity::Level::Near | capacity::Level::Full => Finding::warning(format!(
+                "capacity: {}; to raise it: {}",
+                r.describe(),
+                r.raise(project)
+            )),
+        })
+        .collect();
+    out.push(Finding::ok(format!(
+        "capacity: {}",
+        capacity::forecast(&rows).describe()
+    )));
+    out
 }
 
 /// Orphaned legs, legs gone, and gateway routes, appended to `out`; Err says why the rest

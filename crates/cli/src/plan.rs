@@ -80,6 +80,49 @@ pub struct CustomerAccess<'a> {
     pub namespace: &'a str,
 }
 
+/// What the planned writes would take past a limit of the operator's project (docs/operations.md,
+/// "Neutron's quotas"); nothing when its quota details cannot be read (Neutron refuses the
+/// writes itself then, and the conditions say so).
+async fn capacity_hints(
+    net: &dyn Neutron,
+    fabric: &Fabric,
+    writes: &[(Whose, PlannedWrite)],
+) -> Vec<String> {
+    use bnerd_engine::plan::capacity;
+    let mut needs: std::collections::BTreeMap<&str, u64> = Default::default();
+    for (whose, w) in writes {
+        if *whose != Whose::Operator {
+            continue;
+        }
+        let (resource, n) = match w {
+            PlannedWrite::CreatePort { .. } | PlannedWrite::AttachSubnet { .. } => ("port", 1),
+            PlannedWrite::CreateNetwork { .. } => ("network", 1),
+            PlannedWrite::CreateSubnet { .. } => ("subnet", 1),
+            PlannedWrite::CreateRouter { .. } => ("router", 1),
+            PlannedWrite::Share { .. } => ("rbac_policy", 1),
+            PlannedWrite::AddRoutes { router_id, routes }
+                if *router_id == fabric.gateway_router_id =>
+            {
+                (capacity::GATEWAY_ROUTES, routes.len() as u64)
+            }
+            _ => continue,
+        };
+        *needs.entry(resource).or_default() += n;
+    }
+    if needs.is_empty() {
+        return vec![];
+    }
+    let Ok(quota) = net.quota_details(&fabric.operator_project_id).await else {
+        return vec![];
+    };
+    let needs: Vec<(&str, u64)> = needs.into_iter().collect();
+    capacity::exceeded(
+        &capacity::rows(&quota, fabric.gateway_routes),
+        &needs,
+        &fabric.operator_project_id,
+    )
+}
+
 /// Plan `link` against the cloud behind `net`, as the operator would reconcile it now with
 /// `all` the cluster's links (its peers) and the estate's gateway `targets`; a link being
 /// deleted, as its finalizer would unwind it. `customers` reaches a cross-tenant link's
@@ -185,6 +228,9 @@ pub async fn plan(
             "the plan stops where the operator would go on: {}; run plan with a kubeconfig that may get Secrets in the credentials namespace (the operator's ServiceAccount may)",
             why.message
         ));
+    }
+    if !deleting {
+        hints.extend(capacity_hints(net, fabric, &by).await);
     }
     if released == Some(Released::Abandoned) {
         hints.push(bnerd_engine::plan::unwind::abandoned(&status));

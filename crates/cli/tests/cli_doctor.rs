@@ -152,3 +152,51 @@ async fn doctor_names_a_forged_leg_marker(mut env: Env) {
     env.delete("marked").await;
 }
 both!(doctor_names_a_forged_leg_marker);
+
+/// `doctor` prints the operator project's capacity as the operator reads it: a row per limit,
+/// a warning naming the raise command at 80 %, and how many more links of each kind fit,
+/// before a create is refused.
+#[tokio::test]
+async fn doctor_forecasts_the_limits_before_neutron_refuses() {
+    let env =
+        bnerd_testkit::fake_env_with(bnerd_cloud_fake::FakeCloud::new().default_quotas()).await;
+    // The gateway router and seven more: 8 of Neutron's default 10 routers.
+    let mut routers = vec![];
+    for i in 0..7 {
+        routers.push(env.router(&format!("cap-{i}")).await);
+    }
+    let mut env = env;
+    env.add_link("cap-a", spec(&routers[0].id, "10.81.0.0/16", None));
+    env.reconcile("cap-a").await;
+    env.add_link("cap-b", spec(&routers[1].id, "10.82.0.0/16", None));
+    env.reconcile("cap-b").await;
+    let f = findings(&env).await;
+    let capacity: Vec<(bool, &str)> = f
+        .iter()
+        .filter(|f| f.text.starts_with("capacity: "))
+        .map(|f| (f.warning, f.text.as_str()))
+        .collect();
+    let project = &env.fabric.operator_project_id;
+    assert!(
+        capacity.contains(&(
+            true,
+            format!("capacity: router: 8 of 10 (80 %); to raise it: openstack quota set --routers <n> {project}").as_str()
+        )),
+        "{capacity:#?}"
+    );
+    assert!(
+        capacity.contains(&(
+            false,
+            "capacity: routes on the gateway router: 2 of 30 (6 %)"
+        )),
+        "{capacity:#?}"
+    );
+    assert!(
+        capacity.contains(&(
+            false,
+            "capacity: room for 28 more same-tenant links, 10 more Shared customer projects, 2 more PerCustomer customer projects"
+        )),
+        "{capacity:#?}"
+    );
+    assert!(problems(&f).is_empty(), "{f:?}");
+}

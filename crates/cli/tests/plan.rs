@@ -781,3 +781,65 @@ async fn plan_predicts_a_per_customer_link(mut env: Env) {
         .expect("router removed");
 }
 both!(plan_predicts_a_per_customer_link);
+
+/// A link the gateway router has no room for: the plan says so before it is applied, naming
+/// the limit and its raise command, and the reconcile then ends as the plan said.
+#[tokio::test]
+async fn plan_names_a_limit_the_link_would_exceed() {
+    let mut env =
+        bnerd_testkit::fake_env_with(bnerd_cloud_fake::FakeCloud::new().max_routes(2)).await;
+    for (i, cidr) in ["10.91.0.0/16", "10.92.0.0/16", "10.93.0.0/16"]
+        .iter()
+        .enumerate()
+    {
+        let r = env.router(&format!("full-{i}")).await;
+        env.add_link(&format!("full-{i}"), spec(&r.id, cidr, None));
+    }
+    for name in ["full-0", "full-1"] {
+        let (p, _) = plan_then_apply(&mut env, name).await;
+        assert!(p.ready, "{p:?}");
+        assert!(p.hints.is_empty(), "{p:?}");
+    }
+    // The overlay does not count routes against the limit, so the plan's conditions still
+    // read Ready; the hint is where the plan says the reconcile will be refused.
+    // As the CLI does at each run: the fabric (and the gateway router's routes) read afresh.
+    let fabric = bnerd_cloud::fabric::Fabric::discover(
+        env.net.as_ref(),
+        &env.fabric.transit_network_id,
+        &env.fabric.gateway_router_id,
+    )
+    .await
+    .unwrap();
+    let link = env.link("full-2").clone();
+    let p = plan(
+        env.net.as_ref(),
+        &fabric,
+        &link,
+        &env.links,
+        &env.reverse,
+        None,
+    )
+    .await
+    .expect("plan");
+    env.reconcile("full-2").await;
+    let route = env
+        .link("full-2")
+        .status
+        .clone()
+        .unwrap_or_default()
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "RouteInstalled")
+        .unwrap();
+    assert_eq!(
+        (route.status.as_str(), route.reason.as_str()),
+        ("False", "EnsureRouteFailed")
+    );
+    assert!(
+        p.hints.iter().any(|h| h.starts_with(
+            "this link needs 1 more of routes on the gateway router, which has 0 left (routes on the gateway router: 2 of 2 (100 %)); to raise it: raise max_routes"
+        )),
+        "{:?}",
+        p.hints
+    );
+}

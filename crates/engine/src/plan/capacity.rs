@@ -163,6 +163,28 @@ impl Forecast {
     }
 }
 
+/// What a planned link would take past a limit: for each `(row, n)` it needs, the rows with
+/// less than `n` left, each with the command that raises it. Rows the cloud did not report
+/// need nothing.
+pub fn exceeded(rows: &[Row], needs: &[(&str, u64)], project: &str) -> Vec<String> {
+    needs
+        .iter()
+        .filter(|(_, n)| *n > 0)
+        .filter_map(|(resource, n)| {
+            let row = rows.iter().find(|r| r.resource == *resource)?;
+            let free = row.free()?;
+            (free < *n).then(|| {
+                format!(
+                    "this link needs {n} more of {}, which has {free} left ({}); to raise it: {}",
+                    row.resource,
+                    row.describe(),
+                    row.raise(project)
+                )
+            })
+        })
+        .collect()
+}
+
 /// The rows at [`NEAR`] per cent or more, worst first: what the Warning Event says.
 pub fn warnings(rows: &[Row], project: &str) -> Vec<String> {
     let mut hot: Vec<&Row> = rows.iter().filter(|r| r.level() >= Level::Near).collect();
@@ -286,6 +308,33 @@ mod tests {
             f.describe(),
             "room for unlimited more same-tenant links, unlimited more Shared customer projects, 1 more PerCustomer customer projects"
         );
+    }
+
+    #[test]
+    fn a_planned_link_past_a_limit_is_named() {
+        let r = rows(
+            &[
+                q("router", 10, Some(10)),
+                q("port", 1, None),
+                q("network", 3, Some(100)),
+            ],
+            30,
+        );
+        let needs = [
+            ("router", 1),
+            ("port", 2),
+            ("network", 1),
+            (GATEWAY_ROUTES, 1),
+            ("subnet", 1),
+        ];
+        assert_eq!(
+            exceeded(&r, &needs, "p1"),
+            [
+                "this link needs 1 more of router, which has 0 left (router: 10 of 10 (100 %)); to raise it: openstack quota set --routers <n> p1",
+                "this link needs 1 more of routes on the gateway router, which has 0 left (routes on the gateway router: 30 of 30, Neutron's default max_routes (100 %)); to raise it: raise max_routes in neutron.conf (up to 2026.1) or the router_route quota ([QUOTAS] quota_router_route, or openstack quota set per project)",
+            ]
+        );
+        assert!(exceeded(&r, &[("network", 1)], "p1").is_empty());
     }
 
     #[test]
