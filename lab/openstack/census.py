@@ -54,8 +54,8 @@ def census():
     env = lab_env()
     tok = admin_token(env)
     out = {kind: {} for kind in KINDS}
-    # Object IDs are UUIDs: the two databases' objects share one map per kind.
-    for url in (env["LAB_NEUTRON_URL"], env["LAB_NEUTRON_OVN_URL"]):
+    # Object IDs are UUIDs: the three databases' objects share one map per kind.
+    for url in (env["LAB_NEUTRON_URL"], env["LAB_NEUTRON_OVN_URL"], env["LAB_NEUTRON_2025_URL"]):
         for kind in KINDS:
             r = requests.get(f"{url}/v2.0/{kind}", headers={"X-Auth-Token": tok}, timeout=T)
             r.raise_for_status()

@@ -52,6 +52,8 @@ stop neutron-tagged neutron-tagged gunicorn QUIT &
 stop keystone keystone gunicorn QUIT &
 # The ML2/OVN Neutron and its data plane (ovn.sh), by its own pid files.
 bash "$(dirname "${BASH_SOURCE[0]}")/ovn.sh" down &
+# The older Neutron (older.sh), by its own pid file.
+bash "$(dirname "${BASH_SOURCE[0]}")/older.sh" down &
 wait
 stop mariadb mariadb mariadbd TERM
 rm -f "$RUN/lab.env" "$RUN/clouds.yaml" "$RUN/venv.path"

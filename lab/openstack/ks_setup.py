@@ -36,6 +36,9 @@ TLS_NEUTRON_URL = f"https://127.0.0.1:{os.environ.get('OSLAB_TLS_NEUTRON_PORT', 
 # application credentials, another network endpoint, picked with OS_REGION_NAME.
 OVN_REGION = os.environ.get("OSLAB_OVN_REGION", "RegionOVN")
 OVN_NEUTRON_URL = "http://127.0.0.1:9698"
+# The older Neutron (older.sh, release 2025.1) likewise.
+OLDER_REGION = "Region2025"
+OLDER_NEUTRON_URL = "http://127.0.0.1:9699"
 
 # A role that is privileged only because the lab's Neutron policy says so: up.sh writes
 # `context_is_admin: role:admin or role:<this>` into $LAB/etc/neutron/policy.yaml. Its name
@@ -50,7 +53,10 @@ ADMIN = {"username": "admin", "password": "adminpass", "project": "admin"}
 # routes on one gateway router), which the operator project keeps at Neutron's default 30
 # (the parity table observes that limit there).
 SCALE_PROJECT = "scale"
-PROJECTS = ("service", "operator", "customer", "customer2", SCALE_PROJECT)
+# A project with Neutron's default quotas (neutron_setup.py sets them explicitly, the lab's
+# neutron.conf leaving everything unlimited): the quota tests run an operator there.
+DEFAULTS_PROJECT = "defaults"
+PROJECTS = ("service", "operator", "customer", "customer2", SCALE_PROJECT, DEFAULTS_PROJECT)
 # name -> (password, project, [roles in that project])
 USERS = {
     "neutron": ("neutronpass", "service", ["admin", "service"]),
@@ -59,6 +65,7 @@ USERS = {
     "customer": ("customerpass", "customer", ["member"]),
     "customer2": ("customer2pass", "customer2", ["member"]),
     SCALE_PROJECT: ("scalepass", SCALE_PROJECT, ["member"]),
+    DEFAULTS_PROJECT: ("defaultspass", DEFAULTS_PROJECT, ["member"]),
     # privileged customer identity: its app cred is what the operator must refuse
     "customer-admin": ("customeradminpass", "customer", ["admin"]),
     # privileged by policy only (POLICY_PRIV_ROLE): the name check cannot see it
@@ -190,15 +197,18 @@ def write_json(out):
 
 
 def ensure_scale(ks):
-    """The estate-scale project and its member user; True when keystone.json changed."""
-    if SCALE_PROJECT in ks["projects"] and SCALE_PROJECT in ks["users"]:
-        return False
-    ks["projects"][SCALE_PROJECT] = ensure("projects", "project", SCALE_PROJECT,
-                                           {"domain_id": "default"})
-    uid = ensure_user(SCALE_PROJECT, ks["projects"], ks["roles"])
-    ks["users"][SCALE_PROJECT] = user_entry(SCALE_PROJECT, {SCALE_PROJECT: uid})
-    print(f"ks_setup: project and user {SCALE_PROJECT} created", file=sys.stderr)
-    return True
+    """The estate-scale and default-quota projects with their member users, into an
+    existing keystone.json; True when it changed."""
+    changed = False
+    for name in (SCALE_PROJECT, DEFAULTS_PROJECT):
+        if name in ks["projects"] and name in ks["users"]:
+            continue
+        ks["projects"][name] = ensure("projects", "project", name, {"domain_id": "default"})
+        uid = ensure_user(name, ks["projects"], ks["roles"])
+        ks["users"][name] = user_entry(name, {name: uid})
+        print(f"ks_setup: project and user {name} created", file=sys.stderr)
+        changed = True
+    return changed
 
 
 def ensure_policy_priv():
@@ -257,6 +267,8 @@ def ensure_region_catalogs():
                           "bnerd-vpn-operator lab: Neutron through the TLS proxy")
     ensure_region_catalog(OVN_REGION, OVN_NEUTRON_URL,
                           "bnerd-vpn-operator lab: the ML2/OVN Neutron (lab/openstack/ovn.sh)")
+    ensure_region_catalog(OLDER_REGION, OLDER_NEUTRON_URL,
+                          "bnerd-vpn-operator lab: Neutron 2025.1 (lab/openstack/older.sh)")
 
 
 if "--ensure-policy-priv" in sys.argv[1:]:

@@ -35,6 +35,10 @@ TAGGED_URL = "http://127.0.0.1:9697"
 OVN_URL = "http://127.0.0.1:9698"
 OVN_REGION = os.environ.get("OSLAB_OVN_REGION", "RegionOVN")
 OVN_CHASSIS = os.environ.get("OVN_CHASSIS", "bnerd-lab-chassis")
+# The older Neutron (older.sh, release 2025.1): its own database too, region OLDER_REGION. It
+# has no router_route quota (a router's routes are the server's max_routes there).
+OLDER_URL = "http://127.0.0.1:9699"
+OLDER_REGION = "Region2025"
 REGION = "RegionOne"
 T = 60
 # The HTTPS endpoint (up.sh's TLS proxy, its CA, and ks_setup.py's region for it).
@@ -49,6 +53,10 @@ QUOTA = {"network": -1, "subnet": -1, "port": -1, "router": -1, "rbac_policy": -
 # max_routes). Per project through the quota API, so the lab needs no restart, and the
 # operator project keeps Neutron's default 30 (the parity table observes that limit).
 SCALE_ROUTES = 1100
+# Neutron's own defaults ([QUOTAS] in neutron.conf), for the project the quota tests run an
+# operator in (docs/operations.md, "Neutron's quotas").
+DEFAULTS = {"network": 100, "subnet": 100, "port": 500, "router": 10, "rbac_policy": 10,
+            "router_route": 30}
 REQUIRED_EXTENSIONS = ("router", "extraroute", "extraroute-atomic", "standard-attr-tag",
                        "tag-creation", "rbac-policies", "standard-attr-revisions",
                        "revision-if-match", "quotas")
@@ -102,26 +110,35 @@ proj, users, acs, adm = ks["projects"], ks["users"], ks["app_creds"], ks["admin"
 
 # ---- 1. quotas (admin), in each database ------------------------------------------
 admin_tok = password_token(adm["username"], adm["password"], adm["project"])
-for base in (NEUTRON_URL, OVN_URL):
+for base in (NEUTRON_URL, OVN_URL, OLDER_URL):
     for p in ("operator", "customer", "customer2"):
         call(admin_tok, "PUT", f"/quotas/{proj[p]}", f"set quota {p}", json={"quota": QUOTA}, base=base)
         got = call(admin_tok, "GET", f"/quotas/{proj[p]}", f"get quota {p}", base=base)["quota"]
         bad = {k: got.get(k) for k in QUOTA if got.get(k) != -1}
         if bad:
             die(f"quota of {p} at {base} not unlimited after PUT: {bad}")
-    if "scale" in proj:
+    if "scale" in proj and base != OLDER_URL:
         want = {**QUOTA, "router_route": SCALE_ROUTES}
         call(admin_tok, "PUT", f"/quotas/{proj['scale']}", "set quota scale", json={"quota": want}, base=base)
         got = call(admin_tok, "GET", f"/quotas/{proj['scale']}", "get quota scale", base=base)["quota"]
         if got.get("router_route") != SCALE_ROUTES:
             die(f"router_route quota of scale at {base} is {got.get('router_route')}, wanted {SCALE_ROUTES}")
+    if "defaults" in proj:
+        want = {k: v for k, v in DEFAULTS.items() if base != OLDER_URL or k != "router_route"}
+        call(admin_tok, "PUT", f"/quotas/{proj['defaults']}", "set quota defaults",
+             json={"quota": want}, base=base)
+        got = call(admin_tok, "GET", f"/quotas/{proj['defaults']}", "get quota defaults",
+                   base=base)["quota"]
+        bad = {k: got.get(k) for k in want if got.get(k) != want[k]}
+        if bad:
+            die(f"quota of defaults at {base} not Neutron's defaults after PUT: {bad}")
 log("quotas unlimited (-1) for operator, customer, customer2 (scale: router_route "
-    f"{SCALE_ROUTES}) at {NEUTRON_URL} and {OVN_URL}: " + ",".join(QUOTA))
+    f"{SCALE_ROUTES}) at {NEUTRON_URL}, {OVN_URL} and {OLDER_URL}: " + ",".join(QUOTA))
 
 # ---- 2. extensions --------------------------------------------------------------
 op_user = users["operator"]
 op_tok = password_token("operator", op_user["password"], op_user["project"])
-for base in (NEUTRON_URL, OVN_URL):
+for base in (NEUTRON_URL, OVN_URL, OLDER_URL):
     aliases = {e["alias"] for e in call(op_tok, "GET", "/extensions", "list extensions", base=base)["extensions"]}
     missing = [a for a in REQUIRED_EXTENSIONS if a not in aliases]
     if missing:
@@ -133,7 +150,7 @@ for base in (NEUTRON_URL, OVN_URL):
 # answers the same way once up.sh has written it. Both APIs read the same etc/neutron.
 for key, want in (("customer_policypriv", 200), ("customer", 403), ("customer_priv", 200)):
     tok = app_cred_token(acs[key])
-    for url in (NEUTRON_URL, TAGGED_URL, OVN_URL):
+    for url in (NEUTRON_URL, TAGGED_URL, OVN_URL, OLDER_URL):
         r = requests.get(f"{url}/v2.0{PROBE}", headers={"X-Auth-Token": tok}, timeout=T)
         if r.status_code != want:
             die(f"privilege probe GET {url}/v2.0{PROBE} as {acs[key]['name']}: want {want}", r)
@@ -247,6 +264,8 @@ ac_block("LAB_CUSTOMER2", "customer2")
 user_block("LAB_CUSTOMER_ADMIN", "customer-admin")
 if "scale" in users:
     user_block("LAB_SCALE", "scale")
+if "defaults" in users:
+    user_block("LAB_DEFAULTS", "defaults")
 ac_block("LAB_CUSTOMER_PRIV", "customer_priv")
 ac_block("LAB_CUSTOMER_POLICYPRIV", "customer_policypriv")
 ac_block("LAB_CUSTOMER_REVOKED", "customer_revoked")
@@ -267,6 +286,10 @@ env.update({
     # vswitch DB LAB_OVN_OVS_DB) binds a Neutron port to a veth by external_ids:iface-id.
     "LAB_NEUTRON_OVN_URL": OVN_URL,
     "LAB_OVN_REGION": OVN_REGION,
+    # The older Neutron (older.sh): the same identities in region LAB_2025_REGION, its own
+    # database, no fabric of the lab's own (the tests there make theirs).
+    "LAB_NEUTRON_2025_URL": OLDER_URL,
+    "LAB_2025_REGION": OLDER_REGION,
     "LAB_OVN_NB_DB": "tcp:127.0.0.1:6641",
     "LAB_OVN_SB_DB": "tcp:127.0.0.1:6642",
     "LAB_OVN_OVS_DB": f"unix:{LAB}/ovn/run/ovs-db.sock",

@@ -11,6 +11,8 @@
 #   no packets flow.
 #   ovn.sh: a third Neutron, ML2/OVN, 127.0.0.1:9698, region RegionOVN, with OVN NB/SB, northd
 #   and a userspace data plane (ovs-vswitchd netdev + ovn-controller): packets flow there.
+#   older.sh: an older Neutron, release 2025.1 (neutron 26), API only, 127.0.0.1:9699, region
+#   Region2025, its own venv and database: the parity table's column for clouds a release behind.
 #
 # Usage:   bash lab/openstack/up.sh            (prints the path of lab.env as its last stdout line;
 #                                               progress goes to stderr)
@@ -233,12 +235,14 @@ lab_healthy() {
     [ "$(http_code http://127.0.0.1:5000/v3)" = 200 ] &&
     [ "$(http_code http://127.0.0.1:9696/v2.0/networks)" = 401 ] &&   # 401: authtoken is wired
     [ -s "$RUN/keystone.json" ] && [ "$(cat "$RUN/venv.path" 2>/dev/null)" = "$VENV" ] &&
-    [ -x "$VENV/bin/python" ] && bash "$HERE/ovn.sh" healthy
+    [ -x "$VENV/bin/python" ] && bash "$HERE/ovn.sh" healthy && bash "$HERE/older.sh" healthy
 }
 # The ML2/OVN Neutron alone is restarted when it is all that is missing (a lab started before
 # it existed gains it; the other services and their data stay).
+# The same for the older Neutron (older.sh).
 if ! lab_healthy && lab_healthy_but_ovn; then
   bash "$HERE/ovn.sh" up 9>&- || die "the ML2/OVN Neutron did not start"
+  bash "$HERE/older.sh" up 9>&- || die "the older Neutron did not start (lab/openstack/older.sh)"
 fi
 if lab_healthy; then
   # A lab started before the policy-privileged identity existed gains it here; no other app
@@ -266,6 +270,10 @@ done
 rm -f "$RUN/lab.env" "$RUN/clouds.yaml" "$RUN/keystone.json" "$RUN/venv.path"
 
 # ---- 2. Python venv (cached) ----------------------------------------------------------------
+# The older Neutron's venv (older.sh) is built beside it: both mostly wait on downloads.
+mkdir -p "$LOG"
+bash "$HERE/older.sh" venv >"$LOG/older-venv.log" 2>&1 9>&- &
+OLDER_VENV_PID=$!
 # A marker file is written last, so an interrupted install is detected and redone. The flock
 # keeps two labs (different LAB dirs) from building the same venv at the same time.
 (
@@ -442,6 +450,10 @@ ts "mariadb up on 127.0.0.1:3307 (pid $(cat "$RUN/mariadb.pid"))"
 # It needs only MariaDB and the venv until a request comes; neutron_setup.py waits for it.
 bash "$HERE/ovn.sh" up >"$LOG/ovn-up.log" 2>&1 9>&- &
 OVN_PID=$!
+# The older Neutron (older.sh) likewise: its venv, MariaDB and the lab's Neutron config.
+wait "$OLDER_VENV_PID" || die "the older Neutron's venv build failed" "$LOG/older-venv.log"
+bash "$HERE/older.sh" up >"$LOG/older-up.log" 2>&1 9>&- &
+OLDER_PID=$!
 
 # ---- 5. Neutron DB migration, in the background -------------------------------------------------
 # It is the slowest step and independent of Keystone, so it overlaps with the Keystone setup.
@@ -498,6 +510,8 @@ ts "neutron with tag_ports_during_bulk_creation answering on 127.0.0.1:9697 (pid
 ensure_tls_proxy || die "the TLS proxy did not start"
 wait "$OVN_PID" || die "the ML2/OVN Neutron did not start (lab/openstack/ovn.sh)" "$LOG/ovn-up.log"
 ts "$(grep -E 'answering|data plane' "$LOG/ovn-up.log" | sed 's/^\[oslab ovn *[0-9.]*s\] //' | paste -sd';' -)"
+wait "$OLDER_PID" || die "the older Neutron did not start (lab/openstack/older.sh)" "$LOG/older-up.log"
+ts "$(grep -E 'answering' "$LOG/older-up.log" | sed 's/^\[oslab 2025.1 *[0-9.]*s\] //')"
 "$VENV/bin/python" "$HERE/neutron_setup.py" 2>"$LOG/neutron_setup.log" \
   || die "neutron_setup.py failed" "$LOG/neutron_setup.log"
 ts "quotas + fabric done; lab up"

@@ -1270,6 +1270,40 @@ async fn lab_ml2_ovn_matches_design_table() {
     check_with("lab (ML2/OVN)", table(&c).await, ML2_OVN);
 }
 
+/// The rows that differ on Neutron 2025.1 (lab/openstack/older.sh), measured there; the fake
+/// follows with `up_to_2026_1` (docs/design.md, "How Neutron releases differ").
+const NEUTRON_2025_1: &[(&str, &str)] = &[
+    // The server's max_routes, not the router_route quota.
+    ("more routes than max_routes", "400 RoutesExhausted"),
+    // ... which is no quota resource there either.
+    (
+        "quota details of the caller's own project: limits of what the operator creates",
+        "network None, port None, rbac_policy None, router None, subnet None",
+    ),
+];
+
+#[tokio::test]
+async fn fake_2025_1_matches_design_table() {
+    let c = fake_clouds(
+        &FakeCloud::new()
+            .up_to_2026_1()
+            .privileged_roles(&[POLICY_PRIV_ROLE]),
+    )
+    .await;
+    check_with("fake (2025.1)", table(&c).await, NEUTRON_2025_1);
+}
+
+/// The lab's older Neutron: release 2025.1, its own database, region Region2025.
+#[tokio::test]
+async fn lab_2025_1_matches_design_table() {
+    let Some(env) = lab_or_skip("lab_2025_1_matches_design_table") else {
+        return;
+    };
+    let env = bnerd_testkit::on_2025_1(env);
+    let c = lab_clouds(&env, lab_client(&env, "OPERATOR"));
+    check_with("lab (2025.1)", table(&c).await, NEUTRON_2025_1);
+}
+
 /// The lab's second Neutron API: same database, ML2 with tag_ports_during_bulk_creation.
 #[tokio::test]
 async fn lab_with_tags_at_create_matches_design_table() {

@@ -57,7 +57,13 @@ pub fn operation(method: &str, path: &str) -> String {
                 || !segment
                     .chars()
                     .all(|c| c.is_ascii_lowercase() || c == '_' || c == '-' || c == '.'));
-        out.push_str(if id { "{id}" } else { segment });
+        // The privilege probe reads the quota of a project nobody has: named apart from the
+        // capacity read of the operator's own project, which has the same shape.
+        out.push_str(match (id, segment) {
+            (true, crate::ADMIN_READ_PROBE_PROJECT) => "{probe}",
+            (true, _) => "{id}",
+            (false, _) => segment,
+        });
         previous = segment;
         first = false;
     }
@@ -93,6 +99,11 @@ mod tests {
                 "GET",
                 "/v2.0/quotas/00000000-0000-0000-0000-000000000000/details",
                 "GET /v2.0/quotas/{id}/details",
+            ),
+            (
+                "GET",
+                "/v2.0/quotas/00000000000000000000000000000000/details",
+                "GET /v2.0/quotas/{probe}/details",
             ),
             ("POST", "/v3/auth/tokens", "POST /v3/auth/tokens"),
             ("GET", "/v2.0/rbac-policies", "GET /v2.0/rbac-policies"),

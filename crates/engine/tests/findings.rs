@@ -351,6 +351,18 @@ async fn a_router_full_by_max_routes_is_full_too() {
     gateways_beyond_the_route_limit(env, "max_routes").await;
 }
 
+/// The same on the lab's Neutron 2025.1 (lab/openstack/older.sh), which answers so itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lab_2025_1_a_router_full_by_max_routes_is_full_too() {
+    let Some(env) =
+        bnerd_testkit::lab_2025_1_env_for("lab_2025_1_a_router_full_by_max_routes_is_full_too")
+            .await
+    else {
+        return;
+    };
+    gateways_beyond_the_route_limit(env, "max_routes").await;
+}
+
 /// The 30 oldest gateways' routes on the router, the rest named with `limit` and retried.
 async fn gateways_beyond_the_route_limit(mut env: Env, limit: &str) {
     const GATEWAYS: usize = 32;

@@ -122,7 +122,13 @@ async fn a_privileged_operator_credential_is_reported_not_fatal() {
 
     // Several fabric checks later (every 2 s): the member's probe was sent at each, the
     // admin still has one warning, the member none.
-    let probes = |m: &str| sum_of(m, "bnerd_openstack_requests_total", &["quotas", "403"]);
+    let probes = |m: &str| {
+        sum_of(
+            m,
+            "bnerd_openstack_requests_total",
+            &["quotas/{probe}", "403"],
+        )
+    };
     wait_for(
         "the member's probe at two fabric re-checks",
         30,
@@ -140,7 +146,11 @@ async fn a_privileged_operator_credential_is_reported_not_fatal() {
     let (ready, metrics) = ready_and_metrics(&admin).await;
     assert!(ready.contains("warning:"), "{ready}");
     assert_eq!(
-        sum_of(&metrics, "bnerd_openstack_requests_total", &["quotas"]),
+        sum_of(
+            &metrics,
+            "bnerd_openstack_requests_total",
+            &["quotas/{probe}"]
+        ),
         0.0,
         "the role name decides, no probe: {metrics}"
     );

@@ -110,6 +110,26 @@ pub fn ovn_lab_or_skip(test: &str) -> Option<BTreeMap<String, String>> {
     lab_or_skip(test).map(on_ovn)
 }
 
+/// lab.env pointed at the lab's older Neutron (lab/openstack/older.sh, release 2025.1): the same
+/// identities in its region. It has no fabric of the lab's own.
+pub fn on_2025_1(mut env: BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let region = env
+        .get("LAB_2025_REGION")
+        .cloned()
+        .unwrap_or_else(|| panic!("lab.env lacks LAB_2025_REGION; rerun lab/openstack/up.sh"));
+    env.insert("LAB_REGION".into(), region);
+    let url = env["LAB_NEUTRON_2025_URL"].clone();
+    env.insert("LAB_NEUTRON_URL".into(), url);
+    env
+}
+
+/// [`lab_env_for`] on the lab's older Neutron (release 2025.1): a fresh fabric there.
+pub async fn lab_2025_1_env_for(test: &str) -> Option<Env> {
+    let env = on_2025_1(lab_or_skip(test)?);
+    let net: Arc<dyn Neutron> = Arc::new(lab_client(&env, "OPERATOR"));
+    Some(build(net, None).await)
+}
+
 /// [`lab_env_for`] on the ML2/OVN Neutron: a fresh fabric there.
 pub async fn ovn_env_for(test: &str) -> Option<Env> {
     let env = ovn_lab_or_skip(test)?;
@@ -406,6 +426,28 @@ pub async fn lab_tagged_env_for(test: &str) -> Option<Env> {
     let env = lab_or_skip(test)?;
     let net: Arc<dyn Neutron> = Arc::new(lab_tagged_client(&env));
     Some(build(net, None).await)
+}
+
+/// A fresh fabric in the lab's `defaults` project, whose Neutron quotas are Neutron's
+/// defaults (lab/openstack/neutron_setup.py), with that project's member credential; and the
+/// project to itself while the returned lock is held (a test counts what the project uses,
+/// so two at once, from any test binary, would count each other's).
+pub async fn lab_defaults_env_for(test: &str) -> Option<(Env, std::fs::File)> {
+    let env = lab_or_skip(test)?;
+    assert!(
+        env.contains_key("LAB_DEFAULTS_USERNAME"),
+        "lab.env lacks LAB_DEFAULTS_*: rerun lab/openstack/up.sh from this tree"
+    );
+    let path = format!("{}/run/defaults-project.lock", env["LAB_DIR"]);
+    let lock = tokio::task::spawn_blocking(move || {
+        let f = std::fs::File::create(path).expect("lock file");
+        f.lock().expect("lock");
+        f
+    })
+    .await
+    .expect("lock task");
+    let net: Arc<dyn Neutron> = Arc::new(lab_client(&env, "DEFAULTS"));
+    Some((build(net, None).await, lock))
 }
 
 /// A fresh fabric on the lab through this client (to count its calls, say).
