@@ -360,7 +360,9 @@ async fn lab_2025_1_a_router_full_by_max_routes_is_full_too() {
     else {
         return;
     };
+    let cleanup = env.cleanup();
     gateways_beyond_the_route_limit(env, "max_routes").await;
+    cleanup.teardown(&[]).await;
 }
 
 /// The 30 oldest gateways' routes on the router, the rest named with `limit` and retried.

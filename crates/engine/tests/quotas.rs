@@ -1,17 +1,16 @@
 //! Neutron's default quotas (docs/operations.md, "Neutron's quotas"), on the fake with
 //! `FakeCloud::default_quotas` and on the lab's `defaults` project (lab/openstack/
-//! neutron_setup.py sets Neutron's defaults there): the 11th customer project's share and the
-//! 11th edge router each end in a condition naming the quota and the command that raises it,
-//! retried with backoff, while the links already built stay Ready. (The 31st route on a
-//! router is held by `findings.rs`, on the fake and on the lab, whose operator project keeps
-//! the default `router_route` quota.) On the lab both run in one test, one after the other:
-//! they fill the same project's quotas.
+//! neutron_setup.py sets Neutron's defaults there): the 11th customer project's share, the
+//! 11th edge router and the gateway router's 31st route each end in a condition naming the
+//! limit and what raises it, retried with backoff, while the links already built stay Ready.
+//! (The 31st route on a service router is held by `findings.rs`, on the fake and on the lab.)
+//! On the lab they run in one test, one after the other: they fill the same project's quotas.
 
 mod support;
 
 use bnerd_api::{ClusterLink, TransitIsolation};
 use bnerd_cloud::fabric::CustomerTransitPool;
-use bnerd_cloud::{ACCESS_AS_SHARED, Neutron, ShareNetwork};
+use bnerd_cloud::{ACCESS_AS_SHARED, Neutron, Route, ShareNetwork};
 use bnerd_cloud_fake::FakeCloud;
 use bnerd_engine::Retry;
 use bnerd_testkit::crash::Crash;
@@ -183,6 +182,48 @@ async fn the_eleventh_edge_router(env: Env) {
     stage.teardown().await;
 }
 
+async fn the_thirty_first_gateway_route(env: Env) {
+    let mut env = env;
+    // 29 routes already on the gateway router (hand-made ones, or the estate's other links).
+    let gw = env.fabric.gateway_router_id.clone();
+    let held: Vec<Route> = (0..29)
+        .map(|i| Route::new(format!("10.200.{i}.0/24"), "10.254.0.200"))
+        .collect();
+    env.add_routes(&gw, &held).await.unwrap();
+    let (a, b) = (env.router("route-30").await, env.router("route-31").await);
+    env.add_link("route-30", spec(&a.id, "10.78.0.0/16", None));
+    env.reconcile("route-30").await;
+    env.assert_ready("route-30");
+    env.add_link("route-31", spec(&b.id, "10.79.0.0/16", None));
+    let out = env.reconcile("route-31").await;
+    let (status, reason, message) = env.condition("route-31", "RouteInstalled");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "EnsureRouteFailed"),
+        "{message}"
+    );
+    assert!(
+        message.contains("409 OverQuota") && message.contains("router_route"),
+        "{message}"
+    );
+    assert_eq!(
+        out.retry,
+        Retry::Backoff,
+        "retried with backoff, not at once"
+    );
+    env.reconcile("route-30").await;
+    env.assert_ready("route-30");
+    env.delete("route-31").await;
+    env.delete("route-30").await;
+    env.remove_routes(&gw, &held).await.unwrap();
+    env.teardown(&[]).await;
+}
+
+#[tokio::test]
+async fn fake_the_thirty_first_gateway_route_names_the_route_quota() {
+    the_thirty_first_gateway_route(fake_env_with(FakeCloud::new().default_quotas()).await).await;
+}
+
 #[tokio::test]
 async fn fake_the_eleventh_customer_projects_share_names_the_rbac_quota() {
     the_eleventh_share(fake_env_with(FakeCloud::new().default_quotas()).await).await;
@@ -194,15 +235,20 @@ async fn fake_the_eleventh_edge_router_names_the_router_quota() {
 }
 
 #[tokio::test]
-async fn lab_the_eleventh_share_and_edge_router_name_their_quotas() {
-    const TEST: &str = "lab_the_eleventh_share_and_edge_router_name_their_quotas";
+async fn lab_the_eleventh_share_edge_router_and_31st_route_name_their_limits() {
+    const TEST: &str = "lab_the_eleventh_share_edge_router_and_31st_route_name_their_limits";
     let Some((env, lock)) = lab_defaults_env_for(TEST).await else {
         return;
     };
     the_eleventh_share(env).await;
     drop(lock);
-    let Some((env, _lock)) = lab_defaults_env_for(TEST).await else {
+    let Some((env, lock)) = lab_defaults_env_for(TEST).await else {
         return;
     };
     the_eleventh_edge_router(env).await;
+    drop(lock);
+    let Some((env, _lock)) = lab_defaults_env_for(TEST).await else {
+        return;
+    };
+    the_thirty_first_gateway_route(env).await;
 }
