@@ -39,9 +39,7 @@ async fn the_operator_warns_at_80_per_cent_of_a_quota_and_says_so_at_a_full_one(
             &env.fabric.transit_network_id,
             "2s",
         )
-        .env("OS_USERNAME", &lab["LAB_DEFAULTS_USERNAME"])
-        .env("OS_PASSWORD", &lab["LAB_DEFAULTS_PASSWORD"])
-        .env("OS_PROJECT_NAME", &lab["LAB_DEFAULTS_PROJECT_NAME"])
+        .lab_user(&lab, "DEFAULTS")
         .env("POD_NAME", &pod)
         .env("POD_NAMESPACE", "default")
         .env("POD_UID", &format!("{pod}-uid"))

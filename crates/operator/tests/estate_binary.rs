@@ -129,9 +129,7 @@ async fn real_binary_memory_idle_cpu_and_a_gateway_change() {
             &env.fabric.transit_network_id,
             "5m",
         )
-        .env("OS_USERNAME", &lab["LAB_SCALE_USERNAME"])
-        .env("OS_PASSWORD", &lab["LAB_SCALE_PASSWORD"])
-        .env("OS_PROJECT_NAME", &lab["LAB_SCALE_PROJECT_NAME"])
+        .lab_user(&lab, "SCALE")
         .env("RUST_LOG", "warn,bnerd_vpn_operator=info")
         .spawn();
     let pid = op.pid().expect("pid");

@@ -25,11 +25,6 @@ fn operator(
     who: &str,
     pod: &str,
 ) -> OperatorProcess {
-    let g = |k: &str| {
-        lab.get(&format!("LAB_{who}_{k}"))
-            .cloned()
-            .unwrap_or_else(|| panic!("lab.env lacks LAB_{who}_{k}"))
-    };
     OperatorCommand::new(env!("CARGO_BIN_EXE_bnerd-vpn-operator"))
         .lab(
             kubeconfig,
@@ -38,9 +33,7 @@ fn operator(
             &env.fabric.transit_network_id,
             "2s",
         )
-        .env("OS_USERNAME", &g("USERNAME"))
-        .env("OS_PASSWORD", &g("PASSWORD"))
-        .env("OS_PROJECT_NAME", &g("PROJECT_NAME"))
+        .lab_user(lab, who)
         .env("POD_NAME", pod)
         .env("POD_NAMESPACE", "default")
         .env("POD_UID", &format!("{pod}-uid"))

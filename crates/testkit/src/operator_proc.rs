@@ -79,6 +79,18 @@ impl OperatorCommand {
         c
     }
 
+    /// The operator's OpenStack credential: the lab's password user `LAB_<who>_*` of its project.
+    pub fn lab_user(self, lab: &BTreeMap<String, String>, who: &str) -> Self {
+        let g = |k: &str| {
+            lab.get(&format!("LAB_{who}_{k}"))
+                .cloned()
+                .unwrap_or_else(|| panic!("lab.env lacks LAB_{who}_{k}"))
+        };
+        self.env("OS_USERNAME", &g("USERNAME"))
+            .env("OS_PASSWORD", &g("PASSWORD"))
+            .env("OS_PROJECT_NAME", &g("PROJECT_NAME"))
+    }
+
     pub fn env(mut self, key: &str, value: &str) -> Self {
         self.envs.insert(key.into(), value.into());
         self
