@@ -140,6 +140,9 @@ pub struct PortQuery {
     pub tags_any: Vec<String>,
     /// `not-tags`: leave out ports carrying all of these.
     pub not_tags: Vec<String>,
+    /// Ports with any of these device owners (`?device_owner=a&device_owner=b…`): the drift
+    /// check lists every router interface the operator can see in one call.
+    pub device_owners: Vec<String>,
 }
 
 impl PortQuery {
@@ -153,6 +156,7 @@ impl PortQuery {
             && self.tags.iter().all(|t| p.has_tag(t))
             && (self.tags_any.is_empty() || self.tags_any.iter().any(|t| p.has_tag(t)))
             && (self.not_tags.is_empty() || !self.not_tags.iter().all(|t| p.has_tag(t)))
+            && (self.device_owners.is_empty() || self.device_owners.contains(&p.device_owner))
     }
 }
 
@@ -198,6 +202,9 @@ pub const MAX_TAGS: usize = 50;
 pub struct RouterQuery {
     pub name: Option<String>,
     pub ids: Vec<String>,
+    /// Routers of this project (`?project_id=`): the drift check reads the gateway router and
+    /// every edge router, the operator's own, in one call.
+    pub project_id: Option<String>,
 }
 
 /// The RBAC action that lets a project create ports on a network it does not own.

@@ -53,6 +53,7 @@ impl Neutron for OpenStack {
             p.push(("network_id", n.clone()));
         }
         p.extend(q.device_ids.iter().map(|d| ("device_id", d.clone())));
+        p.extend(q.device_owners.iter().map(|d| ("device_owner", d.clone())));
         if let Some(ip) = &q.ip_address {
             p.push(("fixed_ips", format!("ip_address={ip}")));
         }
@@ -126,6 +127,9 @@ impl Neutron for OpenStack {
             p.push(("name", n.clone()));
         }
         p.extend(q.ids.iter().map(|i| ("id", i.clone())));
+        if let Some(project) = &q.project_id {
+            p.push(("project_id", project.clone()));
+        }
         self.list(&format!("/routers{}", query(&p)), "routers")
             .await
     }
