@@ -63,59 +63,72 @@ impl Engine<'_> {
             }
         };
         // A `PerCustomer` link's legs stand on its project's customer transit: found or built
-        // here, under the project's lock, before it is shared.
+        // here, under the project's lock, before it is shared. Its network, subnet and edge
+        // router first; the edge router's two interfaces, which only the routes need, are made
+        // beside the share and the leg.
         let _building;
-        let on_transit;
+        let on_footing;
+        let mut footing = None;
         let e = match &self.side {
             Side::PerCustomer(c, None) => {
                 _building = customer_transit::hold(c.project_id).await;
-                match crate::per_customer::transit(self, c, input, &found, r).await {
-                    Some(t) => {
-                        on_transit = self.on_customer_transit(c, t);
-                        &on_transit
+                match crate::per_customer::footing(self, c, input, &found, r).await {
+                    Some(f) => {
+                        on_footing = self.on_customer_transit(c, f.transit.clone());
+                        footing = Some((c, f));
+                        &on_footing
                     }
                     None => return,
                 }
             }
             Side::Operator | Side::Shared(_) | Side::PerCustomer(_, Some(_)) => self,
         };
-        // After the router is found, before the leg: the customer may only create a port on a
-        // network once it is shared with its project.
-        if let Some(c) = e.customer() {
-            match share::ensure(e, c, &mut r.actions).await {
-                Ok(msg) => {
-                    let msg = match e.customer_transit() {
-                        Some(t) => crate::per_customer::shared_message(t, c),
-                        None => msg,
-                    };
-                    r.pass(ConditionType::TransitNetworkShared, msg);
-                }
-                Err(f) => {
-                    r.fail(ConditionType::TransitNetworkShared, f);
-                    withdraw_before_leg(self.net, self.fabric, input, r).await;
-                    return;
-                }
+        let edge = async {
+            match footing {
+                Some((c, f)) => Some((c, crate::per_customer::edge(self, c, input, f).await)),
+                None => None,
             }
-        }
-        let found = match e.customer_transit() {
-            // The router's read saw the main transit's ports; the leg stands on the customer
-            // transit's.
-            Some(_) => match ops::leg_network_ports(e).await {
-                Ok(ports) => Ok(found.with_ports(ports)),
-                Err(err) => Err(e.named(
-                    plan::leg::call_failed(plan::leg::LegCall::ListPorts, &err),
-                    Whose::Operator,
-                )),
-            },
-            None => Ok(found),
         };
-        let leg = match found {
-            Ok(found) => leg::ensure(e, input, valid, found, &mut r.actions).await,
-            Err(f) => Err(f),
+        let at = r.actions.len();
+        let (edge, chain) = futures::join!(edge, share_and_leg(e, input, valid, found, r));
+        let whole;
+        let e = match edge {
+            None => e,
+            Some((c, Ok((t, built)))) => {
+                // The customer transit's Event before the share's and the leg's, as when the
+                // steps ran one after the other.
+                r.actions.splice(at..at, built);
+                crate::per_customer::record_transit(r, &t);
+                whole = self.on_customer_transit(c, t);
+                &whole
+            }
+            Some((_, Err(f))) => {
+                // A leg made meanwhile is the link's by its UID: the next reconcile finds it.
+                r.fail(ConditionType::TransitNetworkShared, f);
+                return;
+            }
         };
-        let mut leg = match leg {
-            Ok(leg) => leg,
-            Err(f) => {
+        let pass_share = |r: &mut report::Report, shared: Option<String>| {
+            if let (Some(msg), Some(c)) = (shared, e.customer()) {
+                let msg = match e.customer_transit() {
+                    Some(t) => crate::per_customer::shared_message(t, c),
+                    None => msg,
+                };
+                r.pass(ConditionType::TransitNetworkShared, msg);
+            }
+        };
+        let mut leg = match chain {
+            Ok((shared, leg)) => {
+                pass_share(r, shared);
+                leg
+            }
+            Err(Stop::Share(f)) => {
+                r.fail(ConditionType::TransitNetworkShared, f);
+                withdraw_before_leg(self.net, self.fabric, input, r).await;
+                return;
+            }
+            Err(Stop::Leg(f, shared)) => {
+                pass_share(r, shared);
                 e.withdraw_orphaned(input, r).await;
                 r.fail(ConditionType::LegAttached, f);
                 return;
@@ -470,5 +483,52 @@ pub(crate) async fn unwind_cross_tenant(
             })
         }
         Err(s) => Ok(Err(s.fail)),
+    }
+}
+
+/// Where the share-and-leg half of the pipeline stopped.
+enum Stop {
+    Share(plan::StepFail),
+    /// The leg failed after the share (its message, when there was one) was made.
+    Leg(plan::StepFail, Option<String>),
+}
+
+/// The share (cross-tenant: the customer may only create a port on a network shared with its
+/// project) and the leg, after the router was found. The share's message when there is one,
+/// and the leg.
+async fn share_and_leg(
+    e: &Engine<'_>,
+    input: &Input<'_>,
+    valid: &plan::validated::Valid,
+    found: leg::FoundRouter,
+    r: &mut report::Report,
+) -> Result<(Option<String>, leg::Leg), Stop> {
+    let mut shared = None;
+    if let Some(c) = e.customer() {
+        shared = Some(
+            share::ensure(e, c, &mut r.actions)
+                .await
+                .map_err(Stop::Share)?,
+        );
+    }
+    let found = match e.customer_transit() {
+        // The router's read saw the main transit's ports; the leg stands on the customer
+        // transit's.
+        Some(_) => match ops::leg_network_ports(e).await {
+            Ok(ports) => Ok(found.with_ports(ports)),
+            Err(err) => Err(e.named(
+                plan::leg::call_failed(plan::leg::LegCall::ListPorts, &err),
+                Whose::Operator,
+            )),
+        },
+        None => Ok(found),
+    };
+    let leg = match found {
+        Ok(found) => leg::ensure(e, input, valid, found, &mut r.actions).await,
+        Err(f) => Err(f),
+    };
+    match leg {
+        Ok(leg) => Ok((shared, leg)),
+        Err(f) => Err(Stop::Leg(f, shared)),
     }
 }

@@ -1,6 +1,7 @@
 //! A `PerCustomer` link's customer transit, observe and act (docs/design.md, "Per-customer
 //! transit"): found again by name in the operator's project, or built in order (network,
-//! subnet, edge router, its interface on the subnet, its leg on the main transit); taken down
+//! subnet, edge router; then its interface on the subnet beside its leg on the main transit,
+//! while the link's share and leg are made); taken down
 //! in reverse order once no link of the project stands on it. Every call is on the operator's
 //! credential; `plan::customer_transit` decides.
 
@@ -119,16 +120,24 @@ pub(crate) struct Taken<'a> {
     pub router: (&'a Customer<'a>, &'a str),
 }
 
-/// Find or build the project's customer transit. `claimed`: transit addresses other links
-/// claim (the edge leg takes none of them). The pool is needed only to cut a new subnet: a
-/// built customer transit keeps working without it.
-pub(crate) async fn ensure(
+/// What [`ensure_footing`] found or made, and what [`ensure_edge`] still has to: the pieces
+/// (each with whether this reconcile made it) for the one Event that names them all.
+pub(crate) struct Footing {
+    /// The customer transit, its edge leg's address not yet known (unspecified).
+    pub transit: CustomerTransit,
+    pieces: Vec<(bool, String)>,
+}
+
+/// Find or build the project's customer transit in two halves (docs/design.md, "Per-customer
+/// transit", "Order"): the footing — network, subnet, edge router — which the link's share and
+/// leg need, then the edge router's two interfaces ([`ensure_edge`]), which only the routes
+/// need. The caller runs the second beside the share and the leg. The pool is needed only to
+/// cut a new subnet: a built customer transit keeps working without it.
+pub(crate) async fn ensure_footing(
     e: &Engine<'_>,
     project: &str,
     taken: Taken<'_>,
-    claimed: &[Ipv4Addr],
-    actions: &mut Vec<Action>,
-) -> Result<CustomerTransit, StepFail> {
+) -> Result<Footing, StepFail> {
     let pool = || e.fabric.customer_transit.ok_or_else(not_configured);
     let operator = &e.fabric.operator_project_id;
     let name = customer_transit_name(&e.fabric.transit_network_id, project);
@@ -213,53 +222,82 @@ pub(crate) async fn ensure(
             r
         }
     };
-    let ports = interfaces(e, &router.id).await?;
+    Ok(Footing {
+        transit: CustomerTransit {
+            network_id: network.id,
+            subnet_id: subnet.id,
+            cidr,
+            gateway,
+            edge_router_id: router.id,
+            edge_ip: Ipv4Addr::UNSPECIFIED,
+        },
+        pieces,
+    })
+}
+
+/// The edge router's interface on the customer transit and its leg on the main transit, found
+/// or made side by side (independent calls on one router); the customer transit whole, and the
+/// note naming every piece. `claimed`: transit addresses other links claim (the edge leg takes
+/// none of them).
+pub(crate) async fn ensure_edge(
+    e: &Engine<'_>,
+    project: &str,
+    footing: Footing,
+    claimed: &[Ipv4Addr],
+    actions: &mut Vec<Action>,
+) -> Result<CustomerTransit, StepFail> {
+    let Footing {
+        mut transit,
+        mut pieces,
+    } = footing;
+    let edge_name = edge_router_name(&e.fabric.transit_network_id, project);
+    let router_id = transit.edge_router_id.clone();
+    let gateway = transit.gateway;
+    let ports = interfaces(e, &router_id).await?;
     let ifs = edge_interfaces(
         &ports,
-        &router.id,
-        &network.id,
+        &router_id,
+        &transit.network_id,
         &e.fabric.transit_network_id,
     );
-    let interface = |port: &str| format!("its interface port {port} at {gateway}");
-    match ifs.on_customer_transit {
-        Some(p) => pieces.push((false, interface(&p.id))),
-        None => {
-            let port = e
-                .net
-                .add_router_subnet(&router.id, &subnet.id)
-                .await
-                .map_err(|err| {
-                    call_failed("attaching the customer transit to the edge router", &err)
-                })?;
-            pieces.push((true, interface(&port)));
-        }
-    }
-    let leg = |port: &str, ip: Ipv4Addr| format!("its transit leg port {port} at {ip}");
-    let edge_ip = match ifs
-        .on_main_transit
-        .and_then(|p| port_ip(p).map(|ip| (p, ip)))
-    {
-        Some((p, ip)) => {
-            pieces.push((false, leg(&p.id, ip)));
-            ip
-        }
-        None => {
-            let (port, ip) = edge_leg(e, &router.id, &edge_name, claimed).await?;
-            pieces.push((true, leg(&port, ip)));
-            ip
+    let interface = async {
+        let piece = |port: &str| format!("its interface port {port} at {gateway}");
+        match ifs.on_customer_transit {
+            Some(p) => Ok((false, piece(&p.id))),
+            None => {
+                let port = e
+                    .net
+                    .add_router_subnet(&router_id, &transit.subnet_id)
+                    .await
+                    .map_err(|err| {
+                        call_failed("attaching the customer transit to the edge router", &err)
+                    })?;
+                Ok::<_, StepFail>((true, piece(&port)))
+            }
         }
     };
+    let leg = async {
+        let piece = |port: &str, ip: Ipv4Addr| format!("its transit leg port {port} at {ip}");
+        match ifs
+            .on_main_transit
+            .and_then(|p| port_ip(p).map(|ip| (p, ip)))
+        {
+            Some((p, ip)) => Ok(((false, piece(&p.id, ip)), ip)),
+            None => {
+                let (port, ip) = edge_leg(e, &router_id, &edge_name, claimed).await?;
+                Ok::<_, StepFail>(((true, piece(&port, ip)), ip))
+            }
+        }
+    };
+    let (interface, leg) = futures::join!(interface, leg);
+    pieces.push(interface?);
+    let (piece, edge_ip) = leg?;
+    pieces.push(piece);
     if let Some(note) = built_note(project, &pieces) {
         actions.push(Action::new(ActionKind::CustomerTransitBuilt, note));
     }
-    Ok(CustomerTransit {
-        network_id: network.id,
-        subnet_id: subnet.id,
-        cidr,
-        gateway,
-        edge_router_id: router.id,
-        edge_ip,
-    })
+    transit.edge_ip = edge_ip;
+    Ok(transit)
 }
 
 /// The project's customer transit as it stands, building nothing: `None` without its network

@@ -325,8 +325,13 @@ async fn ensure_leg(
         router,
         seen,
     } = resolved;
-    // Only a cross-tenant leg can come back elsewhere: Neutron picks its address.
-    let mut recorded_ip: Option<Ipv4Addr> = if cross_tenant {
+    // Only a cross-tenant leg can come back elsewhere: Neutron picks its address. A `Shared`
+    // one is bound to its recorded address (TransitIPMismatch): on a network shared with whole
+    // projects the old address may be another tenant's by now. A `PerCustomer` one is not: its
+    // network is shared with its own project only, and every route to the leg is the
+    // operator's (the edge router's follows the new address).
+    let bound = cross_tenant && !input.shape.is_per_customer();
+    let mut recorded_ip: Option<Ipv4Addr> = if bound {
         rules::bound_address(
             input.status.transit_ip.as_deref(),
             input.status.service_router_id.as_deref(),
@@ -335,7 +340,7 @@ async fn ensure_leg(
     } else {
         None
     };
-    let held = cross_tenant && rules::mismatch_recorded(&input.status.conditions);
+    let held = bound && rules::mismatch_recorded(&input.status.conditions);
     let project = e.leg_project(input);
     for p in rules::forged(&ports, input.uid, project) {
         actions.push(Action::new(

@@ -12,6 +12,7 @@ mod converge;
 mod credentials;
 mod customer_transit;
 mod door;
+pub mod drift_check;
 mod gateway_route;
 mod leg;
 mod model;

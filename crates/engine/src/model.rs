@@ -59,6 +59,16 @@ impl<'a> Shape<'a> {
             },
         }
     }
+
+    pub fn is_per_customer(&self) -> bool {
+        matches!(
+            self,
+            Shape::CrossTenant {
+                isolation: TransitIsolation::PerCustomer,
+                ..
+            }
+        )
+    }
 }
 /// When to look again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -93,31 +93,49 @@ pub(crate) async fn isolation(
     }
 }
 
-/// The customer-transit step: the project's customer transit found or built (the caller
-/// holds the project's lock), recorded in status. `None` when it failed, with
+/// The customer-transit step's first half: the project's network, subnet and edge router
+/// found or built (the caller holds the project's lock). `None` when it failed, with
 /// TransitNetworkShared saying why.
-pub(crate) async fn transit(
+pub(crate) async fn footing(
     base: &Engine<'_>,
     c: &Customer<'_>,
     input: &Input<'_>,
     found: &FoundRouter,
     r: &mut Report,
-) -> Option<CustomerTransit> {
-    let (link_cidrs, claimed) = taken_by_links(input);
+) -> Option<customer_transit::Footing> {
+    let (link_cidrs, _) = taken_by_links(input);
     let taken = customer_transit::Taken {
         link_cidrs: &link_cidrs,
         router: (c, found.router_id()),
     };
-    match customer_transit::ensure(base, c.project_id, taken, &claimed, &mut r.actions).await {
-        Ok(t) => {
-            r.status.customer_transit = Some(status_of(&t));
-            Some(t)
-        }
+    match customer_transit::ensure_footing(base, c.project_id, taken).await {
+        Ok(f) => Some(f),
         Err(f) => {
             r.fail(ConditionType::TransitNetworkShared, f);
             None
         }
     }
+}
+
+/// The customer-transit step's second half, run beside the share and the leg: the edge
+/// router's interface and its leg on the main transit. The customer transit whole, with the
+/// actions that built it; or why not (TransitNetworkShared).
+pub(crate) async fn edge(
+    base: &Engine<'_>,
+    c: &Customer<'_>,
+    input: &Input<'_>,
+    footing: customer_transit::Footing,
+) -> Result<(CustomerTransit, Vec<Action>), StepFail> {
+    let (_, claimed) = taken_by_links(input);
+    let mut actions = vec![];
+    customer_transit::ensure_edge(base, c.project_id, footing, &claimed, &mut actions)
+        .await
+        .map(|t| (t, actions))
+}
+
+/// What status says a link uses, once its customer transit is whole.
+pub(crate) fn record_transit(r: &mut Report, t: &CustomerTransit) {
+    r.status.customer_transit = Some(status_of(t));
 }
 
 /// TransitNetworkShared of a `PerCustomer` link: its customer transit, shared with its project.
@@ -299,117 +317,119 @@ pub(crate) async fn routes(
     let gateway = super::plan::route_of(&record);
     let keep = || Some(record.clone());
 
+    // The edge router's route (operator credential) and the customer router's way back
+    // (customer credential) are independent: both are written at once, so a leg made again
+    // carries packets after one route write's time, not two.
     let edge_id = &transit.edge_router_id;
-    let router = e.net.get_router(edge_id).await.map_err(|err| {
-        (
+    let leg_ip = leg.ip;
+    let edge_side = async {
+        let mut acts = vec![];
+        let router = e.net.get_router(edge_id).await.map_err(|err| {
             e.named(
                 route_call_failed("reading edge", edge_id, &err),
                 Whose::Operator,
-            ),
-            keep(),
-        )
-    })?;
-    let (remove, add) = edge_route(&router.routes, valid.cidr, leg.ip, transit.cidr);
-    if !remove.is_empty() {
-        ops::remove_routes(e, e.net, &router, &remove)
-            .await
-            .map_err(|err| {
-                (
+            )
+        })?;
+        let (remove, add) = edge_route(&router.routes, valid.cidr, leg_ip, transit.cidr);
+        if !remove.is_empty() {
+            ops::remove_routes(e, e.net, &router, &remove)
+                .await
+                .map_err(|err| {
                     e.named(
                         route_call_failed("removing old routes from edge", edge_id, &err),
                         Whose::Operator,
-                    ),
-                    keep(),
-                )
-            })?;
-    }
-    let edge = Route::new(valid.cidr.to_string(), leg.ip.to_string());
-    if let Some(add) = &add {
-        // The edge router is the operator's own: a gateway's route there is its serviceCIDR
-        // via its port on the main transit, as `edge_reverse` puts it. A route via anywhere
-        // else (another link's edge route, via its leg) is never taken for one, whatever a
-        // gateway's status says.
-        let gateways: Vec<ReverseRoute> = input
-            .reverse_targets
-            .iter()
-            .filter(|t| {
-                t.port_fixed_ip
-                    .parse::<std::net::Ipv4Addr>()
-                    .is_ok_and(|h| e.fabric.transit_subnet.contains(&h))
-            })
-            .map(|t| ReverseRoute {
-                service_cidr: t.service_cidr.clone(),
-                next_hop: t.port_fixed_ip.clone(),
-                gateway_ref: t.gateway.clone(),
-            })
-            .collect();
-        let room = Room {
-            router_name: "edge router",
-            ours: &gateways,
-            targets: input.reverse_targets,
-        };
-        add_own(e, e.net, &router, add, room, actions)
-            .await
-            .map_err(|(what, err)| {
-                (
+                    )
+                })?;
+        }
+        if let Some(add) = &add {
+            // The edge router is the operator's own: a gateway's route there is its
+            // serviceCIDR via its port on the main transit, as `edge_reverse` puts it. A route
+            // via anywhere else (another link's edge route, via its leg) is never taken for
+            // one, whatever a gateway's status says.
+            let gateways: Vec<ReverseRoute> = input
+                .reverse_targets
+                .iter()
+                .filter(|t| {
+                    t.port_fixed_ip
+                        .parse::<std::net::Ipv4Addr>()
+                        .is_ok_and(|h| e.fabric.transit_subnet.contains(&h))
+                })
+                .map(|t| ReverseRoute {
+                    service_cidr: t.service_cidr.clone(),
+                    next_hop: t.port_fixed_ip.clone(),
+                    gateway_ref: t.gateway.clone(),
+                })
+                .collect();
+            let room = Room {
+                router_name: "edge router",
+                ours: &gateways,
+                targets: input.reverse_targets,
+            };
+            add_own(e, e.net, &router, add, room, &mut acts)
+                .await
+                .map_err(|(what, err)| {
                     e.named(
                         route_call_failed(&format!("{what} edge"), edge_id, &err),
                         Whose::Operator,
-                    ),
-                    keep(),
-                )
-            })?;
-        actions.push(Action::new(
-            ActionKind::RouteInstalled,
-            format!(
-                "{} via {} on edge router {edge_id}",
-                add.destination, add.nexthop
-            ),
-        ));
-    }
-
-    let rid = &leg.router_id;
-    let service = ops::router(e.leg_client(), leg.seen.service.as_ref(), rid)
-        .await
-        .map_err(|err| {
-            (
-                e.named(route_call_failed("reading", rid, &err), Whose::Customer),
-                keep(),
-            )
-        })?;
-    let back = return_route(
-        &service.routes,
-        e.fabric.transit_subnet,
-        transit.gateway,
-        rid,
-    )
-    .map_err(|f| (e.named(f, Whose::Customer), keep()))?;
-    if let Some(add) = &back {
-        // On the customer's router, only the reverse routes this link recorded are its own
-        // to move aside.
-        let room = Room {
-            router_name: "router",
-            ours: &input.status.reverse_routes,
-            targets: input.reverse_targets,
-        };
-        let made_room = add_own(e, e.leg_client(), &service, add, room, actions)
-            .await
-            .map_err(|(what, err)| {
-                (
-                    e.named(route_call_failed(what, rid, &err), Whose::Customer),
-                    keep(),
-                )
-            })?;
-        if made_room {
-            // The leg step's read of the router still holds the route that went: the reverse
-            // step reads it again, or it would count that route as in place.
-            leg.seen.service = None;
+                    )
+                })?;
+            acts.push(Action::new(
+                ActionKind::RouteInstalled,
+                format!(
+                    "{} via {} on edge router {edge_id}",
+                    add.destination, add.nexthop
+                ),
+            ));
         }
-        actions.push(Action::new(
-            ActionKind::RouteInstalled,
-            format!("{} via {} on router {rid}", add.destination, add.nexthop),
-        ));
+        Ok::<_, StepFail>(acts)
+    };
+    let rid = &leg.router_id;
+    let seen_service = leg.seen.service.as_ref();
+    let service_side = async {
+        let mut acts = vec![];
+        let service = ops::router(e.leg_client(), seen_service, rid)
+            .await
+            .map_err(|err| e.named(route_call_failed("reading", rid, &err), Whose::Customer))?;
+        let back = return_route(
+            &service.routes,
+            e.fabric.transit_subnet,
+            transit.gateway,
+            rid,
+        )
+        .map_err(|f| e.named(f, Whose::Customer))?;
+        let mut made_room = false;
+        if let Some(add) = &back {
+            // On the customer's router, only the reverse routes this link recorded are its
+            // own to move aside.
+            let room = Room {
+                router_name: "router",
+                ours: &input.status.reverse_routes,
+                targets: input.reverse_targets,
+            };
+            made_room = add_own(e, e.leg_client(), &service, add, room, &mut acts)
+                .await
+                .map_err(|(what, err)| {
+                    e.named(route_call_failed(what, rid, &err), Whose::Customer)
+                })?;
+            acts.push(Action::new(
+                ActionKind::RouteInstalled,
+                format!("{} via {} on router {rid}", add.destination, add.nexthop),
+            ));
+        }
+        Ok::<_, StepFail>((acts, made_room))
+    };
+    let (edge_done, service_done) = futures::join!(edge_side, service_side);
+    // The edge router's outcome first, as when they ran one after the other.
+    let edge_acts = edge_done.map_err(|f| (f, keep()))?;
+    actions.extend(edge_acts);
+    let (service_acts, made_room) = service_done.map_err(|f| (f, keep()))?;
+    actions.extend(service_acts);
+    if made_room {
+        // The leg step's read of the router still holds the route that went: the reverse
+        // step reads it again, or it would count that route as in place.
+        leg.seen.service = None;
     }
+    let edge = Route::new(valid.cidr.to_string(), leg.ip.to_string());
     let back = Route::new(
         e.fabric.transit_subnet.to_string(),
         transit.gateway.to_string(),

@@ -27,11 +27,8 @@
 //! window ([`Snapshots`]): the first link of a window takes it, the others wait for it.
 //!
 //! Cross-tenant links take no part in that (their routers are read with each customer's
-//! credential). Every link's gateway route, though, points at an address on the operator's
-//! transit network: [`check_legs`] checks, from one read of its ports on a short interval of
-//! its own, that what should hold each recorded route's next hop still does (a link's leg, or
-//! a `PerCustomer` project's edge leg), whatever the link's Ready state, so an address a leg
-//! lost stops being routed to long before the next resync.
+//! credential). Between resyncs, the drift check (`engine::drift_check`) looks at what every
+//! link's status records on the operator's side, from two reads for the whole estate.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -43,7 +40,7 @@ use bnerd_cloud::{Neutron, Port, PortQuery, Result, RouterQuery, Subnet, SubnetQ
 use super::context::Engine;
 use super::model::{Input, Outcome, Shape};
 use super::overlay::{Known, Overlay, PlannedWrite, Recorded};
-use super::plan::resync::{Noted, ResyncPlan, RouteWrite, edge_leg_check, leg_check, plan};
+use super::plan::resync::{Noted, ResyncPlan, RouteWrite, plan};
 
 /// Router IDs per `GET /routers?id=…` call: 80 IDs make a request line of about 3.2 KB,
 /// under gunicorn's default limit of 4094 bytes and the 8 KB of common proxies. Measured on
@@ -132,15 +129,6 @@ impl Snapshot {
         })
     }
 
-    /// Read only the transit network's ports: all a check of cross-tenant legs needs.
-    pub async fn take_ports(net: &dyn Neutron, fabric: &Fabric) -> Result<Self> {
-        Ok(Self {
-            taken: Instant::now(),
-            known: transit_known(fabric, transit_ports(net, fabric).await?),
-            reads: 1,
-        })
-    }
-
     pub fn age(&self) -> Duration {
         self.taken.elapsed()
     }
@@ -160,59 +148,6 @@ fn transit_known(fabric: &Fabric, ports: Vec<Port>) -> Known {
         cidr: fabric.transit_subnet.to_string(),
         ..Default::default()
     })
-}
-
-/// The next hop of a link's recorded gateway route, and what must hold it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecordedLeg {
-    pub link: String,
-    pub holder: LegHolder,
-    /// The gateway route's next hop: the address a freed port would leave routed.
-    pub transit_ip: String,
-}
-
-/// What holds a gateway route's next hop on the transit network.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LegHolder {
-    /// The link's own leg port (same-tenant and `Shared` links).
-    Port(String),
-    /// An interface of this edge router (a `PerCustomer` link's project's edge leg).
-    EdgeRouter(String),
-}
-
-/// A leg [`check_legs`] found gone or moved: its link, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MovedLeg {
-    pub link: String,
-    pub why: String,
-}
-
-/// Check these cross-tenant legs from one read of the transit network's ports (none when
-/// there are no legs): the links whose leg is gone or no longer at its recorded address, to
-/// be reconciled at once.
-pub async fn check_legs(
-    net: &dyn Neutron,
-    fabric: &Fabric,
-    legs: &[RecordedLeg],
-) -> Result<Vec<MovedLeg>> {
-    if legs.is_empty() {
-        return Ok(vec![]);
-    }
-    let snap = Snapshot::take_ports(net, fabric).await?;
-    Ok(legs
-        .iter()
-        .filter_map(|l| {
-            let ports = snap.known.ports();
-            match &l.holder {
-                LegHolder::Port(id) => leg_check(id, &l.transit_ip, ports),
-                LegHolder::EdgeRouter(id) => edge_leg_check(id, &l.transit_ip, ports),
-            }
-            .map(|why| MovedLeg {
-                link: l.link.clone(),
-                why,
-            })
-        })
-        .collect())
 }
 
 /// Service routers' ports and subnets as earlier windows read them. Neutron moves a router's

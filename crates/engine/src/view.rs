@@ -93,38 +93,49 @@ pub fn same_tenant_routers<'a>(links: impl IntoIterator<Item = &'a ClusterLink>)
         .collect()
 }
 
-/// What the short leg check looks at: every link not being deleted whose status records a
-/// gateway route, whatever its Ready state (a link that fails at its credential or its share
-/// keeps its route on the gateway router, and a freed address may go to another tenant's
-/// port), with what must hold the route's next hop: the link's leg port, or for a
-/// `PerCustomer` link its project's edge leg (an interface of the edge router).
-pub fn legs_to_check<'a>(
+/// What the drift check looks at (`drift_check`): every link not being deleted whose status
+/// records a gateway route, whatever its Ready state (a link that fails at its credential or
+/// its share keeps its route on the gateway router, and a freed address may go to another
+/// tenant's port), with its leg, and for a `PerCustomer` link its project's edge leg and the
+/// edge router's route to it. A link held at `TransitIPMismatch` has no route recorded.
+pub fn recorded_paths<'a>(
     links: impl IntoIterator<Item = &'a ClusterLink>,
-) -> Vec<crate::resync::RecordedLeg> {
+) -> Vec<crate::drift_check::RecordedPath> {
+    use crate::drift_check::{RecordedEdge, RecordedLeg, RecordedPath};
     links
         .into_iter()
         .filter(|l| l.metadata.deletion_timestamp.is_none())
         .filter_map(|l| {
             let status = l.status.as_ref()?;
             let route = status.gateway_route.as_ref()?;
-            let holder = match Shape::of(&l.spec) {
+            let leg = match (&status.leg_port_id, &status.transit_ip) {
+                (Some(port), Some(ip)) => Some(RecordedLeg {
+                    port_id: port.clone(),
+                    ip: ip.clone(),
+                    router_id: status.service_router_id.clone(),
+                }),
+                _ => None,
+            };
+            let edge = match Shape::of(&l.spec) {
                 Shape::CrossTenant {
                     isolation: TransitIsolation::PerCustomer,
                     ..
-                } => {
-                    let edge = status.customer_transit.as_ref()?.edge_router_id.clone()?;
-                    crate::resync::LegHolder::EdgeRouter(edge)
-                }
-                Shape::SameTenant
-                | Shape::CrossTenant {
-                    isolation: TransitIsolation::Shared,
-                    ..
-                } => crate::resync::LegHolder::Port(status.leg_port_id.clone()?),
+                } => status.customer_transit.as_ref().and_then(|ct| {
+                    Some(RecordedEdge {
+                        router_id: ct.edge_router_id.clone()?,
+                        transit_ip: ct.edge_router_transit_ip.clone()?,
+                        route: leg
+                            .as_ref()
+                            .map(|leg| bnerd_cloud::Route::new(&route.destination, &leg.ip)),
+                    })
+                }),
+                _ => None,
             };
-            Some(crate::resync::RecordedLeg {
+            Some(RecordedPath {
                 link: l.metadata.name.clone().unwrap_or_default(),
-                holder,
-                transit_ip: route.nexthop.clone(),
+                gateway_route: crate::plan::route_of(route),
+                leg,
+                edge,
             })
         })
         .collect()

@@ -1045,6 +1045,77 @@ fake_and_lab!(
     lab_a_per_customer_link_moves_to_another_router
 );
 
+/// A `PerCustomer` leg deleted out of band and made again at another address (another port of
+/// the customer's took the old one) is not `TransitIPMismatch`, as a `Shared` leg would be:
+/// the customer transit is shared with this project only, and every route to the leg is the
+/// operator's, so the edge router's route follows the new address and the link is Ready again.
+async fn a_per_customer_leg_back_elsewhere_is_rerouted(env: Env) {
+    let s = stage(env).await;
+    let (a, _) = s.routers.clone();
+    let mut link = per_customer_link(&s, &a, CIDR);
+    converge(&s, &mut link, "create").await;
+    check_ready(&s, &[&link], "created").await;
+    let st = link.status.clone().unwrap_or_default();
+    let (old_port, old_ip) = (st.leg_port_id.unwrap(), st.transit_ip.unwrap());
+    let network = st.customer_transit.unwrap().network_id.unwrap();
+    // Out of band: the customer router's routes via the edge router removed (Neutron refuses
+    // to detach an interface a route needs), the leg detached (Neutron deletes the port), and
+    // a port of the customer's at the address it held.
+    let routes = s.leg_client().get_router(&a).await.unwrap().routes;
+    s.leg_client()
+        .remove_extraroutes(&a, &routes)
+        .await
+        .expect("remove the customer router's routes out of band");
+    s.leg_client()
+        .remove_router_interface(&a, &old_port)
+        .await
+        .expect("detach the leg out of band");
+    let squatter = s
+        .leg_client()
+        .create_port(&bnerd_cloud::CreatePort {
+            network_id: network.clone(),
+            name: "squatter".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("a port of the customer's on its customer transit");
+    let squatter_ip = squatter.first_ip().unwrap().to_string();
+    converge(&s, &mut link, "after the leg was lost").await;
+    let st = link.status.clone().unwrap_or_default();
+    let new_ip = st.transit_ip.clone().unwrap();
+    assert_ne!(
+        st.leg_port_id.as_deref(),
+        Some(old_port.as_str()),
+        "a new leg"
+    );
+    assert_ne!(new_ip, squatter_ip, "the leg is not the squatter");
+    report::note(&format!(
+        "PerCustomer leg lost at {old_ip}, the customer's port took {squatter_ip}, the leg came back at {new_ip}: the edge route follows it"
+    ));
+    let edge = st.customer_transit.unwrap().edge_router_id.unwrap();
+    let routes = routes_on(s.env.net.as_ref(), &edge).await;
+    assert!(
+        routes
+            .iter()
+            .all(|r| r.nexthop != squatter_ip && r.nexthop != old_ip || old_ip == new_ip),
+        "a route via the old address is left on the edge router: {routes:?}"
+    );
+    s.leg_client()
+        .delete_port(&squatter.id)
+        .await
+        .expect("the customer's port goes");
+    check_ready(&s, &[&link], "rerouted").await;
+    converge_delete(&s, &link, "delete").await;
+    check_gone(&s, "delete").await;
+    s.teardown().await;
+}
+
+fake_and_lab!(
+    a_per_customer_leg_back_elsewhere_is_rerouted,
+    fake_a_per_customer_leg_back_elsewhere_is_rerouted,
+    lab_a_per_customer_leg_back_elsewhere_is_rerouted
+);
+
 /// A deleting link whose Secret is gone is held (CredentialsUnavailable); the operator's
 /// credential removes at once what it may (the gateway route, the edge router's route via the
 /// leg), and the leg waits. With the Secret back, the unwind finishes and nothing is left.

@@ -491,57 +491,125 @@ async fn main() {
         "apiserver LISTs and idle CPU: not measured here (no apiserver, no controller loop); tests/estate_binary.rs measures them on the real binary"
     );
     over_quota().await;
-    cross_tenant_leg_check(n).await;
+    drift_check(n).await;
     gateway_screen(n);
     gateway_fan_out(n);
 }
 
-/// The short check of cross-tenant legs between resyncs (`leg_check::legs_to_check`,
-/// `engine::resync::check_legs`): `n` converged cross-tenant links, their legs on one transit
-/// network. Prints the calls and the time of one check, and that a deleted leg is found.
-async fn cross_tenant_leg_check(n: usize) {
+/// The drift check between resyncs (`drift_check::recorded_paths`, `engine::drift_check`):
+/// `n` Ready links, 40 % same-tenant, 30 % `Shared` and 30 % `PerCustomer` across `n / 10`
+/// customer projects of 3 links each (each project its customer transit and edge router).
+/// Every leg is a router interface; the gateway router routes every link. Prints the calls and
+/// the time of one check, and that breaking four things sends exactly the links behind them.
+/// (The fake's objects are all made by the operator's client: what the check reads does not
+/// depend on who owns a leg, only on the operator seeing it; the lab's packet tier reads
+/// customers' legs.)
+async fn drift_check(n: usize) {
+    use bnerd_api::clusterlink::CustomerTransit;
     use bnerd_api::conditions::{Status, set_condition};
-    use bnerd_api::{ClusterLinkStatus, ConditionType, Reason, SecretRef};
-    use bnerd_vpn_operator::engine::resync::check_legs;
-    use bnerd_vpn_operator::leg_check::legs_to_check;
+    use bnerd_api::{ClusterLinkStatus, ConditionType, Reason, SecretRef, TransitIsolation};
+    use bnerd_vpn_operator::drift_check::recorded_paths;
+    use bnerd_vpn_operator::engine::drift_check::{READS, check};
 
     const CHECKS: u32 = 20;
-    let cloud = FakeCloud::new();
+    let cloud = FakeCloud::new().max_routes(2 * n + 10);
     let (net, fab) = fabric(&cloud).await;
-    let mut links = vec![];
-    for i in 0..n {
-        let port = net
+    let per_customer_from = n * 7 / 10;
+    // The customer projects' transits: network, subnet, edge router with its interface there
+    // and its leg on the main transit.
+    let projects = (n - per_customer_from).div_ceil(3);
+    let mut edges = vec![];
+    for k in 0..projects {
+        let ct = net.create_network(&format!("ct{k}")).await.unwrap();
+        let sub = net
+            .create_subnet(
+                &ct.id,
+                &format!("10.{}.{}.0/24", 200 + k / 250, k % 250),
+                &format!("10.{}.{}.1", 200 + k / 250, k % 250),
+            )
+            .await
+            .unwrap();
+        let edge = net.create_router(&format!("edge{k}")).await.unwrap();
+        net.add_router_subnet(&edge.id, &sub.id).await.unwrap();
+        let leg = net
             .create_port(&bnerd_cloud::CreatePort {
                 network_id: fab.transit_network_id.clone(),
+                name: format!("edge{k}"),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        net.add_router_interface(&edge.id, &leg.id).await.unwrap();
+        edges.push((ct, sub, edge, leg));
+    }
+    let mut links = vec![];
+    let mut gateway_routes = vec![];
+    let mut edge_routes: BTreeMap<String, Vec<Route>> = BTreeMap::new();
+    for i in 0..n {
+        let cidr = format!("10.{}.{}.0/24", 100 + i / 250, i % 250);
+        let per_customer = i >= per_customer_from;
+        let project = (i - per_customer_from.min(i)) / 3;
+        let router = net.create_router(&format!("svc{i}")).await.unwrap();
+        let network = if per_customer {
+            edges[project].0.id.clone()
+        } else {
+            fab.transit_network_id.clone()
+        };
+        let leg = net
+            .create_port(&bnerd_cloud::CreatePort {
+                network_id: network,
                 name: format!("leg{i}"),
                 ..Default::default()
             })
             .await
             .unwrap();
+        net.add_router_interface(&router.id, &leg.id).await.unwrap();
+        let ip = leg.first_ip().unwrap_or_default().to_string();
+        let cross = i >= n * 4 / 10;
         let mut l = ClusterLink::new(
-            &format!("x{i}"),
+            &format!("l{i}"),
             ClusterLinkSpec {
-                service_cluster_router: format!("shoot--c{i}"),
-                service_cluster_cidr: format!("10.{}.{}.0/24", 100 + i / 250, i % 250),
-                credentials_secret_ref: Some(SecretRef {
-                    name: format!("clusterlink-x{i}"),
+                service_cluster_router: router.id.clone(),
+                service_cluster_cidr: cidr.clone(),
+                credentials_secret_ref: cross.then(|| SecretRef {
+                    name: format!("clusterlink-l{i}"),
                     namespace: "bnerd-vpn-clusterlinks".into(),
                 }),
-                customer_project_id: Some(format!("{i:032x}")),
+                customer_project_id: cross.then(|| format!("{project:032x}")),
+                transit_isolation: per_customer.then_some(TransitIsolation::PerCustomer),
                 ..Default::default()
             },
         );
         l.metadata.generation = Some(1);
-        let ip = port.first_ip().map(str::to_string);
         let mut status = ClusterLinkStatus {
-            leg_port_id: Some(port.id.clone()),
-            transit_ip: ip.clone(),
-            gateway_route: ip.map(|nexthop| bnerd_api::RouteRecord {
-                destination: format!("10.{}.{}.0/24", 100 + i / 250, i % 250),
-                nexthop,
-            }),
+            leg_port_id: Some(leg.id.clone()),
+            transit_ip: Some(ip.clone()),
+            service_router_id: Some(router.id.clone()),
             ..Default::default()
         };
+        let nexthop = if per_customer {
+            let (ct, sub, edge, edge_leg) = &edges[project];
+            let edge_ip = edge_leg.first_ip().unwrap_or_default().to_string();
+            status.customer_transit = Some(CustomerTransit {
+                network_id: Some(ct.id.clone()),
+                subnet_id: Some(sub.id.clone()),
+                cidr: Some(sub.cidr.clone()),
+                edge_router_id: Some(edge.id.clone()),
+                edge_router_transit_ip: Some(edge_ip.clone()),
+            });
+            edge_routes
+                .entry(edge.id.clone())
+                .or_default()
+                .push(Route::new(&cidr, &ip));
+            edge_ip
+        } else {
+            ip
+        };
+        gateway_routes.push(Route::new(&cidr, &nexthop));
+        status.gateway_route = Some(bnerd_api::RouteRecord {
+            destination: cidr,
+            nexthop,
+        });
         set_condition(
             &mut status.conditions,
             ConditionType::Ready,
@@ -554,59 +622,97 @@ async fn cross_tenant_leg_check(n: usize) {
         l.status = Some(status);
         links.push(Arc::new(l));
     }
+    net.add_extraroutes(&fab.gateway_router_id, &gateway_routes)
+        .await
+        .unwrap();
+    for (edge, routes) in &edge_routes {
+        net.add_extraroutes(edge, routes).await.unwrap();
+    }
 
     cloud.reset_counters();
     let t0 = Instant::now();
     let mut found = 0;
     for _ in 0..CHECKS {
-        let legs = legs_to_check(&links);
-        assert_eq!(legs.len(), n);
-        found += check_legs(&net, &fab, &legs).await.unwrap().len();
+        let paths = recorded_paths(&links);
+        assert_eq!(paths.len(), n);
+        found += check(&net, &fab, &paths).await.unwrap().len();
     }
     let per_check = t0.elapsed() / CHECKS;
     let (reads, writes) = cloud.read_write_counts();
-    assert_eq!(found, 0);
+    assert_eq!(found, 0, "a whole estate: nothing drifted");
     assert_eq!(
         (reads, writes),
-        (u64::from(CHECKS), 0),
-        "one read per check"
+        (READS * u64::from(CHECKS), 0),
+        "two reads per check, whatever the estate"
     );
 
-    // One leg deleted out of band: the next check names its link, and only it.
-    let gone = links[n / 2]
-        .status
-        .as_ref()
-        .unwrap()
-        .leg_port_id
-        .clone()
-        .unwrap();
-    net.delete_port(&gone).await.unwrap();
-    cloud.reset_counters();
-    let t1 = Instant::now();
-    let moved = check_legs(&net, &fab, &legs_to_check(&links))
+    // Four breaks out of band: a same-tenant link's gateway route, a Shared link's leg, a
+    // PerCustomer link's route on its edge router, and another project's edge leg (its three
+    // links route via it). The next check names exactly those six links.
+    let status = |i: usize| links[i].status.clone().unwrap_or_default();
+    net.remove_extraroutes(&fab.gateway_router_id, &[gateway_routes[1].clone()])
         .await
         .unwrap();
+    net.remove_router_interface(
+        &status(n / 2).service_router_id.unwrap_or_default(),
+        &status(n / 2).leg_port_id.unwrap_or_default(),
+    )
+    .await
+    .unwrap();
+    let pc = per_customer_from + 4;
+    let ct = status(pc).customer_transit.unwrap_or_default();
+    net.remove_extraroutes(
+        &ct.edge_router_id.unwrap_or_default(),
+        &[Route::new(
+            &links[pc].spec.service_cluster_cidr,
+            status(pc).transit_ip.unwrap_or_default(),
+        )],
+    )
+    .await
+    .unwrap();
+    let (_, _, edge, edge_leg) = &edges[projects - 1];
+    net.remove_router_interface(&edge.id, &edge_leg.id)
+        .await
+        .unwrap();
+    cloud.reset_counters();
+    let t1 = Instant::now();
+    let drifted = check(&net, &fab, &recorded_paths(&links)).await.unwrap();
     let took = t1.elapsed();
-    assert_eq!(moved.len(), 1);
-    assert_eq!(moved[0].link, format!("x{}", n / 2));
+    let mut want: Vec<String> = [1, n / 2, pc]
+        .iter()
+        .map(|i| format!("l{i}"))
+        .chain(
+            (per_customer_from..n)
+                .filter(|i| (i - per_customer_from) / 3 == projects - 1)
+                .map(|i| format!("l{i}")),
+        )
+        .collect();
+    want.sort();
+    let mut got: Vec<String> = drifted.iter().map(|d| d.link.clone()).collect();
+    got.sort();
+    assert_eq!(got, want, "exactly the links behind the four breaks");
+    let (reads_after, writes_after) = cloud.read_write_counts();
+    assert_eq!((reads_after, writes_after), (READS, 0));
 
     println!(
-        "\ncross-tenant leg check, {n} converged cross-tenant links (IPSEC_CROSS_TENANT_LEG_CHECK_INTERVAL, default 30 s):"
+        "\ndrift check, {n} Ready links ({} same-tenant, {} Shared, {} PerCustomer in {projects} customer projects), IPSEC_DRIFT_CHECK_INTERVAL default 2 s:",
+        n * 4 / 10,
+        per_customer_from - n * 4 / 10,
+        n - per_customer_from
     );
     println!(
-        "  per check: {} read(s), {} writes, {per_check:.1?} (mean of {CHECKS} checks, fake cloud in process)",
+        "  per check: {} reads, {} writes, {per_check:.1?} (mean of {CHECKS} checks, fake cloud in process)",
         reads / u64::from(CHECKS),
         writes
     );
     println!(
-        "  after one leg was deleted: {} read(s), {took:.1?}, {} link(s) to reconcile ({})",
-        cloud.read_write_counts().0,
-        moved.len(),
-        moved[0].why
+        "  after 4 breaks (a gateway route, a leg, an edge route, an edge leg): {reads_after} reads, {took:.1?}, {} links to reconcile: {}",
+        drifted.len(),
+        got.join(" ")
     );
     println!(
-        "  at 30 s: {} reads an hour, whatever the number of links",
-        3600 / 30 * (reads / u64::from(CHECKS))
+        "  at 2 s: {} reads an hour, whatever the number of links",
+        3600 / 2 * READS
     );
 }
 

@@ -27,15 +27,15 @@ pub struct Args {
     /// How often a converged link is checked again (self-healing), e.g. 300s, 5m, 1h.
     #[arg(long, env = "IPSEC_RESYNC_INTERVAL", default_value = "5m")]
     pub resync_interval: String,
-    /// How often cross-tenant legs are checked between resyncs (one read of the transit
-    /// network's ports for all of them): a leg gone or at another address is reconciled at
-    /// once, so an address freed and handed to another tenant stops being routed to.
-    #[arg(
-        long,
-        env = "IPSEC_CROSS_TENANT_LEG_CHECK_INTERVAL",
-        default_value = "30s"
-    )]
-    pub cross_tenant_leg_check_interval: String,
+    /// How often the drift check runs between resyncs (two reads for the whole estate: the
+    /// operator project's routers and every router interface it can see): a link whose
+    /// gateway route, leg, edge leg or edge route is gone is reconciled at once. Default 2s.
+    #[arg(long, env = "IPSEC_DRIFT_CHECK_INTERVAL")]
+    pub drift_check_interval: Option<String>,
+    /// Deprecated: the drift check's interval under its former name (it checked cross-tenant
+    /// legs only). Honoured when IPSEC_DRIFT_CHECK_INTERVAL is not set.
+    #[arg(long, env = "IPSEC_CROSS_TENANT_LEG_CHECK_INTERVAL", hide = true)]
+    pub cross_tenant_leg_check_interval: Option<String>,
     /// The one namespace cross-tenant credentials Secrets may live in.
     #[arg(long, env = "IPSEC_CLUSTERLINK_CREDENTIALS_NAMESPACE", default_value = bnerd_api::names::DEFAULT_CREDENTIALS_NAMESPACE)]
     pub credentials_namespace: String,
@@ -146,13 +146,22 @@ fn per_customer_transit(
     })
 }
 
+/// The drift check's default interval (docs/design.md, "The drift check"): a removed route or
+/// leg is seen within 2 s (1 s on average) for 3600 pairs of list reads an hour.
+pub const DEFAULT_DRIFT_CHECK_INTERVAL: &str = "2s";
+const DRIFT_CHECK_SETTING: &str = "IPSEC_DRIFT_CHECK_INTERVAL (--drift-check-interval)";
+const LEG_CHECK_SETTING: &str =
+    "IPSEC_CROSS_TENANT_LEG_CHECK_INTERVAL (--cross-tenant-leg-check-interval)";
+
 /// Validated settings.
 #[derive(Debug, Clone)]
 pub struct Config {
     pub gateway_router_id: String,
     pub transit_network_id: String,
     pub resync_interval: Duration,
-    pub cross_tenant_leg_check_interval: Duration,
+    pub drift_check_interval: Duration,
+    /// Settings given under a deprecated name, for a warning at startup.
+    pub deprecated: Vec<&'static str>,
     pub credentials_namespace: String,
     pub concurrency: u16,
     pub log_format: LogFormat,
@@ -227,11 +236,14 @@ impl TryFrom<Args> for Config {
                 setting: "IPSEC_RESYNC_INTERVAL (--resync-interval)",
                 message,
             })?;
-        let cross_tenant_leg_check_interval = parse_duration(&a.cross_tenant_leg_check_interval)
-            .map_err(|message| ConfigError::Invalid {
-                setting: "IPSEC_CROSS_TENANT_LEG_CHECK_INTERVAL (--cross-tenant-leg-check-interval)",
-                message,
-            })?;
+        let (interval, setting, deprecated) =
+            match (&a.drift_check_interval, &a.cross_tenant_leg_check_interval) {
+                (Some(v), _) => (v.as_str(), DRIFT_CHECK_SETTING, vec![]),
+                (None, Some(v)) => (v.as_str(), LEG_CHECK_SETTING, vec![LEG_CHECK_SETTING]),
+                (None, None) => (DEFAULT_DRIFT_CHECK_INTERVAL, DRIFT_CHECK_SETTING, vec![]),
+            };
+        let drift_check_interval = parse_duration(interval)
+            .map_err(|message| ConfigError::Invalid { setting, message })?;
         if a.credentials_namespace.trim().is_empty() {
             return Err(ConfigError::Missing(
                 "IPSEC_CLUSTERLINK_CREDENTIALS_NAMESPACE (--credentials-namespace)",
@@ -299,7 +311,8 @@ impl TryFrom<Args> for Config {
                 "IPSEC_TRANSIT_NETWORK_ID (--transit-network-id)",
             )?,
             resync_interval,
-            cross_tenant_leg_check_interval,
+            drift_check_interval,
+            deprecated,
             credentials_namespace: a.credentials_namespace,
             concurrency: a.concurrency,
             log_format: a.log_format,
@@ -366,7 +379,8 @@ mod tests {
         .unwrap();
         assert_eq!(c.credentials_namespace, "bnerd-vpn-clusterlinks");
         assert_eq!(c.resync_interval, Duration::from_secs(300));
-        assert_eq!(c.cross_tenant_leg_check_interval, Duration::from_secs(30));
+        assert_eq!(c.drift_check_interval, Duration::from_secs(2));
+        assert!(c.deprecated.is_empty());
         assert_eq!(c.log_format, LogFormat::Text);
         assert_eq!(c.metrics_addr.to_string(), "0.0.0.0:8080");
         assert_eq!(
@@ -392,8 +406,19 @@ mod tests {
         assert_eq!(c.log_format, LogFormat::Json);
         let e = with(&["--metrics-addr", "8080"]).unwrap_err();
         assert!(e.to_string().starts_with("IPSEC_METRICS_ADDR"), "{e}");
-        let c = with(&["--cross-tenant-leg-check-interval", "5s"]).unwrap();
-        assert_eq!(c.cross_tenant_leg_check_interval, Duration::from_secs(5));
+        let c = with(&["--drift-check-interval", "5s"]).unwrap();
+        assert_eq!(c.drift_check_interval, Duration::from_secs(5));
+        let e = with(&["--drift-check-interval", "0s"]).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("IPSEC_DRIFT_CHECK_INTERVAL (--drift-check-interval)"),
+            "{e}"
+        );
+        // The former name still sets it (an upgrade keeps a value it was given), with a
+        // warning; the new name wins over it.
+        let c = with(&["--cross-tenant-leg-check-interval", "30s"]).unwrap();
+        assert_eq!(c.drift_check_interval, Duration::from_secs(30));
+        assert_eq!(c.deprecated, vec![LEG_CHECK_SETTING]);
         let e = with(&["--cross-tenant-leg-check-interval", "0s"]).unwrap_err();
         assert!(
             e.to_string().starts_with(
@@ -401,6 +426,15 @@ mod tests {
             ),
             "{e}"
         );
+        let c = with(&[
+            "--cross-tenant-leg-check-interval",
+            "30s",
+            "--drift-check-interval",
+            "3s",
+        ])
+        .unwrap();
+        assert_eq!(c.drift_check_interval, Duration::from_secs(3));
+        assert!(c.deprecated.is_empty());
         let e = with(&["--lease-duration", "2s"]).unwrap_err();
         assert!(e.to_string().contains("at least 6s"), "{e}");
         assert!(

@@ -1,5 +1,5 @@
 //! What every part of the ClusterLink controller shares: the clients, the fabric, the caches
-//! and the observers (`controller.rs` runs the pipeline; `link_events.rs` and `leg_check.rs`
+//! and the observers (`controller.rs` runs the pipeline; `link_events.rs` and `drift_check.rs`
 //! read from it).
 
 use std::sync::Arc;
@@ -39,6 +39,8 @@ pub struct Context {
     pub targets: TargetIndex,
     /// The resync window's shared reads (engine::resync).
     pub snapshots: Snapshots,
+    /// The links the drift check sent, which must read afresh, not from a snapshot.
+    pub drifted: crate::drift_check::Drifted,
     pub metrics: Arc<Metrics>,
     /// The gateway Warnings already published (each once, not per link and reconcile).
     pub gateway_warnings: crate::gateway_warnings::GatewayWarnings,
@@ -71,6 +73,7 @@ impl Context {
             links,
             targets: TargetIndex::new(),
             snapshots: Snapshots::new(window),
+            drifted: Default::default(),
             metrics,
             gateway_warnings: Default::default(),
         }

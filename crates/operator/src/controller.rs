@@ -3,8 +3,8 @@
 //! publish the engine's `events`; docs/design.md, "The door into the engine"). A converged
 //! link is offered the window's shared snapshot (`engine::resync`); reverse targets come from
 //! the gateway index (`gateways`). What every piece shares is `context.rs`; the Events are
-//! published by `link_events.rs`; the short check of recorded legs is `leg_check.rs`, and a
-//! leg it finds gone or moved reconciles its link at once.
+//! published by `link_events.rs`; the drift check between resyncs is `drift_check.rs`, and a
+//! link it finds drifted is reconciled at once.
 
 use std::sync::Arc;
 
@@ -27,6 +27,7 @@ use tracing::{Instrument, debug, info, warn};
 
 use crate::config::Config;
 use crate::context::Context;
+use crate::drift_check::watch_drift;
 use crate::engine::plan::unwind::abandoned;
 use crate::engine::resync::aligned_requeue;
 use crate::engine::{
@@ -36,7 +37,6 @@ use crate::engine::{
 use crate::finalizer;
 use crate::gateways::{NotSynced, fan_out};
 use crate::health::Health;
-use crate::leg_check::watch_cross_tenant_legs;
 use crate::link_events::{emit, publish, warn_gateway};
 use crate::metrics::{Metrics, ReconcileResult};
 
@@ -96,9 +96,11 @@ async fn apply(
     let converged = was_converged(&link, &status);
 
     // A converged link resyncs from the window's shared snapshot of every same-tenant link's
-    // service router (listed only when the snapshot is taken).
+    // service router (listed only when the snapshot is taken), unless the drift check sent it:
+    // the snapshot may predate what the check saw.
     let routers = || crate::engine::view::same_tenant_routers(all.iter().map(AsRef::as_ref));
-    let batch = converged.then_some(Batch {
+    let drifted = ctx.drifted.take(&name);
+    let batch = (converged && !drifted).then_some(Batch {
         snapshots: &ctx.snapshots,
         routers: &routers,
     });
@@ -381,8 +383,8 @@ pub async fn run(
         controller: "bnerd-vpn-operator".into(),
         instance: std::env::var("POD_NAME").ok(),
     };
-    let leg_check_interval = config.cross_tenant_leg_check_interval;
-    let (reconcile_now, legs_moved) = futures::channel::mpsc::unbounded();
+    let drift_check_interval = config.drift_check_interval;
+    let (reconcile_now, drifted) = futures::channel::mpsc::unbounded();
     let client_for_events = client.clone();
     let ctx = Arc::new(Context::new(
         client,
@@ -411,13 +413,13 @@ pub async fn run(
     let stopped = async move {
         let _ = stop.wait_for(|s| *s).await;
     };
-    let leg_check = watch_cross_tenant_legs(ctx.clone(), leg_check_interval, reconcile_now);
+    let drift_check = watch_drift(ctx.clone(), drift_check_interval, reconcile_now);
     let synced = async move {
-        tokio::join!(synced, leg_check);
+        tokio::join!(synced, drift_check);
     };
     let run = controller
         .reconcile_all_on(fan_out(ctx.client.clone(), ctx.targets.clone()))
-        .reconcile_on(legs_moved)
+        .reconcile_on(drifted)
         .graceful_shutdown_on(stopped)
         .run(reconcile, error_policy, ctx)
         .for_each(|res| async move {

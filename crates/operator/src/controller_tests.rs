@@ -151,6 +151,7 @@ async fn context(client: Client, cloud: FakeCloud) -> (Arc<Context>, FakeCloud) 
         customers: CustomerClients::new(operator_cloud),
         fabric: env.fabric.clone(),
         snapshots: Snapshots::new(resync_window(config.resync_interval)),
+        drifted: Default::default(),
         config,
         backoff: Backoff::default(),
         links,

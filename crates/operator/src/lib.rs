@@ -9,6 +9,7 @@ pub mod config;
 pub mod context;
 pub mod controller;
 pub mod customers;
+pub mod drift_check;
 pub mod finalizer;
 pub mod gateway_warnings;
 /// The reconcile itself lives in its own crate, which `kubectl-clusterlink plan` shares.
@@ -16,7 +17,6 @@ pub use bnerd_engine as engine;
 pub mod gateways;
 pub mod health;
 pub mod leader;
-pub mod leg_check;
 pub mod link_events;
 pub mod logging;
 pub mod metrics;

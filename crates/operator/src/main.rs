@@ -26,6 +26,11 @@ async fn main() -> std::process::ExitCode {
         }
     };
     logging::init(config.log_format);
+    for setting in &config.deprecated {
+        tracing::warn!(
+            "{setting} is deprecated: set IPSEC_DRIFT_CHECK_INTERVAL (chart clusterLink.driftCheckInterval) instead"
+        );
+    }
     match run(config).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(Failure::Lost(e)) => {

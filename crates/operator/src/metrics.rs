@@ -97,8 +97,8 @@ pub struct Metrics {
     fabric_ok: Gauge,
     credential_privileged: Gauge,
     credential_probe_unavailable: Gauge,
-    leg_checks: Family<ResultLabel, Counter>,
-    legs_moved: Counter,
+    drift_checks: Family<ResultLabel, Counter>,
+    drifted: Counter,
     quota_used: Family<ResourceLabel, Gauge>,
     quota_limit: Family<ResourceLabel, Gauge>,
 }
@@ -136,8 +136,8 @@ impl Metrics {
         let fabric_ok = Gauge::default();
         let credential_privileged = Gauge::default();
         let credential_probe_unavailable = Gauge::default();
-        let leg_checks = Family::<ResultLabel, Counter>::default();
-        let legs_moved = Counter::default();
+        let drift_checks = Family::<ResultLabel, Counter>::default();
+        let drifted = Counter::default();
         let quota_used = Family::<ResourceLabel, Gauge>::default();
         let quota_limit = Family::<ResourceLabel, Gauge>::default();
         registry.register(
@@ -216,14 +216,14 @@ impl Metrics {
             credential_probe_unavailable.clone(),
         );
         registry.register(
-            "bnerd_cross_tenant_leg_checks",
-            "Checks of the converged cross-tenant legs between resyncs (one read of the transit ports each), by result (ok, failed)",
-            leg_checks.clone(),
+            "bnerd_drift_checks",
+            "Drift checks between resyncs (two reads for the whole estate each), by result (ok, failed)",
+            drift_checks.clone(),
         );
         registry.register(
-            "bnerd_cross_tenant_legs_moved",
-            "Cross-tenant legs the check found gone or at another address (each link reconciled at once)",
-            legs_moved.clone(),
+            "bnerd_drift_links",
+            "Links a drift check found without their recorded gateway route, leg, edge leg or edge route",
+            drifted.clone(),
         );
         Self {
             registry,
@@ -240,8 +240,8 @@ impl Metrics {
             fabric_ok,
             credential_privileged,
             credential_probe_unavailable,
-            leg_checks,
-            legs_moved,
+            drift_checks,
+            drifted,
             quota_used,
             quota_limit,
         }
@@ -345,12 +345,13 @@ impl Metrics {
         self.fabric_ok.set(i64::from(ok));
     }
 
-    /// A check of the cross-tenant legs ran: whether its read succeeded, and how many legs it
-    /// found gone or moved.
-    pub fn cross_tenant_legs_checked(&self, ok: bool, moved: usize) {
+    /// A drift check ran: whether its reads succeeded, and how many links it found drifted.
+    pub fn drift_checked(&self, ok: bool, drifted: usize) {
         let result = if ok { "ok" } else { "failed" };
-        self.leg_checks.get_or_create(&ResultLabel { result }).inc();
-        self.legs_moved.inc_by(moved as u64);
+        self.drift_checks
+            .get_or_create(&ResultLabel { result })
+            .inc();
+        self.drifted.inc_by(drifted as u64);
     }
 
     /// What the last capacity read found, one series per row (bounded: the watched quota

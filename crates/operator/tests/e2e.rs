@@ -1187,13 +1187,13 @@ async fn operator_binary_cross_tenant_link() {
 }
 
 /// A cross-tenant leg deleted out of band frees its address while the gateway router still
-/// routes the link's CIDR to it. With the resync interval long (10 minutes) and the leg check
-/// short, the operator notices within seconds: the address is taken by another port, so the
+/// routes the link's CIDR to it. With the resync interval long (10 minutes) and the drift check
+/// at its default (2 s), the operator notices within seconds: the address is taken by another port, so the
 /// link stops at TransitIPMismatch and the gateway route via the old address is gone long
 /// before any resync.
 #[tokio::test]
-async fn a_freed_cross_tenant_leg_address_stops_being_routed_within_the_leg_check() {
-    let test = "a_freed_cross_tenant_leg_address_stops_being_routed_within_the_leg_check";
+async fn a_freed_cross_tenant_leg_address_stops_being_routed_within_the_drift_check() {
+    let test = "a_freed_cross_tenant_leg_address_stops_being_routed_within_the_drift_check";
     let Some((client, kubeconfig)) = kube_client(test).await else {
         return;
     };
@@ -1217,7 +1217,6 @@ async fn a_freed_cross_tenant_leg_address_stops_being_routed_within_the_leg_chec
             &env.fabric.transit_network_id,
             "10m",
         )
-        .env("IPSEC_CROSS_TENANT_LEG_CHECK_INTERVAL", "3s")
         .spawn();
 
     let api: Api<ClusterLink> = Api::all(client.clone());
@@ -1235,7 +1234,7 @@ async fn a_freed_cross_tenant_leg_address_stops_being_routed_within_the_leg_chec
             .contains(&via_old)
     );
     // Let the reconciles that follow the link's own status writes run out first: a reconcile
-    // that happens to run after the leg goes would notice it whatever the leg check does.
+    // that happens to run after the leg goes would notice it whatever the drift check does.
     let addr = op.served_address().await;
     let mut last = (-1.0, std::time::Instant::now());
     wait_for("no reconcile for 6 s", 90, async || {
@@ -1276,7 +1275,7 @@ async fn a_freed_cross_tenant_leg_address_stops_being_routed_within_the_leg_chec
     eprintln!("the gateway route via the freed {old_ip} was gone {took:?} after the leg was");
     assert!(
         took < std::time::Duration::from_secs(30),
-        "{took:?}: the resync interval is 10 minutes, the leg check 3 s"
+        "{took:?}: the resync interval is 10 minutes, the drift check 2 s"
     );
     // The first message names both addresses; the reconciles after it hold the link with one
     // that names neither.
@@ -1284,7 +1283,7 @@ async fn a_freed_cross_tenant_leg_address_stops_being_routed_within_the_leg_chec
     assert!(message.contains("status.transitIP"), "{message}");
     let log = op.log_so_far();
     assert!(
-        log.contains("leg check: ") && log.contains(&old_leg),
+        log.contains("drift check: ") && log.contains(&old_leg),
         "the check says what it found: {log}"
     );
 

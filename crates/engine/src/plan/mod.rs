@@ -8,6 +8,7 @@ pub mod capacity;
 pub mod credentials;
 pub mod customer_transit;
 pub mod drift;
+pub mod drift_check;
 pub mod gateway_route;
 pub mod leg;
 pub mod resync;
