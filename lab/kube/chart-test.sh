@@ -261,7 +261,6 @@ expect_fail "a misspelt key under images" "additional properties 'gatway' not al
 
 for kv in IPSEC_GATEWAY_ROUTER_ID=$ROUTER IPSEC_TRANSIT_NETWORK_ID=$TRANSIT \
           IPSEC_RESYNC_INTERVAL=5m IPSEC_CLUSTERLINK_CREDENTIALS_NAMESPACE=$CREDS_NS IPSEC_CONCURRENCY=4 \
-          IPSEC_CROSS_TENANT_LEG_CHECK_INTERVAL=30s \
           OS_CLOUD=openstack OS_CLIENT_CONFIG_FILE=/etc/openstack/clouds.yaml RUST_LOG=info \
           IPSEC_LOG_FORMAT=json IPSEC_METRICS_ADDR=0.0.0.0:8080 IPSEC_LEADER_ELECT=true \
           IPSEC_LEASE_NAME=$SA IPSEC_LEASE_DURATION=15s; do
@@ -269,6 +268,26 @@ for kv in IPSEC_GATEWAY_ROUTER_ID=$ROUTER IPSEC_TRANSIT_NETWORK_ID=$TRANSIT \
   [[ $v == "${kv#*=}" ]] || fail "env ${kv%%=*} is '$v', want '${kv#*=}'"
 done
 pass "env IPSEC_*/OS_*/RUST_LOG values (log format json, metrics 0.0.0.0:8080, lease = fullname, 15s)"
+# The drift check: empty driftCheckInterval leaves the operator's default (nothing passed); a
+# set one is passed; the replaced crossTenantLegCheckInterval goes on under its old name only
+# while driftCheckInterval is empty (an old values file keeps its setting, and the operator
+# warns about the name).
+for e in IPSEC_DRIFT_CHECK_INTERVAL IPSEC_CROSS_TENANT_LEG_CHECK_INTERVAL; do
+  [[ -z $(env_value "$e") ]] || fail "$e is passed by default: $(env_value "$e")"
+done
+drift_env() {
+  helm template "$REL" "$CHART" -n "$NS" "${SET_REQ[@]}" "$@" \
+    | yq -c 'select(.kind == "Deployment") | [.spec.template.spec.containers[0].env[] | select(.name == "IPSEC_DRIFT_CHECK_INTERVAL" or .name == "IPSEC_CROSS_TENANT_LEG_CHECK_INTERVAL") | .name + "=" + .value]'
+}
+got=$(drift_env --set-string clusterLink.driftCheckInterval=5s)
+[[ $got == '["IPSEC_DRIFT_CHECK_INTERVAL=5s"]' ]] || fail "driftCheckInterval=5s renders $got"
+got=$(drift_env --set-string clusterLink.crossTenantLegCheckInterval=30s)
+[[ $got == '["IPSEC_CROSS_TENANT_LEG_CHECK_INTERVAL=30s"]' ]] || fail "crossTenantLegCheckInterval=30s alone renders $got"
+got=$(drift_env --set-string clusterLink.crossTenantLegCheckInterval=30s --set-string clusterLink.driftCheckInterval=3s)
+[[ $got == '["IPSEC_DRIFT_CHECK_INTERVAL=3s"]' ]] || fail "both set render $got"
+pass "drift check: nothing by default, driftCheckInterval passed, the replaced crossTenantLegCheckInterval only alone"
+expect_fail "clusterLink.driftCheckInterval=2x" "at '/clusterLink/driftCheckInterval'" "${SET_REQ[@]}" \
+  --set-string clusterLink.driftCheckInterval=2x
 # PerCustomer transit isolation: both variables or neither (the operator refuses a prefix
 # length without a pool), so nothing by default, even with prefixLength changed.
 for e in IPSEC_PER_CUSTOMER_TRANSIT_POOL IPSEC_PER_CUSTOMER_TRANSIT_PREFIX_LENGTH; do
