@@ -40,7 +40,7 @@ pub struct Context {
     /// The resync window's shared reads (engine::resync).
     pub snapshots: Snapshots,
     /// The links the drift check sent, which must read afresh, not from a snapshot.
-    pub drifted: crate::drift_check::Drifted,
+    pub drifted: Drifted,
     pub metrics: Arc<Metrics>,
     /// The gateway Warnings already published (each once, not per link and reconcile).
     pub gateway_warnings: crate::gateway_warnings::GatewayWarnings,
@@ -91,5 +91,27 @@ impl Context {
                 namespace: &self.config.credentials_namespace,
             },
         )
+    }
+}
+
+/// The links sent by the drift check and not reconciled since: their reconcile reads afresh.
+#[derive(Debug, Default)]
+pub struct Drifted(std::sync::Mutex<std::collections::BTreeSet<String>>);
+
+impl Drifted {
+    /// Note that the drift check sent this link.
+    pub fn mark(&self, link: &str) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(link.to_string());
+    }
+
+    /// Whether the drift check sent this link since its last reconcile (and forget it).
+    pub fn take(&self, link: &str) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(link)
     }
 }

@@ -15,27 +15,6 @@ use tracing::{info, warn};
 use crate::context::Context;
 use crate::engine::drift_check::{Drift, RecordedPath, check};
 
-/// The links sent by the drift check and not reconciled since: their reconcile reads afresh.
-#[derive(Debug, Default)]
-pub struct Drifted(std::sync::Mutex<std::collections::BTreeSet<String>>);
-
-impl Drifted {
-    fn mark(&self, link: &str) {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(link.to_string());
-    }
-
-    /// Whether the drift check sent this link since its last reconcile (and forget it).
-    pub fn take(&self, link: &str) -> bool {
-        self.0
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(link)
-    }
-}
-
 /// What the check looks at (`engine::view::recorded_paths`).
 pub fn recorded_paths(links: &[Arc<ClusterLink>]) -> Vec<RecordedPath> {
     crate::engine::view::recorded_paths(links.iter().map(AsRef::as_ref))
