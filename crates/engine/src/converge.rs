@@ -3,6 +3,10 @@
 //! by a `match` on the engine's side; and the cross-tenant reconcile and unwind that resolve
 //! the customer's credential first. Callers outside the engine go through the door
 //! (`door.rs`).
+//!
+//! One piece, over the usual size: the step order is the file, top to bottom, and the halves
+//! a `PerCustomer` link runs side by side (`share_and_leg` beside the edge half) are joined
+//! where that order needs them; apart, the order would have to be read across modules.
 use bnerd_api::ConditionType;
 
 use bnerd_api::{SecretRef, TransitIsolation};

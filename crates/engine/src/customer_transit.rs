@@ -4,6 +4,9 @@
 //! while the link's share and leg are made); taken down
 //! in reverse order once no link of the project stands on it. Every call is on the operator's
 //! credential; `plan::customer_transit` decides.
+//!
+//! One piece, over the usual size: the build and the teardown share the project's lock, the
+//! lookup by name with its keeper rule, and the pieces' order, which each reverses the other's.
 
 use std::collections::HashMap;
 use std::net::Ipv4Addr;
