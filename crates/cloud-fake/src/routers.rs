@@ -315,7 +315,7 @@ impl FakeNeutron {
         routes: &[Route],
     ) -> Result<Router> {
         let path = format!("/routers/{router_id}/add_extraroutes");
-        self.run(Op::AddExtraroutes, "PUT", &path, |w| {
+        self.route_write(router_id, Op::AddExtraroutes, "PUT", &path, |w| {
             if !w.has_extension(EXTRAROUTE_ATOMIC) {
                 return Err(unknown_url("PUT", &path));
             }
@@ -349,7 +349,7 @@ impl FakeNeutron {
         routes: &[Route],
     ) -> Result<Router> {
         let path = format!("/routers/{router_id}/remove_extraroutes");
-        self.run(Op::RemoveExtraroutes, "PUT", &path, |w| {
+        self.route_write(router_id, Op::RemoveExtraroutes, "PUT", &path, |w| {
             if !w.has_extension(EXTRAROUTE_ATOMIC) {
                 return Err(unknown_url("PUT", &path));
             }
@@ -375,7 +375,7 @@ impl FakeNeutron {
         if_revision: Option<u64>,
     ) -> Result<Router> {
         let path = format!("/routers/{router_id}");
-        self.run(Op::SetRoutes, "PUT", &path, |w| {
+        self.route_write(router_id, Op::SetRoutes, "PUT", &path, |w| {
             // Neutron reads If-Match in a hook that runs before policy and the router lookup,
             // and refuses a revision constraint it cannot enforce rather than ignore it
             // (neutron.api.api_common.ensure_if_match_supported).

@@ -43,6 +43,12 @@ pub(crate) struct World {
     faults: Vec<PlannedFault>,
     calls: BTreeMap<Op, u64>,
     settings: Settings,
+    /// Route writes under way, per router, and the routers that ever had two at once. Neutron
+    /// takes both, but ML2/OVN then routes by a table its API no longer shows (measured on
+    /// the lab: docs/design.md, "How Neutron backends differ"); the fake cannot route, so it
+    /// keeps the evidence instead.
+    route_writes: BTreeMap<String, usize>,
+    overlapping_route_writes: BTreeSet<String>,
 }
 
 /// How this cloud is configured, where clouds differ: the builder methods of [`FakeCloud`].
@@ -205,6 +211,36 @@ pub struct FakeNeutron {
     pub(crate) app_cred: Option<(String, String)>,
 }
 
+/// A route write under way on one router, until dropped.
+struct RouteWrite<'a> {
+    fake: &'a FakeNeutron,
+    router_id: String,
+}
+
+impl<'a> RouteWrite<'a> {
+    fn start(fake: &'a FakeNeutron, router_id: &str) -> Self {
+        let mut w = fake.lock();
+        let n = w.route_writes.entry(router_id.to_string()).or_default();
+        *n += 1;
+        if *n > 1 {
+            w.overlapping_route_writes.insert(router_id.to_string());
+        }
+        Self {
+            fake,
+            router_id: router_id.to_string(),
+        }
+    }
+}
+
+impl Drop for RouteWrite<'_> {
+    fn drop(&mut self) {
+        let mut w = self.fake.lock();
+        if let Some(n) = w.route_writes.get_mut(&self.router_id) {
+            *n = n.saturating_sub(1);
+        }
+    }
+}
+
 /// What Neutron answers for a URL no loaded extension serves, e.g. `PUT
 /// /routers/{id}/add_extraroutes` without `extraroute-atomic`: the API router (pecan) finds
 /// no controller, so it answers before authorisation or any lookup, whatever the router ID.
@@ -356,6 +392,16 @@ impl FakeCloud {
         self.lock().faults.clear();
     }
 
+    /// The routers that had two route writes under way at once (an `add_extraroutes`,
+    /// `remove_extraroutes` or route-table `PUT` started before another had answered).
+    pub fn overlapping_route_writes(&self) -> Vec<String> {
+        self.lock()
+            .overlapping_route_writes
+            .iter()
+            .cloned()
+            .collect()
+    }
+
     /// Calls made so far, per operation.
     pub fn calls(&self) -> BTreeMap<Op, u64> {
         self.lock().calls.clone()
@@ -425,6 +471,20 @@ impl FakeNeutron {
             }
             Some(Fault::CommitThenTimeout) => Ok(true),
         }
+    }
+
+    /// A route write on `router_id`: [`Self::run`], counted as under way from its start
+    /// (before any injected latency) until it answers or is dropped.
+    pub(crate) async fn route_write<T>(
+        &self,
+        router_id: &str,
+        op: Op,
+        method: &str,
+        path: &str,
+        f: impl FnOnce(&mut World) -> Result<T>,
+    ) -> Result<T> {
+        let _under_way = RouteWrite::start(self, router_id);
+        self.run(op, method, path, f).await
     }
 
     /// One API call: counted, authenticated and faulted on entry, then `f` answers it

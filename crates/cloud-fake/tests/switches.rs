@@ -150,3 +150,40 @@ async fn route_quota_can_be_raised() {
         "ok"
     );
 }
+
+/// The evidence of overlapping route writes (which ML2/OVN mis-applies, docs/design.md, "How
+/// Neutron backends differ"): two writes on one router under way at once are recorded, one
+/// after the other and writes on two routers at once are not.
+#[tokio::test]
+async fn overlapping_route_writes_on_one_router_are_recorded() {
+    use bnerd_cloud_fake::{Fault, Op};
+    use std::time::Duration;
+    let cloud = FakeCloud::new();
+    let (op, router, _) = fabric(&cloud).await;
+    let other = op.create_router("other").await.unwrap();
+    let slow = || Fault::Latency(Duration::from_millis(30));
+    let (a, b) = (routes(2)[..1].to_vec(), routes(2)[1..].to_vec());
+
+    // In turn: nothing recorded.
+    op.add_extraroutes(&router.id, &a).await.unwrap();
+    op.remove_extraroutes(&router.id, &a).await.unwrap();
+    // Two routers at once: nothing recorded.
+    cloud.inject(Op::AddExtraroutes, slow(), 1);
+    let (x, y) = tokio::join!(
+        op.add_extraroutes(&router.id, &a),
+        op.set_routes(&other.id, &[], None)
+    );
+    x.unwrap();
+    y.unwrap();
+    assert_eq!(cloud.overlapping_route_writes(), Vec::<String>::new());
+
+    // One router, an add while a remove is under way: recorded.
+    cloud.inject(Op::RemoveExtraroutes, slow(), 1);
+    let (x, y) = tokio::join!(
+        op.remove_extraroutes(&router.id, &a),
+        op.add_extraroutes(&router.id, &b)
+    );
+    x.unwrap();
+    y.unwrap();
+    assert_eq!(cloud.overlapping_route_writes(), vec![router.id.clone()]);
+}

@@ -8,9 +8,8 @@
 //! One piece, over the usual size: the build and the teardown share the project's lock, the
 //! lookup by name with its keeper rule, and the pieces' order, which each reverses the other's.
 
-use std::collections::HashMap;
 use std::net::Ipv4Addr;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::LazyLock;
 
 use bnerd_api::names::{customer_transit_name, edge_router_name};
 use bnerd_cloud::{
@@ -20,8 +19,9 @@ use ipnet::Ipv4Net;
 
 pub(crate) use super::context::CustomerTransit;
 use super::context::{Customer, Engine};
+use super::keyed_lock::KeyedLocks;
 use super::model::{Action, ActionKind};
-use super::ops::gone_is_done;
+use super::ops::{self, gone_is_done};
 use super::plan::StepFail;
 use super::plan::customer_transit::{
     Teardown, allocate_subnet, blocked, built_note, call_failed, customer_call_failed,
@@ -31,10 +31,8 @@ use super::plan::customer_transit::{
 use super::plan::leg::port_ip;
 
 /// One lock per customer project: its links build and take down one customer transit, and a
-/// reconcile must not take it down while another builds on it. The leader is the one process
-/// that writes, so a lock in it is enough.
-static BUILDING: LazyLock<Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>> =
-    LazyLock::new(Default::default);
+/// reconcile must not take it down while another builds on it.
+static BUILDING: LazyLock<KeyedLocks> = LazyLock::new(Default::default);
 
 /// Held while a subnet is cut from the pool: two projects' first links, reconciled side by
 /// side, would otherwise both find the same block free (Neutron lets subnets of two networks
@@ -43,11 +41,7 @@ static ALLOCATING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// Hold the project's lock until the guard drops.
 pub(crate) async fn hold(project: &str) -> tokio::sync::OwnedMutexGuard<()> {
-    let lock = {
-        let mut all = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
-        all.entry(project.to_string()).or_default().clone()
-    };
-    lock.lock_owned().await
+    BUILDING.hold(project).await
 }
 
 /// The project's customer transit networks on this transit network (one, or several of one
@@ -498,6 +492,7 @@ pub(crate) async fn take_down(
     }
     for r in &routers {
         if !r.routes.is_empty() {
+            let _one = ops::route_write(&r.id).await;
             e.net
                 .set_routes(&r.id, &[], None)
                 .await

@@ -286,8 +286,13 @@ async fn refuse_mismatch(
             valid.cidr,
         );
         ops::remove_routes(e, e.net, &gw, &via).await.map(|()| via)
-    }
-    .await;
+    };
+    // The port it just recreated is not the leg the route was built for: it goes too. The
+    // two are apart (the operator's router, the customer's port), so they go at once and the
+    // link reaches TransitIPMismatch one call sooner.
+    let (removed, deleted) = futures::join!(removed, async {
+        ops::gone_is_done(e.leg_client().delete_port(&port.id).await)
+    });
     match removed {
         Ok(via) if !via.is_empty() => actions.push(Action::new(
             ActionKind::RouteRemoved,
@@ -296,8 +301,7 @@ async fn refuse_mismatch(
         Ok(_) => {}
         Err(err) => f = rules::mismatch_route_not_removed(f, old, &err),
     }
-    // The port it just recreated is not the leg the route was built for: it goes too.
-    if let Err(err) = ops::gone_is_done(e.leg_client().delete_port(&port.id).await) {
+    if let Err(err) = deleted {
         f.message = format!(
             "{}; deleting the new port {} failed too: {err}",
             f.message, port.id

@@ -14,6 +14,7 @@ mod customer_transit;
 mod door;
 pub mod drift_check;
 mod gateway_route;
+mod keyed_lock;
 mod leg;
 mod model;
 mod ops;

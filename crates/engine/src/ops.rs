@@ -2,6 +2,8 @@
 //! and removing routes without touching anyone else's, and unwinding one leg port. A leaf:
 //! it decides nothing the spec rules on (the plans do), it only carries decisions out.
 
+use std::sync::LazyLock;
+
 use bnerd_api::ReverseRoute;
 use bnerd_api::names::{description_uid_marker, leg_port_name};
 use bnerd_cloud::{
@@ -9,6 +11,7 @@ use bnerd_cloud::{
 };
 
 use super::context::Engine;
+use super::keyed_lock::KeyedLocks;
 use super::plan::unwind::{UnwindError, detach_blocked, gateway_routes_via, reverse_to_remove};
 
 /// Retries of a read-modify-write of a route table when another writer got in between.
@@ -124,6 +127,18 @@ pub(crate) async fn create_leg(
     e.leg_client().create_port(&req).await
 }
 
+/// One route write at a time per router from this process. ML2/OVN turns a route write into a
+/// change of OVN's static routes worked out apart from Neutron's own transaction: two writes on
+/// one router at once (two links' gateway routes, an edge route moved while another is added)
+/// leave OVN routing by a table Neutron no longer shows (docs/design.md, "How Neutron backends
+/// differ"). Every route write of the engine holds its router's lock for that one call.
+static ROUTE_WRITES: LazyLock<KeyedLocks> = LazyLock::new(Default::default);
+
+/// Hold `router_id`'s route-write lock until the guard drops.
+pub(crate) async fn route_write(router_id: &str) -> tokio::sync::OwnedMutexGuard<()> {
+    ROUTE_WRITES.hold(router_id).await
+}
+
 /// Add routes without touching anyone else's: extraroute-atomic when loaded, else a
 /// GET + PUT guarded by If-Match on the revision, retried on a lost race.
 pub(crate) async fn add_routes(
@@ -132,6 +147,7 @@ pub(crate) async fn add_routes(
     router: &Router,
     add: &[Route],
 ) -> Result<(), CloudError> {
+    let _one = route_write(&router.id).await;
     if e.fabric.extraroute_atomic {
         return net.add_extraroutes(&router.id, add).await.map(|_| ());
     }
@@ -140,6 +156,25 @@ pub(crate) async fn add_routes(
             if !routes.contains(a) {
                 routes.push(a.clone());
             }
+        }
+    })
+    .await
+}
+
+/// Swap `remove` for `add` in one write: the route table as `router` was read with the one
+/// change, `PUT` with If-Match on its revision (re-read and redone if someone wrote first).
+/// The caller checked the cloud honours If-Match.
+pub(crate) async fn swap_routes(
+    net: &dyn Neutron,
+    router: &Router,
+    remove: &[Route],
+    add: &Route,
+) -> Result<(), CloudError> {
+    let _one = route_write(&router.id).await;
+    edit_table(net, router, |routes| {
+        routes.retain(|r| !remove.contains(r));
+        if !routes.contains(add) {
+            routes.push(add.clone());
         }
     })
     .await
@@ -155,6 +190,7 @@ pub(crate) async fn remove_routes(
     if remove.is_empty() {
         return Ok(());
     }
+    let _one = route_write(&router.id).await;
     let res = if e.fabric.extraroute_atomic {
         net.remove_extraroutes(&router.id, remove).await.map(|_| ())
     } else {

@@ -331,7 +331,25 @@ pub(crate) async fn routes(
             )
         })?;
         let (remove, add) = edge_route(&router.routes, valid.cidr, leg_ip, transit.cidr);
-        if !remove.is_empty() {
+        // A leg back at another address moves its edge route: with If-Match, in one write
+        // (the table with the old route swapped for the new), which takes a write's time off
+        // the heal. Two writes sent at once instead would be mis-applied by ML2/OVN
+        // (`ops::route_write`).
+        let swapped = match &add {
+            Some(new) if !remove.is_empty() && e.fabric.revision_if_match => {
+                ops::swap_routes(e.net, &router, &remove, new)
+                    .await
+                    .map_err(|err| {
+                        e.named(
+                            route_call_failed("moving the route on edge", edge_id, &err),
+                            Whose::Operator,
+                        )
+                    })?;
+                true
+            }
+            _ => false,
+        };
+        if !remove.is_empty() && !swapped {
             ops::remove_routes(e, e.net, &router, &remove)
                 .await
                 .map_err(|err| {
@@ -341,7 +359,7 @@ pub(crate) async fn routes(
                     )
                 })?;
         }
-        if let Some(add) = &add {
+        if let Some(add) = add.as_ref().filter(|_| !swapped) {
             // The edge router is the operator's own: a gateway's route there is its
             // serviceCIDR via its port on the main transit, as `edge_reverse` puts it. A route
             // via anywhere else (another link's edge route, via its leg) is never taken for
@@ -373,6 +391,8 @@ pub(crate) async fn routes(
                         Whose::Operator,
                     )
                 })?;
+        }
+        if let Some(add) = &add {
             acts.push(Action::new(
                 ActionKind::RouteInstalled,
                 format!(

@@ -319,6 +319,12 @@ async fn ten_links_concurrently(mut env: Env) {
     // Every reconcile sees the same (empty) claims, as ten workers with a cold cache would:
     // Neutron's 409 on a taken address is the only arbiter.
     let links = env.links.clone();
+    // On the fake, each gateway-route write takes a while, so ten links' writes would overlap
+    // on the one gateway router unless the engine sends them one at a time.
+    if let Some(fake) = &env.fake {
+        let slow = bnerd_cloud_fake::Fault::Latency(std::time::Duration::from_millis(20));
+        fake.inject(bnerd_cloud_fake::Op::AddExtraroutes, slow, 10);
+    }
     let mut tasks = vec![];
     for i in 0..10 {
         let net = env.net.clone();
@@ -341,6 +347,13 @@ async fn ten_links_concurrently(mut env: Env) {
         env.links[i].status = Some(out.status);
     }
     assert_eq!(ips.len(), 10, "ten distinct transit IPs: {ips:?}");
+    if let Some(fake) = &env.fake {
+        assert_eq!(
+            fake.overlapping_route_writes(),
+            Vec::<String>::new(),
+            "route writes on one router, one at a time"
+        );
+    }
     let gw = env.get_router(&env.fabric.gateway_router_id).await;
     assert_eq!(gw.routes.len(), 10, "ten routes: {:?}", gw.routes);
     for l in &env.links {

@@ -227,6 +227,29 @@ impl DataPlane {
             .unwrap_or_else(|e| panic!("OVN did not apply the last change within 30 s: {e}"));
     }
 
+    /// The static routes OVN routes by on the logical router of Neutron router `router_id`
+    /// (`ovn-nbctl lr-route-list neutron-<id>`), after every chassis has caught up.
+    pub async fn ovn_routes(&self, router_id: &str) -> Vec<bnerd_cloud::Route> {
+        self.sync().await;
+        let nb = format!("--db={}", self.nb_db);
+        let out = run_async(
+            "ovn-nbctl",
+            &[&nb, "lr-route-list", &format!("neutron-{router_id}")],
+        )
+        .await
+        .unwrap_or_else(|e| panic!("ovn-nbctl lr-route-list of router {router_id}: {e}"));
+        let mut routes: Vec<bnerd_cloud::Route> = out
+            .lines()
+            .filter_map(|l| {
+                let mut w = l.split_whitespace();
+                let (dst, via) = (w.next()?, w.next()?);
+                dst.contains('/').then(|| bnerd_cloud::Route::new(dst, via))
+            })
+            .collect();
+        routes.sort_by(|a, b| (&a.destination, &a.nexthop).cmp(&(&b.destination, &b.nexthop)));
+        routes
+    }
+
     /// How many echo requests to the router address `ip` have reached a router: the packet
     /// counts of the OpenFlow flows (on this, the one chassis) of the logical flow that answers
     /// them (`lr_in_ip_input`, priority 90, `ip4.dst == {...} && icmp4.type == 8`;

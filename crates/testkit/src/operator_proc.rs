@@ -144,6 +144,27 @@ pub struct OperatorProcess {
     live_log: tokio::sync::watch::Receiver<String>,
 }
 
+/// A test that fails with an operator running shows what the operator said last: the reason
+/// a heal or a condition did not come is in its log, which is otherwise lost with the process.
+impl Drop for OperatorProcess {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        let log = self.log_so_far();
+        let lines: Vec<&str> = log.lines().collect();
+        let from = lines.len().saturating_sub(LOG_LINES_ON_FAILURE);
+        eprintln!(
+            "---- the operator's last {} log lines ----\n{}\n---- end of the operator's log ----",
+            lines.len() - from,
+            lines[from..].join("\n")
+        );
+    }
+}
+
+/// How much of a failed test's operator log is printed.
+const LOG_LINES_ON_FAILURE: usize = 300;
+
 impl OperatorProcess {
     pub fn pid(&self) -> Option<u32> {
         self.child.id()
@@ -191,13 +212,13 @@ impl OperatorProcess {
         if status.is_none() {
             let _ = self.child.kill().await;
         }
-        (status, self.log.await.unwrap_or_default())
+        (status, (&mut self.log).await.unwrap_or_default())
     }
 
     /// SIGKILL, as a node losing the pod would: no lease release, nothing flushed.
     pub async fn kill9(mut self) -> String {
         let _ = self.child.kill().await;
-        self.log.await.unwrap_or_default()
+        (&mut self.log).await.unwrap_or_default()
     }
 
     /// SIGTERM, as the kubelet does, then wait up to `secs` for it to exit; returns the exit
@@ -215,7 +236,7 @@ impl OperatorProcess {
         if status.is_none() {
             let _ = self.child.kill().await;
         }
-        (status, self.log.await.unwrap_or_default())
+        (status, (&mut self.log).await.unwrap_or_default())
     }
 
     /// Stop it (SIGKILL) and return everything it logged.
