@@ -492,9 +492,7 @@ pub(crate) async fn take_down(
     }
     for r in &routers {
         if !r.routes.is_empty() {
-            let _one = ops::route_write(&r.id).await;
-            e.net
-                .set_routes(&r.id, &[], None)
+            ops::clear_routes(e.net, &r.id)
                 .await
                 .map_err(|err| call_failed("clearing the edge router's routes", &err))?;
         }

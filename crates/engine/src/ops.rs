@@ -135,8 +135,30 @@ pub(crate) async fn create_leg(
 static ROUTE_WRITES: LazyLock<KeyedLocks> = LazyLock::new(Default::default);
 
 /// Hold `router_id`'s route-write lock until the guard drops.
-pub(crate) async fn route_write(router_id: &str) -> tokio::sync::OwnedMutexGuard<()> {
+async fn route_write(router_id: &str) -> tokio::sync::OwnedMutexGuard<()> {
     ROUTE_WRITES.hold(router_id).await
+}
+
+/// `add_extraroutes` (`add`) or `remove_extraroutes` of exactly `routes`, in turn with every
+/// other route write on the router; the router as Neutron answers.
+pub(crate) async fn extraroutes(
+    net: &dyn Neutron,
+    router_id: &str,
+    routes: &[Route],
+    add: bool,
+) -> Result<Router, CloudError> {
+    let _one = route_write(router_id).await;
+    if add {
+        net.add_extraroutes(router_id, routes).await
+    } else {
+        net.remove_extraroutes(router_id, routes).await
+    }
+}
+
+/// Empty a router's route table (one `PUT`), in turn with every other route write on it.
+pub(crate) async fn clear_routes(net: &dyn Neutron, router_id: &str) -> Result<Router, CloudError> {
+    let _one = route_write(router_id).await;
+    net.set_routes(router_id, &[], None).await
 }
 
 /// Add routes without touching anyone else's: extraroute-atomic when loaded, else a

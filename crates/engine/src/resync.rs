@@ -330,14 +330,12 @@ pub async fn resync_from(
         ResyncPlan::Replay(writes) => {
             let n = writes.len();
             for w in writes {
-                let router = match &w {
-                    RouteWrite::Add { router, .. } | RouteWrite::Remove { router, .. } => router,
-                };
-                let _one = super::ops::route_write(router).await;
                 let done = match &w {
-                    RouteWrite::Add { router, routes } => net.add_extraroutes(router, routes).await,
+                    RouteWrite::Add { router, routes } => {
+                        super::ops::extraroutes(net, router, routes, true).await
+                    }
                     RouteWrite::Remove { router, routes } => {
-                        net.remove_extraroutes(router, routes).await
+                        super::ops::extraroutes(net, router, routes, false).await
                     }
                 };
                 match done {
