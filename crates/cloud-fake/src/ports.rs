@@ -77,12 +77,14 @@ fn invalid_tags(path: &str, reason: String) -> CloudError {
 impl FakeNeutron {
     pub(crate) async fn port_list(&self, q: &PortQuery) -> Result<Vec<Port>> {
         self.run(Op::ListPorts, "GET", "/ports", |w| {
-            Ok(w.ports
+            let ports = w
+                .ports
                 .values()
                 .filter(|p| self.port_visible(w, p))
                 .filter(|p| q.matches(p))
                 .cloned()
-                .collect())
+                .collect();
+            crate::world::only_fields("GET", "/ports", ports, &q.fields)
         })
         .await
     }

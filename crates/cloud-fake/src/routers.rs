@@ -212,14 +212,16 @@ impl FakeNeutron {
 
     pub(crate) async fn router_list(&self, q: &RouterQuery) -> Result<Vec<Router>> {
         self.run(Op::ListRouters, "GET", "/routers", |w| {
-            Ok(w.routers
+            let routers = w
+                .routers
                 .values()
                 .filter(|r| self.owns(&r.project_id))
                 .filter(|r| q.name.as_ref().is_none_or(|n| &r.name == n))
                 .filter(|r| q.ids.is_empty() || q.ids.contains(&r.id))
                 .filter(|r| q.project_id.as_ref().is_none_or(|p| &r.project_id == p))
                 .cloned()
-                .collect())
+                .collect();
+            crate::world::only_fields("GET", "/routers", routers, &q.fields)
         })
         .await
     }

@@ -257,6 +257,38 @@ pub(crate) fn unknown_url(method: &str, path: &str) -> CloudError {
     )
 }
 
+/// What a list answers with `?fields=`: Neutron leaves out every other attribute, so a
+/// caller that asks for too few gets objects it cannot read (a `Decode` error, as the HTTP
+/// client would give).
+pub(crate) fn only_fields<T>(
+    method: &str,
+    path: &str,
+    items: Vec<T>,
+    fields: &[String],
+) -> Result<Vec<T>>
+where
+    T: serde::Serialize + serde::de::DeserializeOwned,
+{
+    if fields.is_empty() {
+        return Ok(items);
+    }
+    let decode = |e: serde_json::Error| CloudError::Decode {
+        method: method.into(),
+        path: path.into(),
+        message: e.to_string(),
+    };
+    items
+        .into_iter()
+        .map(|item| {
+            let mut v = serde_json::to_value(&item).map_err(decode)?;
+            if let Some(o) = v.as_object_mut() {
+                o.retain(|k, _| fields.contains(k));
+            }
+            serde_json::from_value(v).map_err(decode)
+        })
+        .collect()
+}
+
 pub(crate) fn new_id() -> String {
     uuid::Uuid::new_v4().to_string()
 }

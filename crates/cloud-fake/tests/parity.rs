@@ -546,6 +546,64 @@ async fn table(c: &Clouds) -> Vec<(&'static str, String)> {
             Err(e) => format!("{e}"),
         },
     ));
+    // ?fields=: only the attributes asked for come back (the drift check's reads).
+    out.push((
+        "list routers, fields id and routes",
+        match op
+            .list_routers(&RouterQuery {
+                ids: vec![svc.id.clone()],
+                fields: vec!["id".into(), "routes".into()],
+                ..Default::default()
+            })
+            .await
+        {
+            Ok(r) => format!(
+                "{} router, id {}, name {:?}, project {:?}",
+                r.len(),
+                r.first().is_some_and(|r| r.id == svc.id),
+                r.first().map(|r| r.name.as_str()).unwrap_or("-"),
+                r.first().map(|r| r.project_id.as_str()).unwrap_or("-"),
+            ),
+            Err(e) => format!("{e}"),
+        },
+    ));
+    out.push((
+        "list ports, fields without network_id",
+        obs(op
+            .list_ports(&PortQuery {
+                device_ids: vec![svc.id.clone()],
+                fields: vec!["id".into(), "device_id".into()],
+                ..Default::default()
+            })
+            .await),
+    ));
+    out.push((
+        "list ports, the drift check's fields",
+        match op
+            .list_ports(&PortQuery {
+                device_ids: vec![svc.id.clone()],
+                fields: ["id", "network_id", "device_id", "device_owner", "fixed_ips"]
+                    .map(String::from)
+                    .to_vec(),
+                ..Default::default()
+            })
+            .await
+        {
+            Ok(ports) => format!(
+                "interfaces {}, names {:?}, tags {}",
+                ports
+                    .iter()
+                    .all(|p| p.is_interface_of(&svc.id) && !p.fixed_ips.is_empty()),
+                ports
+                    .iter()
+                    .map(|p| p.name.as_str())
+                    .collect::<Vec<_>>()
+                    .concat(),
+                ports.iter().map(|p| p.tags.len()).sum::<usize>(),
+            ),
+            Err(e) => format!("{e}"),
+        },
+    ));
     out.push((
         "list subnets by id",
         match op
@@ -918,6 +976,15 @@ const EXPECTED: &[(&str, &str)] = &[
     (
         "list ports of two routers by device_id",
         "[\"gw\", \"svc\"]",
+    ),
+    (
+        "list routers, fields id and routes",
+        "1 router, id true, name \"\", project \"\"",
+    ),
+    ("list ports, fields without network_id", "- -"),
+    (
+        "list ports, the drift check's fields",
+        "interfaces true, names \"\", tags 0",
     ),
     ("list subnets by id", "[\"10.254.0.0/24\"]"),
     ("delete router with interfaces", "409 RouterInUse"),

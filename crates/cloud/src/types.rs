@@ -143,6 +143,9 @@ pub struct PortQuery {
     /// Ports with any of these device owners (`?device_owner=a&device_owner=b…`): the drift
     /// check lists every router interface the operator can see in one call.
     pub device_owners: Vec<String>,
+    /// Only these attributes of each port (`?fields=a&fields=b…`); empty: all. `id` and
+    /// `network_id` must be among them (a `Port` needs both).
+    pub fields: Vec<String>,
 }
 
 impl PortQuery {
@@ -205,6 +208,9 @@ pub struct RouterQuery {
     /// Routers of this project (`?project_id=`): the drift check reads the gateway router and
     /// every edge router, the operator's own, in one call.
     pub project_id: Option<String>,
+    /// Only these attributes of each router (`?fields=a&fields=b…`); empty: all. `id` must be
+    /// among them.
+    pub fields: Vec<String>,
 }
 
 /// The RBAC action that lets a project create ports on a network it does not own.

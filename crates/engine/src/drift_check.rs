@@ -31,8 +31,11 @@ pub async fn check(
     if paths.is_empty() {
         return Ok(vec![]);
     }
+    // Only what the judgement reads: a third of the bytes to send and parse every check.
+    let only = |fields: &[&str]| fields.iter().map(|f| f.to_string()).collect();
     let routers = RouterQuery {
         project_id: Some(fabric.operator_project_id.clone()),
+        fields: only(&["id", "routes"]),
         ..Default::default()
     };
     let interfaces = PortQuery {
@@ -40,6 +43,7 @@ pub async fn check(
             .iter()
             .map(|o| o.to_string())
             .collect(),
+        fields: only(&["id", "network_id", "device_id", "device_owner", "fixed_ips"]),
         ..Default::default()
     };
     let (routers, interfaces) =

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use bnerd_api::ClusterLink;
 use kube::runtime::reflector::ObjectRef;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::context::Context;
 use crate::engine::drift_check::{Drift, RecordedPath, check};
@@ -74,10 +74,8 @@ pub(crate) async fn watch_drift(
         return;
     }
     let mut sent = Sent::default();
-    let mut ticks = tokio::time::interval(interval);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        ticks.tick().await;
+        let started = tokio::time::Instant::now();
         let paths = recorded_paths(&ctx.links.state());
         match check(ctx.net.as_ref(), &ctx.fabric, &paths).await {
             Ok(drifts) => {
@@ -100,7 +98,26 @@ pub(crate) async fn watch_drift(
                 warn!(error = %e, links = paths.len(), "drift check failed; the resync interval still applies");
             }
         }
+        let took = started.elapsed();
+        let wait = wait_after(interval, took);
+        if took + wait > interval {
+            debug!(
+                ?took,
+                ?wait,
+                "drift check: Neutron answered slowly; the next check waits longer"
+            );
+        }
+        tokio::time::sleep(wait).await;
     }
+}
+
+/// The pause after a check that took `took`: the rest of the interval, and never less than
+/// three times the check's own time. Each read holds one of Neutron's API workers while it
+/// runs, and a list grows with the estate and slows with the cloud's load; so whatever either
+/// does, the check keeps a Neutron worker busy at most a quarter of the time, and stretches
+/// its interval instead of queueing reads back to back behind the operator's own writes.
+pub fn wait_after(interval: Duration, took: Duration) -> Duration {
+    interval.saturating_sub(took).max(took * 3)
 }
 
 #[cfg(test)]
@@ -295,5 +312,30 @@ mod tests {
             }
         }
         assert_eq!(&times[..6], &[0, 4, 12, 28, 48, 68]);
+    }
+
+    #[test]
+    fn a_slow_check_stretches_the_interval() {
+        let ms = Duration::from_millis;
+        let i = Duration::from_secs(2);
+        // (rule, the check took, the wait after it)
+        let rows = [
+            ("a quick check keeps the interval", ms(100), ms(1900)),
+            (
+                "a quarter of the interval is the turning point",
+                ms(500),
+                ms(1500),
+            ),
+            (
+                "a slower one waits three times its own time",
+                ms(600),
+                ms(1800),
+            ),
+            ("one longer than the interval too", ms(2500), ms(7500)),
+            ("an instant one waits the whole interval", ms(0), ms(2000)),
+        ];
+        for (rule, took, want) in rows {
+            assert_eq!(wait_after(i, took), want, "{rule}");
+        }
     }
 }

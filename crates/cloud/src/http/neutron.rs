@@ -66,6 +66,7 @@ impl Neutron for OpenStack {
                 p.push((key, tags.join(",")));
             }
         }
+        p.extend(q.fields.iter().map(|f| ("fields", f.clone())));
         self.list(&format!("/ports{}", query(&p)), "ports").await
     }
 
@@ -130,6 +131,7 @@ impl Neutron for OpenStack {
         if let Some(project) = &q.project_id {
             p.push(("project_id", project.clone()));
         }
+        p.extend(q.fields.iter().map(|f| ("fields", f.clone())));
         self.list(&format!("/routers{}", query(&p)), "routers")
             .await
     }
