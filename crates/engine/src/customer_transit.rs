@@ -1,7 +1,7 @@
 //! A `PerCustomer` link's customer transit, observe and act (docs/design.md, "Per-customer
-//! transit"): found again by name in the operator's project, or built in order (network,
-//! subnet, edge router; then its interface on the subnet beside its leg on the main transit,
-//! while the link's share and leg are made); taken down
+//! transit"): found again by name in the operator's project, or built in order (the network
+//! and its subnet beside the edge router; then the router's interface on the subnet beside its
+//! leg on the main transit, while the link's share and leg are made); taken down
 //! in reverse order once no link of the project stands on it. Every call is on the operator's
 //! credential; `plan::customer_transit` decides.
 //!
@@ -123,6 +123,8 @@ pub(crate) struct Footing {
     /// The customer transit, its edge leg's address not yet known (unspecified).
     pub transit: CustomerTransit,
     pieces: Vec<(bool, String)>,
+    /// The edge router is this reconcile's: it has no interfaces to read yet.
+    router_made: bool,
 }
 
 /// Find or build the project's customer transit in two halves (docs/design.md, "Per-customer
@@ -136,89 +138,62 @@ pub(crate) async fn ensure_footing(
     taken: Taken<'_>,
 ) -> Result<Footing, StepFail> {
     let pool = || e.fabric.customer_transit.ok_or_else(not_configured);
-    let operator = &e.fabric.operator_project_id;
     let name = customer_transit_name(&e.fabric.transit_network_id, project);
+    // The network with its subnet, and beside them the edge router: independent until the
+    // edge router's interfaces, which need the subnet (ensure_edge).
+    let network = async {
+        let networks = networks(e, project).await?;
+        let (network, made) = match keeper(networks, |n| &n.id) {
+            Some(n) => (n, false),
+            None => {
+                pool()?;
+                let n =
+                    e.net.create_network(&name).await.map_err(|err| {
+                        call_failed("creating the customer transit network", &err)
+                    })?;
+                (n, true)
+            }
+        };
+        // A network this reconcile just made has no subnet yet (the project's lock is held):
+        // nothing to read.
+        let found = match made {
+            true => None,
+            false => subnet_of(e, &network.id).await?,
+        };
+        let subnet = match found {
+            Some((s, cidr)) => (s, cidr, false),
+            None => {
+                let (s, cidr) = cut_subnet(e, &network, &taken).await?;
+                (s, cidr, true)
+            }
+        };
+        Ok::<_, StepFail>(((network, made), subnet))
+    };
+    let router = async {
+        let edge_name = edge_router_name(&e.fabric.transit_network_id, project);
+        match keeper(edge_routers(e, project).await?, |r| &r.id) {
+            Some(r) => Ok::<_, StepFail>((r, false)),
+            None => {
+                let r = e
+                    .net
+                    .create_router(&edge_name)
+                    .await
+                    .map_err(|err| call_failed("creating the edge router", &err))?;
+                Ok((r, true))
+            }
+        }
+    };
+    let (network, router) = futures::join!(network, router);
+    let ((network, network_made), (subnet, cidr, subnet_made)) = network?;
+    let (router, router_made) = router?;
     // Each piece, and whether this reconcile made it: one Event names them all, since the
     // Recorder folds Events of one reason into one series that keeps the first note only.
-    let mut pieces: Vec<(bool, String)> = vec![];
-    let networks = networks(e, project).await?;
-    let network = match keeper(networks, |n| &n.id) {
-        Some(n) => {
-            pieces.push((false, format!("network {}", n.id)));
-            n
-        }
-        None => {
-            pool()?;
-            let n = e
-                .net
-                .create_network(&name)
-                .await
-                .map_err(|err| call_failed("creating the customer transit network", &err))?;
-            pieces.push((true, format!("network {}", n.id)));
-            n
-        }
-    };
-    let (subnet, cidr) = match subnet_of(e, &network.id).await? {
-        Some((s, cidr)) => {
-            pieces.push((false, format!("subnet {} ({cidr})", s.id)));
-            (s, cidr)
-        }
-        None => {
-            let pool = pool()?;
-            let _allocating = ALLOCATING.lock().await;
-            let (customer, router) = taken.router;
-            let connected = super::ops::connected_subnets(customer.net, e.fabric, router)
-                .await
-                .map_err(|err| {
-                    customer_call_failed(
-                        customer.secret,
-                        "reading the subnets on the customer's router",
-                        &err,
-                    )
-                })?;
-            // Everything of the operator's project counts as taken: the main transit and every
-            // other customer transit live there.
-            let mine = e
-                .net
-                .list_subnets(&SubnetQuery {
-                    project_id: Some(operator.clone()),
-                    ..Default::default()
-                })
-                .await
-                .map_err(|err| call_failed("listing the operator's subnets", &err))?;
-            let mut all: Vec<Ipv4Net> = mine.iter().filter_map(|s| s.cidr.parse().ok()).collect();
-            all.push(e.fabric.transit_subnet);
-            all.extend_from_slice(taken.link_cidrs);
-            all.extend(connected);
-            let cidr = allocate_subnet(&pool, &all).ok_or_else(|| pool_exhausted(&pool))?;
-            let gateway = cidr.hosts().next().unwrap_or(cidr.network());
-            let s = e
-                .net
-                .create_subnet(&network.id, &cidr.to_string(), &gateway.to_string())
-                .await
-                .map_err(|err| call_failed("creating the customer transit's subnet", &err))?;
-            pieces.push((true, format!("subnet {} ({cidr})", s.id)));
-            (s, cidr)
-        }
-    };
+    let pieces = vec![
+        (network_made, format!("network {}", network.id)),
+        (subnet_made, format!("subnet {} ({cidr})", subnet.id)),
+        (router_made, format!("edge router {}", router.id)),
+    ];
     let gateway = gateway_of(&subnet, cidr);
-
-    let edge_name = edge_router_name(&e.fabric.transit_network_id, project);
-    let router = match keeper(edge_routers(e, project).await?, |r| &r.id) {
-        Some(r) => {
-            pieces.push((false, format!("edge router {}", r.id)));
-            r
-        }
-        None => {
-            let r = e
-                .net
-                .create_router(&edge_name)
-                .await
-                .map_err(|err| call_failed("creating the edge router", &err))?;
-            pieces.push((true, format!("edge router {}", r.id)));
-            r
-        }
-    };
     Ok(Footing {
         transit: CustomerTransit {
             network_id: network.id,
@@ -229,7 +204,55 @@ pub(crate) async fn ensure_footing(
             edge_ip: Ipv4Addr::UNSPECIFIED,
         },
         pieces,
+        router_made,
     })
+}
+
+/// Cut the customer transit's subnet from the pool: clear of every subnet of the operator's
+/// project (the main transit and every other customer transit live there), the links'
+/// CIDRs, and the subnets on the customer's router (read side by side).
+async fn cut_subnet(
+    e: &Engine<'_>,
+    network: &Network,
+    taken: &Taken<'_>,
+) -> Result<(Subnet, Ipv4Net), StepFail> {
+    let pool = e.fabric.customer_transit.ok_or_else(not_configured)?;
+    let _allocating = ALLOCATING.lock().await;
+    let (customer, router) = taken.router;
+    let connected = async {
+        super::ops::connected_subnets(customer.net, e.fabric, router)
+            .await
+            .map_err(|err| {
+                customer_call_failed(
+                    customer.secret,
+                    "reading the subnets on the customer's router",
+                    &err,
+                )
+            })
+    };
+    let mine = async {
+        e.net
+            .list_subnets(&SubnetQuery {
+                project_id: Some(e.fabric.operator_project_id.clone()),
+                ..Default::default()
+            })
+            .await
+            .map_err(|err| call_failed("listing the operator's subnets", &err))
+    };
+    let (connected, mine) = futures::join!(connected, mine);
+    let (connected, mine) = (connected?, mine?);
+    let mut all: Vec<Ipv4Net> = mine.iter().filter_map(|s| s.cidr.parse().ok()).collect();
+    all.push(e.fabric.transit_subnet);
+    all.extend_from_slice(taken.link_cidrs);
+    all.extend(connected);
+    let cidr = allocate_subnet(&pool, &all).ok_or_else(|| pool_exhausted(&pool))?;
+    let gateway = cidr.hosts().next().unwrap_or(cidr.network());
+    let s = e
+        .net
+        .create_subnet(&network.id, &cidr.to_string(), &gateway.to_string())
+        .await
+        .map_err(|err| call_failed("creating the customer transit's subnet", &err))?;
+    Ok((s, cidr))
 }
 
 /// The edge router's interface on the customer transit and its leg on the main transit, found
@@ -246,11 +269,15 @@ pub(crate) async fn ensure_edge(
     let Footing {
         mut transit,
         mut pieces,
+        router_made,
     } = footing;
     let edge_name = edge_router_name(&e.fabric.transit_network_id, project);
     let router_id = transit.edge_router_id.clone();
     let gateway = transit.gateway;
-    let ports = interfaces(e, &router_id).await?;
+    let ports = match router_made {
+        true => vec![],
+        false => interfaces(e, &router_id).await?,
+    };
     let ifs = edge_interfaces(
         &ports,
         &router_id,
@@ -340,7 +367,7 @@ async fn edge_leg(
     claimed: &[Ipv4Addr],
 ) -> Result<(String, Ipv4Addr), StepFail> {
     // One address walk at a time: two projects' edge legs would otherwise pick the same one.
-    let _allocating = ALLOCATING.lock().await;
+    let allocating = ALLOCATING.lock().await;
     let transit = super::ops::main_transit_ports(e)
         .await
         .map_err(|err| call_failed("listing transit ports", &err))?;
@@ -371,6 +398,9 @@ async fn edge_leg(
                 .map_err(|err| call_failed("creating the edge router's transit leg", &err))?
         }
     };
+    // The port holds its address now: the next walk sees it, so the attach need not keep
+    // other projects waiting.
+    drop(allocating);
     e.net
         .add_router_interface(router_id, &port.id)
         .await
