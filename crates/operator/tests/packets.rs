@@ -649,6 +649,8 @@ async fn per_customer_links_cut_the_gap_packet_by_packet() {
     wait_route(&a, &ra.id, &Route::new(EXPOSURE_CIDR, &anet_gw), true).await;
     wait_route(net, &edge_a, &Route::new(EXPOSURE_CIDR, POD_IP), true).await;
     wait_route(&b, &rb.id, &Route::new(EXPOSURE_CIDR, &bnet_gw), true).await;
+    // Each link writes its own edge router's reverse route: B's may land after A's.
+    wait_route(net, &edge_b, &Route::new(EXPOSURE_CIDR, POD_IP), true).await;
     let client = Dest::Ns(&pod, CLIENT);
     vm_a.assert_delivered(client, "A's VM -> VPN client via A's edge router")
         .await;
