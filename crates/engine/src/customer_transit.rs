@@ -12,6 +12,7 @@ use std::net::Ipv4Addr;
 use std::sync::LazyLock;
 
 use bnerd_api::names::{customer_transit_name, edge_router_name};
+use bnerd_cloud::fabric::CustomerTransitPool;
 use bnerd_cloud::{
     CreatePort, Network, NetworkQuery, Port, PortQuery, Router, RouterQuery, Subnet, SubnetQuery,
 };
@@ -137,7 +138,6 @@ pub(crate) async fn ensure_footing(
     project: &str,
     taken: Taken<'_>,
 ) -> Result<Footing, StepFail> {
-    let pool = || e.fabric.customer_transit.ok_or_else(not_configured);
     let name = customer_transit_name(&e.fabric.transit_network_id, project);
     // The network with its subnet, and beside them the edge router: independent until the
     // edge router's interfaces, which need the subnet (ensure_edge).
@@ -146,7 +146,7 @@ pub(crate) async fn ensure_footing(
         let (network, made) = match keeper(networks, |n| &n.id) {
             Some(n) => (n, false),
             None => {
-                pool()?;
+                pool(e)?;
                 let n =
                     e.net.create_network(&name).await.map_err(|err| {
                         call_failed("creating the customer transit network", &err)
@@ -208,6 +208,12 @@ pub(crate) async fn ensure_footing(
     })
 }
 
+/// The pool customer transits are cut from: needed only to build one (a built customer
+/// transit keeps working without it).
+fn pool(e: &Engine<'_>) -> Result<CustomerTransitPool, StepFail> {
+    e.fabric.customer_transit.ok_or_else(not_configured)
+}
+
 /// Cut the customer transit's subnet from the pool: clear of every subnet of the operator's
 /// project (the main transit and every other customer transit live there), the links'
 /// CIDRs, and the subnets on the customer's router (read side by side).
@@ -216,7 +222,7 @@ async fn cut_subnet(
     network: &Network,
     taken: &Taken<'_>,
 ) -> Result<(Subnet, Ipv4Net), StepFail> {
-    let pool = e.fabric.customer_transit.ok_or_else(not_configured)?;
+    let pool = pool(e)?;
     let _allocating = ALLOCATING.lock().await;
     let (customer, router) = taken.router;
     let connected = async {

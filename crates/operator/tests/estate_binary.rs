@@ -68,22 +68,21 @@ fn proc_stats(pid: u32) -> (u64, u64, Duration) {
 async fn neutron_requests(addr: &str) -> (u64, u64, u64) {
     let (_, text) = http_get(addr, "/metrics").await;
     let (mut r, mut w, mut checks) = (0, 0, 0);
+    let value = |l: &str| {
+        l.rsplit_once(' ')
+            .and_then(|(_, v)| v.parse::<f64>().ok())
+            .unwrap_or(0.0) as u64
+    };
     for l in text.lines() {
         if l.starts_with("bnerd_drift_checks_total{") {
-            checks += l
-                .rsplit_once(' ')
-                .and_then(|(_, v)| v.parse::<f64>().ok())
-                .unwrap_or(0.0) as u64;
+            checks += value(l);
             continue;
         }
         let Some(rest) = l.strip_prefix("bnerd_openstack_requests_total{service=\"neutron\",")
         else {
             continue;
         };
-        let n: u64 = l
-            .rsplit_once(' ')
-            .and_then(|(_, v)| v.parse::<f64>().ok())
-            .unwrap_or(0.0) as u64;
+        let n = value(l);
         if rest.starts_with("operation=\"GET ") {
             r += n;
         } else {
