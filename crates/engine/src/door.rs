@@ -99,19 +99,23 @@ impl<'a> LinkEngine<'a> {
         }
     }
 
-    /// Offer the window's shared snapshot: a same-tenant link is resynced from it (its own
-    /// reads skipped, its route writes replayed), or falls back to the per-link path.
+    /// Offer the window's shared snapshot: a converged link is resynced from it (its own
+    /// reads of the operator's side skipped, its route writes replayed), or falls back to
+    /// the per-link path.
     pub fn with_batch(self, batch: Option<Batch<'a>>) -> Self {
         Self { batch, ..self }
     }
 
     /// Converge the link. Never fails: every problem becomes a condition.
     pub async fn reconcile(&self, input: &Input<'_>) -> Reconciled {
-        // Only a same-tenant link's routers are in the window's snapshot; a cross-tenant
-        // link's live in its customer's project, read with its own credential.
-        let resync = match (input.shape, &self.batch) {
-            (Shape::SameTenant, Some(batch)) => Some(self.resync_from_snapshot(batch, input).await),
-            (Shape::SameTenant, None) | (Shape::CrossTenant { .. }, _) => None,
+        // A same-tenant link's routers are in the window's snapshot; a cross-tenant link's
+        // live in its customer's project, read with its own credential beside the snapshot.
+        let resync = match (input.shape, &self.batch, self.customers) {
+            (Shape::SameTenant, Some(batch), _)
+            | (Shape::CrossTenant { .. }, Some(batch), Some(_)) => {
+                Some(self.resync_from_snapshot(batch, input).await)
+            }
+            (_, None, _) | (Shape::CrossTenant { .. }, _, None) => None,
         };
         let resync = match resync {
             Some(Ok(outcome)) => {
@@ -146,7 +150,7 @@ impl<'a> LinkEngine<'a> {
             .get(self.net, self.fabric, batch.routers)
             .await
             .map_err(|e| format!("the window's snapshot could not be taken: {e}"))?;
-        match resync_from(&snap, self.net, self.fabric, input).await {
+        match resync_from(&snap, self.net, self.fabric, self.customers, input).await {
             Resynced::Done { outcome, writes: 0 } => Ok((*outcome, ResyncPath::Snapshot)),
             Resynced::Done { outcome, writes } => Ok((*outcome, ResyncPath::Replayed(writes))),
             Resynced::PerLink(why) => Err(why),

@@ -26,9 +26,12 @@
 //! ([`aligned_requeue`]) so their resyncs meet in one window, and keeps one snapshot per
 //! window ([`Snapshots`]): the first link of a window takes it, the others wait for it.
 //!
-//! Cross-tenant links take no part in that (their routers are read with each customer's
-//! credential). Between resyncs, the drift check (`engine::drift_check`) looks at what every
-//! link's status records on the operator's side, from two reads for the whole estate.
+//! A cross-tenant link takes part with its operator's side from the snapshot (and what that
+//! does not hold read once a window, [`Overlay::learning`]) and its customer's side read with
+//! its own credential, its routers' interfaces held across windows while their revision
+//! stands ([`Interfaces`]); docs/design.md, "The resync". Between resyncs, the drift check
+//! (`engine::drift_check`) looks at what every link's status records on the operator's side,
+//! from two reads for the whole estate.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -37,9 +40,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use bnerd_cloud::fabric::Fabric;
 use bnerd_cloud::{Neutron, Port, PortQuery, Result, RouterQuery, Subnet, SubnetQuery};
 
-use super::context::Engine;
+use super::context::{Engine, Whose};
+use super::converge::reconcile_cross_tenant;
+use super::credentials::Customers;
 use super::model::{Input, Outcome, Shape};
-use super::overlay::{Known, Overlay, PlannedWrite, Recorded};
+use super::overlay::{CustomerSide, Interfaces, Known, Overlay, PlannedWrite, Recorded};
 use super::plan::resync::{Noted, ResyncPlan, RouteWrite, plan};
 
 /// Router IDs per `GET /routers?id=…` call: 80 IDs make a request line of about 3.2 KB,
@@ -56,6 +61,8 @@ pub struct Snapshot {
     /// see each table as it is.
     known: Known,
     reads: u64,
+    /// Customers' routers' interfaces held across windows ([`Interfaces`]).
+    interfaces: Arc<Interfaces>,
 }
 
 /// Every port on the transit network, in one read.
@@ -126,6 +133,7 @@ impl Snapshot {
             taken,
             known,
             reads,
+            interfaces: Arc::default(),
         })
     }
 
@@ -235,6 +243,7 @@ pub struct Snapshots {
     window: Duration,
     current: tokio::sync::Mutex<Option<Arc<Snapshot>>>,
     seen: Seen,
+    interfaces: Arc<Interfaces>,
 }
 
 impl Snapshots {
@@ -243,6 +252,7 @@ impl Snapshots {
             window,
             current: tokio::sync::Mutex::new(None),
             seen: Seen::default(),
+            interfaces: Arc::default(),
         }
     }
 
@@ -259,7 +269,10 @@ impl Snapshots {
         if let Some(s) = current.as_ref().filter(|s| s.age() < self.window) {
             return Ok(s.clone());
         }
-        let s = Arc::new(Snapshot::take(net, fabric, router_ids(), &self.seen).await?);
+        let mut s = Snapshot::take(net, fabric, router_ids(), &self.seen).await?;
+        self.interfaces.next_window();
+        s.interfaces = self.interfaces.clone();
+        let s = Arc::new(s);
         *current = Some(s.clone());
         Ok(s)
     }
@@ -305,22 +318,42 @@ pub enum Resynced {
     PerLink(String),
 }
 
-/// Run one same-tenant link's steps against the snapshot and carry out what `plan::resync`
-/// decides. `net` is the live cloud, used only to replay route writes.
+/// Run one link's steps against the snapshot and carry out what `plan::resync` decides.
+/// `net` is the live cloud, used only to replay route writes (and, for a cross-tenant link,
+/// for what the snapshot does not hold of the operator's side). A cross-tenant link needs
+/// `customers`: its customer side is read live with its own credential.
 pub async fn resync_from(
     snap: &Snapshot,
     net: &dyn Neutron,
     fabric: &Fabric,
+    customers: Option<Customers<'_>>,
     input: &Input<'_>,
 ) -> Resynced {
-    match input.shape {
-        Shape::SameTenant => {}
-        // Its routers live in the customer's project, read with its own credential.
-        Shape::CrossTenant { .. } => return Resynced::PerLink("cross-tenant".into()),
-    }
-    let dry = Overlay::of(&snap.known).worded_for(fabric);
-    let outcome = Engine::same_tenant(&dry, fabric).reconcile(input).await;
-    let noted: Vec<Noted> = dry.recorded().into_iter().map(noted).collect();
+    let (outcome, recorded) = match (input.shape, customers) {
+        (Shape::SameTenant, _) => {
+            let dry = Overlay::of(&snap.known).worded_for(fabric);
+            let outcome = Engine::same_tenant(&dry, fabric).reconcile(input).await;
+            (outcome, dry.recorded_by())
+        }
+        (Shape::CrossTenant { secret, isolation }, Some(c)) => {
+            // The operator's side from the snapshot, and what it does not hold read once a
+            // window (the first link of a project reads its customer transit for the others);
+            // the customer's side read with the link's own credential, as a live reconcile
+            // reads it: the credential proves itself every resync. Writes only recorded.
+            let dry = Overlay::learning(&snap.known, net)
+                .holding(snap.interfaces.clone())
+                .worded_for(fabric);
+            let side = CustomerSide::beside(&dry, c.source);
+            let customers = Customers { source: &side, ..c };
+            let outcome =
+                reconcile_cross_tenant(&dry, fabric, customers, (secret, isolation), input).await;
+            (outcome, dry.recorded_by())
+        }
+        (Shape::CrossTenant { .. }, None) => {
+            return Resynced::PerLink("no way to the customer's credential".into());
+        }
+    };
+    let noted: Vec<Noted> = recorded.into_iter().map(noted).collect();
     match plan(&noted) {
         ResyncPlan::Converged => Resynced::Done {
             outcome: Box::new(outcome),
@@ -352,9 +385,16 @@ pub async fn resync_from(
     }
 }
 
-/// What the overlay recorded, as `plan::resync` judges it: route writes may be replayed,
-/// anything else sends the link down the per-link path.
-fn noted(r: Recorded) -> Noted {
+/// What the overlay recorded, as `plan::resync` judges it: the operator's route writes may be
+/// replayed, anything else sends the link down the per-link path.
+fn noted((whose, r): (Whose, Recorded)) -> Noted {
+    match (whose, r) {
+        (Whose::Customer, Recorded::Write(w)) => Noted::CustomerWrite(w.to_string()),
+        (_, r) => noted_operator(r),
+    }
+}
+
+fn noted_operator(r: Recorded) -> Noted {
     match r {
         Recorded::Miss(what) => Noted::Miss(what),
         Recorded::Write(PlannedWrite::AddRoutes { router_id, routes }) => Noted::AddRoutes {

@@ -20,9 +20,11 @@ use bnerd_cloud::{
     ShareNetwork,
 };
 use bnerd_cloud_fake::FakeCloud;
+use bnerd_engine::resync::Snapshots;
 use bnerd_engine::{
-    ActionKind, Checked, CredentialSource, CustomerCloud, CustomerCredential, Customers, Held,
-    LinkEngine, OperatorIdentity, Outcome, Retry, StepFail, UnwindPlan, Unwound, may_abandon,
+    ActionKind, Batch, Checked, CredentialSource, CustomerCloud, CustomerCredential, Customers,
+    Held, LinkEngine, OperatorIdentity, Outcome, ResyncPath, Retry, StepFail, UnwindPlan, Unwound,
+    may_abandon,
 };
 use bnerd_testkit::{Env, both, spec, unique};
 use bnerd_testkit::{link_input, peers_of};
@@ -368,6 +370,30 @@ async fn cross_tenant_link_is_ready(mut env: Env) {
         // screen of its reverse route), and the share.
         assert!(reads <= 5, "resync reads: {reads}");
     }
+
+    // The same resync in a batched window, as the controller runs a converged link: the
+    // operator's side (the transit's ports, the gateway router) from the window's snapshot,
+    // the customer's side read with the link's credential. Nothing written, nothing changed.
+    let snaps = Snapshots::new(std::time::Duration::from_secs(30));
+    let i = idx(&env, "diehl01");
+    let l = env.links[i].clone();
+    let status = l.status.clone().unwrap_or_default();
+    let input = link_input(&l, &status, &[], &env.reverse).expect("uid");
+    let no_routers = Vec::new;
+    let done = LinkEngine::new(env.net.as_ref(), &env.fabric, side.customers())
+        .with_batch(Some(Batch {
+            snapshots: &snaps,
+            routers: &no_routers,
+        }))
+        .reconcile(&input)
+        .await;
+    assert_eq!(done.resync, Some(ResyncPath::Snapshot));
+    assert_eq!(done.outcome.status, status);
+    assert!(
+        done.outcome.actions.is_empty(),
+        "{:?}",
+        done.outcome.actions
+    );
 
     delete(&mut env, "diehl01", &side).await;
     assert!(env.gateway_routes().await.is_empty());

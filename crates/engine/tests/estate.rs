@@ -10,9 +10,13 @@ use std::time::{Duration, Instant};
 use bnerd_api::gateway::ReverseTarget;
 use bnerd_api::names::tag_link_uid;
 use bnerd_api::{ClusterLink, GatewayRef};
+use bnerd_cloud::fabric::CustomerTransitPool;
 use bnerd_cloud::{Neutron, OpenStack, PortQuery, Route};
 use bnerd_cloud_fake::FakeCloud;
+use bnerd_engine::ResyncPath;
 use bnerd_engine::resync::{Resynced, Snapshots, resync_from};
+use bnerd_testkit::customers::{per_customer_links, reconcile_each};
+use bnerd_testkit::report;
 use bnerd_testkit::{
     Env, env_on, fake_env_with, lab_client, lab_or_skip, reconcile_one, reconcile_same_tenant,
     spec, unwind_same_tenant,
@@ -61,7 +65,7 @@ async fn resync_all(env: &mut Env, snaps: &Snapshots, targets: &[ReverseTarget])
         let status = l.status.clone().unwrap_or_default();
         let peers = peers_of(&l, &all);
         let input = link_input(&l, &status, &peers, targets).unwrap();
-        let status = match resync_from(&snap, env.net.as_ref(), &env.fabric, &input).await {
+        let status = match resync_from(&snap, env.net.as_ref(), &env.fabric, None, &input).await {
             Resynced::Done { outcome, .. } => outcome.status,
             Resynced::PerLink(_) => {
                 fell += 1;
@@ -408,4 +412,148 @@ async fn teardown(net: &dyn Neutron, fabric: &bnerd_cloud::fabric::Fabric, route
         let _ = net.delete_router(r).await;
     }
     let _ = net.delete_network(&fabric.transit_network_id).await;
+}
+
+/// `PerCustomer` links take part in the batched resync: each runs its ordinary steps with the
+/// operator's side answered by the window's snapshot (the transit's ports, the gateway router)
+/// and, for what it does not hold, by one read a window of each request (the first link of a
+/// project reads its customer transit, edge router and share for the others), while the
+/// customer's side is read with the link's own credential, as a live reconcile reads it. A
+/// converged estate writes nothing; an edge route removed by hand is replayed from the window;
+/// a route missing on a customer's router goes to the per-link path, which repairs it with
+/// that credential.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_customer_links_resync_beside_the_snapshot() {
+    const PROJECTS: usize = 10;
+    const PER_PROJECT: usize = 5;
+    const N: usize = PROJECTS * PER_PROJECT;
+    let cloud = FakeCloud::new().max_routes(N + 10);
+    let mut env = fake_env_with(cloud.clone()).await;
+    env.fabric.customer_transit = Some(CustomerTransitPool {
+        pool: "10.255.0.0/16".parse().unwrap(),
+        prefix_len: 28,
+    });
+    env.port_at_ip("10.254.0.240", "gateway-pod-0").await;
+    let targets = vec![target(0)];
+    let (mut links, source) = per_customer_links(&cloud, PROJECTS, PER_PROJECT).await;
+    let (net, fabric) = (env.net.as_ref(), &env.fabric);
+    reconcile_each(net, fabric, &source, &mut links, &targets, None).await;
+    for l in &links {
+        let s = l.status.as_ref().unwrap();
+        assert!(
+            ready(l),
+            "{}: {:#?}",
+            l.metadata.name.as_deref().unwrap(),
+            s.conditions
+        );
+    }
+
+    // The per-link resync of one converged link, for comparison.
+    cloud.reset_counters();
+    reconcile_each(net, fabric, &source, &mut links[..1], &targets, None).await;
+    let (per_link, w) = cloud.read_write_counts();
+    assert_eq!(w, 0);
+    let per_link_calls = cloud.calls();
+
+    // A window: every link resynced beside one snapshot, nothing written. The first window
+    // also reads each customer router's interfaces (and the subnet of the one on the customer
+    // transit); later ones only where a router's revision moved.
+    let before: Vec<_> = links.iter().map(|l| l.status.clone()).collect();
+    let snaps = Snapshots::new(Duration::from_secs(30));
+    cloud.reset_counters();
+    reconcile_each(net, fabric, &source, &mut links, &targets, Some(&snaps)).await;
+    let (first, _) = cloud.read_write_counts();
+    snaps.invalidate().await;
+    cloud.reset_counters();
+    let paths = reconcile_each(net, fabric, &source, &mut links, &targets, Some(&snaps)).await;
+    let (reads, writes) = cloud.read_write_counts();
+    let calls = cloud.calls();
+    assert!(
+        paths.iter().all(|p| *p == Some(ResyncPath::Snapshot)),
+        "{paths:?}"
+    );
+    assert_eq!(writes, 0, "a converged estate's resync writes nothing");
+    let now: Vec<_> = links.iter().map(|l| l.status.clone()).collect();
+    assert_eq!(now, before, "the snapshot decides as the per-link path did");
+    // The customer's side: the link's own credential reads its router (and proves it still
+    // works) and whether its project sees the main transit, each link; the operator's side:
+    // the snapshot, then one read of each request per project.
+    report::note(&format!(
+        "PerCustomer resync: {N} links in {PROJECTS} projects: batched {reads} reads ({:.1} a link; first window {first}) \
+         against {per_link} a link on the per-link path ({per_link_calls:?}); calls {calls:?}",
+        reads as f64 / N as f64
+    ));
+    // Customer side, each link: its router (its credential proves itself) and whether its
+    // project sees the main transit. Operator side: the snapshot's two reads, then at most
+    // six a project.
+    assert!(
+        reads <= 2 + (PROJECTS * 6 + N * 2) as u64,
+        "{reads} reads for {N} links in {PROJECTS} projects"
+    );
+    assert_eq!(
+        first,
+        reads + (N + PROJECTS) as u64,
+        "the first window: + each router's interfaces, each customer transit's subnet"
+    );
+    assert!(
+        reads * 4 <= per_link * N as u64,
+        "{reads} reads: more than a quarter of the per-link path's {}",
+        per_link * N as u64
+    );
+
+    // Drift on each side. An edge route (the operator's) removed by hand is replayed from
+    // the window; a return route on a customer's router sends that link to the per-link
+    // path, which restores it with the link's credential. Every other link costs nothing.
+    let status = |i: usize| links[i].status.clone().unwrap();
+    let (edge_link, customer_link) = (16, 37);
+    let edge = status(edge_link)
+        .customer_transit
+        .unwrap()
+        .edge_router_id
+        .unwrap();
+    let edge_route = Route::new(
+        &links[edge_link].spec.service_cluster_cidr,
+        status(edge_link).transit_ip.as_deref().unwrap(),
+    );
+    net.remove_extraroutes(&edge, std::slice::from_ref(&edge_route))
+        .await
+        .unwrap();
+    let router = links[customer_link].spec.service_cluster_router.clone();
+    let (id, secret) = source.of(links[customer_link].metadata.name.as_deref().unwrap());
+    let customer = cloud.client_with_app_cred(id, secret);
+    let back: Vec<Route> = customer
+        .get_router(&router)
+        .await
+        .unwrap()
+        .routes
+        .into_iter()
+        .filter(|r| r.destination == fabric.transit_subnet.to_string())
+        .collect();
+    assert_eq!(back.len(), 1, "the customer router's return route");
+    customer.remove_extraroutes(&router, &back).await.unwrap();
+    snaps.invalidate().await;
+    let paths = reconcile_each(net, fabric, &source, &mut links, &targets, Some(&snaps)).await;
+    for (i, p) in paths.iter().enumerate() {
+        match i {
+            _ if i == edge_link => assert_eq!(*p, Some(ResyncPath::Replayed(1)), "edge route"),
+            _ if i == customer_link => assert!(
+                matches!(p, Some(ResyncPath::PerLink(why)) if why.contains("customer's credential")),
+                "return route: {p:?}"
+            ),
+            _ => assert_eq!(*p, Some(ResyncPath::Snapshot), "link {i}"),
+        }
+    }
+    assert!(
+        net.get_router(&edge)
+            .await
+            .unwrap()
+            .routes
+            .contains(&edge_route)
+    );
+    let routes = customer.get_router(&router).await.unwrap().routes;
+    assert!(
+        routes.contains(&back[0]),
+        "return route restored: {routes:?}"
+    );
+    assert!(links.iter().all(ready));
 }

@@ -826,7 +826,7 @@ async fn batched(env: &mut Env, snaps: &Snapshots, name: &str) -> Option<usize> 
     let status = l.status.clone().unwrap_or_default();
     let peers = bnerd_testkit::peers_of(&l, &all);
     let input = link_input(&l, &status, &peers, &env.reverse).unwrap();
-    match resync_from(&snap, env.net.as_ref(), &env.fabric, &input).await {
+    match resync_from(&snap, env.net.as_ref(), &env.fabric, None, &input).await {
         Resynced::Done { outcome, writes } => {
             env.links[i].status = Some(outcome.status);
             Some(writes)

@@ -313,6 +313,24 @@ async fn two_links_share_one_customer_transit(stage: &Stage) {
     assert!(out.actions.is_empty(), "resync acted: {:?}", out.actions);
     as_the_table_says(&crash, "resync of a converged link", (17, 0));
 
+    // Both links in one batched resync window: the operator's side from the window's
+    // snapshot and one read of each request for the project, the customer's side with each
+    // link's own credential. Nothing written, nothing changed.
+    let snaps = bnerd_engine::resync::Snapshots::new(std::time::Duration::from_secs(30));
+    let crash = Crash::counting();
+    for l in [&one, &two] {
+        let (out, path) = support::resync_batched(stage, l, &snaps, &crash).await;
+        assert_eq!(
+            path,
+            Some(bnerd_engine::ResyncPath::Snapshot),
+            "{:?}",
+            l.metadata.name
+        );
+        assert_eq!(Some(&out.status), l.status.as_ref());
+        assert!(out.actions.is_empty(), "resync acted: {:?}", out.actions);
+    }
+    as_the_table_says(&crash, "batched resync of the project's two links", (19, 0));
+
     // Drift: the edge router's route and the customer router's way back removed out of
     // band; the next reconcile puts both back and says so.
     let edge_id = one

@@ -140,7 +140,7 @@ impl Estate {
         let l = &self.links[i];
         let status = l.status.clone().unwrap_or_default();
         let input = link_input(l, &status, &peers, targets).unwrap();
-        match resync_from(&snap, &self.net, &self.fab, &input).await {
+        match resync_from(&snap, &self.net, &self.fab, None, &input).await {
             Resynced::Done { outcome, .. } => {
                 Arc::make_mut(&mut self.links[i]).status = Some(outcome.status);
                 false
@@ -492,6 +492,7 @@ async fn main() {
     );
     over_quota().await;
     drift_check(n).await;
+    per_customer_resync(n / 10, 10).await;
     gateway_screen(n);
     gateway_fan_out(n);
 }
@@ -714,6 +715,83 @@ async fn drift_check(n: usize) {
         "  at 2 s: {} reads an hour, whatever the number of links",
         3600 / 2 * READS
     );
+}
+
+/// The batched resync of `PerCustomer` links (`engine::resync`): `per_project` links in each of
+/// `projects` customer projects, each link with its own Secret and credential, converged; then
+/// one link's per-link resync, and two windows of all of them through the door with the
+/// window's snapshot offered. Prints the reads of each.
+async fn per_customer_resync(projects: usize, per_project: usize) {
+    use bnerd_cloud::fabric::CustomerTransitPool;
+    use bnerd_testkit::customers::{per_customer_links, reconcile_each};
+    use bnerd_vpn_operator::engine::ResyncPath;
+
+    let n = projects * per_project;
+    let cloud = FakeCloud::new().max_routes(n + 50);
+    let (net, mut fab) = fabric(&cloud).await;
+    fab.customer_transit = Some(CustomerTransitPool {
+        pool: "10.255.0.0/16".parse().unwrap(),
+        prefix_len: 28,
+    });
+    // One gateway with reverse exposures, its pod's port on the transit.
+    net.create_port(&bnerd_cloud::CreatePort {
+        network_id: fab.transit_network_id.clone(),
+        ip_address: Some("10.254.7.1".into()),
+        name: "gateway-pod-0".into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let targets: Vec<ReverseTarget> = gateway(0, true).1.into_iter().collect();
+    let (mut links, source) = per_customer_links(&cloud, projects, per_project).await;
+    let t = Instant::now();
+    reconcile_each(&net, &fab, &source, &mut links, &targets, None).await;
+    let converged = t.elapsed();
+    assert!(
+        links.iter().all(|l| {
+            l.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+            })
+        }),
+        "every PerCustomer link Ready after one reconcile"
+    );
+    cloud.reset_counters();
+    reconcile_each(&net, &fab, &source, &mut links[..1], &targets, None).await;
+    let (per_link, _) = cloud.read_write_counts();
+    let snaps = Snapshots::new(Duration::from_secs(30));
+    let mut windows = vec![];
+    for _ in 0..2 {
+        snaps.invalidate().await;
+        cloud.reset_counters();
+        let t = Instant::now();
+        let paths = reconcile_each(&net, &fab, &source, &mut links, &targets, Some(&snaps)).await;
+        let took = t.elapsed();
+        let (reads, writes) = cloud.read_write_counts();
+        assert!(
+            paths.iter().all(|p| *p == Some(ResyncPath::Snapshot)),
+            "every converged PerCustomer link resyncs beside the snapshot"
+        );
+        assert_eq!(writes, 0);
+        windows.push((reads, took));
+    }
+    println!(
+        "
+PerCustomer resync, {n} links in {projects} customer projects ({per_project} each, one credential per link), one gateway with reverse exposures, converged in {converged:.1?}:"
+    );
+    println!(
+        "  per link (no snapshot): {per_link} reads a link, {} for the estate",
+        per_link * n as u64
+    );
+    for (i, (reads, took)) in windows.iter().enumerate() {
+        println!(
+            "  batched, {} window: {reads} reads ({:.2} a link, 1 per {:.1} links), 0 writes, {took:.1?}",
+            if i == 0 { "first" } else { "later" },
+            *reads as f64 / n as f64,
+            n as f64 / *reads as f64
+        );
+    }
 }
 
 /// The gateway screen (`engine::plan::reverse_routes::screen`, run on every reconcile of every

@@ -13,6 +13,7 @@
 //! operator process, the Kubernetes lab, the test report.
 
 pub mod crash;
+pub mod customers;
 pub mod dataplane;
 pub mod hostile;
 pub mod kube_lab;

@@ -3,11 +3,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard};
 
-use bnerd_cloud::{Port, PortQuery, Router, Subnet};
+use bnerd_cloud::{Network, Port, PortQuery, RbacPolicy, Router, Subnet};
 
 /// What the overlay was given: every port of some networks, some routers, some subnets.
 /// Shared by every link of a resync window; the routers follow the writes replayed on the
 /// cloud ([`Known::learn_router`]) so links later in the window see each table as it is.
+/// A learning overlay ([`super::Overlay::learning`]) adds the answers of the reads it had to
+/// make on the cloud, by their exact request ([`Learned`]), for the next link of the window
+/// that makes the same one.
 #[derive(Default)]
 pub struct Known {
     /// Networks whose every port is in `ports`: a port query naming one is answered here.
@@ -17,6 +20,22 @@ pub struct Known {
     routers: Mutex<BTreeMap<String, Router>>,
     /// Every port of these devices (routers whose ports were listed by `device_id`).
     complete_devices: BTreeMap<String, Vec<Port>>,
+    learned: Mutex<BTreeMap<String, Learned>>,
+}
+
+/// The cloud's answer to one read, as a learning overlay keeps it. Routers are kept by ID
+/// (their tables are in `routers`, which follow the replayed route writes); everything else
+/// as answered: a window's per-link change drops the whole snapshot.
+#[derive(Debug, Clone)]
+pub(super) enum Learned {
+    Network(Network),
+    Networks(Vec<Network>),
+    Subnet(Subnet),
+    Subnets(Vec<Subnet>),
+    Port(Port),
+    Ports(Vec<Port>),
+    Routers(Vec<String>),
+    Rbac(Vec<RbacPolicy>),
 }
 
 impl Known {
@@ -76,6 +95,27 @@ impl Known {
         self.routers.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// What an earlier read of exactly `request` answered.
+    pub(super) fn recall(&self, request: &str) -> Option<Learned> {
+        self.learned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(request)
+            .cloned()
+    }
+
+    pub(super) fn learn(&self, request: String, answer: Learned) {
+        self.learned
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(request, answer);
+    }
+
+    /// How many reads were learned.
+    pub fn learned(&self) -> usize {
+        self.learned.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
     pub(super) fn router(&self, id: &str) -> Option<Router> {
         self.routers().get(id).cloned()
     }
@@ -113,5 +153,66 @@ impl Known {
             );
         }
         Some(out)
+    }
+}
+
+/// Routers' interfaces and their subnets as the batched resync's earlier windows read them,
+/// for the reads a cross-tenant link's steps make of its customer's router with its own
+/// credential (the connected-subnet screen). Neutron moves a router's `revision_number` when
+/// an interface is attached or detached, and a subnet's CIDR never changes: so once a run has
+/// read the router itself (as every link reads its own router, proving its credential), its
+/// interfaces at an unchanged revision are the ones held, and a subnet once read is known.
+/// What no window asked for since the one before is forgotten.
+#[derive(Default)]
+pub struct Interfaces {
+    held: Mutex<HeldInterfaces>,
+}
+
+#[derive(Default)]
+struct HeldInterfaces {
+    /// Router ID → (its revision, its ports).
+    ports: BTreeMap<String, (u64, Vec<Port>)>,
+    subnets: BTreeMap<String, Subnet>,
+    /// What was asked for since the last [`Interfaces::next_window`].
+    used: BTreeSet<String>,
+}
+
+impl Interfaces {
+    fn held(&self) -> MutexGuard<'_, HeldInterfaces> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The ports of `router` when they were read at `revision`.
+    pub(super) fn ports(&self, router: &str, revision: u64) -> Option<Vec<Port>> {
+        let mut h = self.held();
+        h.used.insert(router.to_string());
+        h.ports
+            .get(router)
+            .filter(|(rev, _)| *rev == revision)
+            .map(|(_, p)| p.clone())
+    }
+
+    pub(super) fn keep_ports(&self, router: &str, revision: u64, ports: Vec<Port>) {
+        self.held()
+            .ports
+            .insert(router.to_string(), (revision, ports));
+    }
+
+    pub(super) fn subnet(&self, id: &str) -> Option<Subnet> {
+        let mut h = self.held();
+        h.used.insert(id.to_string());
+        h.subnets.get(id).cloned()
+    }
+
+    pub(super) fn keep_subnet(&self, s: Subnet) {
+        self.held().subnets.insert(s.id.clone(), s);
+    }
+
+    /// A new window: forget what the windows since the last call did not ask for.
+    pub fn next_window(&self) {
+        let mut h = self.held();
+        let used = std::mem::take(&mut h.used);
+        h.ports.retain(|id, _| used.contains(id));
+        h.subnets.retain(|id, _| used.contains(id));
     }
 }

@@ -6,8 +6,11 @@
 //! Two callers run the reconcile over it:
 //! - `kubectl clusterlink plan`: nothing known, the cloud below. The plan is the reconcile's
 //!   own decision, so a plan and the reconcile after it cannot disagree.
-//! - The batched resync (`resync`): a snapshot known, nothing below. A read the snapshot
-//!   cannot answer is a miss ([`Recorded::Miss`]) and sends the link down the per-link path.
+//! - The batched resync (`resync`): a snapshot known. For a same-tenant link nothing is
+//!   below: a read the snapshot cannot answer is a miss ([`Recorded::Miss`]) and sends the
+//!   link down the per-link path. For a cross-tenant link the operator's cloud is below a
+//!   learning overlay ([`Overlay::learning`]), whose answers the snapshot keeps for the next
+//!   link asking the same, and the customer's side reads live beside it.
 //!
 //! A [`Overlay::tap`] instead passes writes to the cloud and records them as a plan names
 //! them: what a test compares a plan with.
@@ -39,7 +42,8 @@ use bnerd_cloud::{
 use crate::credentials::CustomerCloud;
 
 pub use customer::CustomerSide;
-pub use known::Known;
+use known::Learned;
+pub use known::{Interfaces, Known};
 pub use planned::PlannedWrite;
 
 /// One thing the overlay recorded, in order.
@@ -86,6 +90,38 @@ struct State {
     names: BTreeMap<String, String>,
     /// The addresses planned ports stand at because Neutron would pick them.
     picked: Vec<String>,
+    /// The revision of each router read from the cloud in this run.
+    revisions: BTreeMap<String, u64>,
+}
+
+/// A read answered by what an earlier overlay learned of exactly this request, else by the
+/// cloud below (a miss when there is none), its answer kept for the next (learning overlays
+/// only). `$kind` is the [`Learned`] variant the answer is kept as.
+macro_rules! read_through {
+    ($o:expr, $request:expr, $kind:path, |$net:ident| $call:expr) => {{
+        let request: String = $request;
+        match $o.recalled(&request) {
+            Some($kind(v)) => Ok(v),
+            _ => match $o.below(|| request.clone()) {
+                Err(e) => Err(e),
+                Ok($net) => match $call.await {
+                    Err(e) => Err(e),
+                    Ok(v) => {
+                        $o.keep(request, $kind(v.clone()));
+                        Ok(v)
+                    }
+                },
+            },
+        }
+    }};
+}
+
+/// A router this run read from the cloud, at its revision, and its ports when
+/// [`Interfaces`] holds them at that revision.
+struct HeldAt {
+    router: String,
+    revision: u64,
+    ports: Option<Vec<Port>>,
 }
 
 /// The simulated Neutron (see the module).
@@ -97,6 +133,11 @@ pub struct Overlay<'a> {
     credential: Whose,
     /// Writes go to `below` too, and are recorded as a plan would name them.
     tap: bool,
+    /// What `below` answers is kept in `known` for the next overlay over it.
+    learn: bool,
+    /// Routers' interfaces and subnets held from earlier runs, for this overlay and the ones
+    /// beside it.
+    interfaces: Option<Arc<Interfaces>>,
     /// The project a planned port lands in: the credential's, as Neutron would set it (the
     /// reconcile checks a port's project before attaching it). A customer side learns it from
     /// its token.
@@ -157,6 +198,8 @@ impl<'a> Overlay<'a> {
             below: below.map(Below::Borrowed),
             credential: Whose::Operator,
             tap,
+            learn: false,
+            interfaces: None,
             project: Mutex::new(String::new()),
             router_subnets_by_cidr: false,
             transit: None,
@@ -172,6 +215,8 @@ impl<'a> Overlay<'a> {
             below: Some(Below::Held(customer)),
             credential: Whose::Customer,
             tap: self.tap,
+            learn: false,
+            interfaces: self.interfaces.clone(),
             project: Mutex::new(String::new()),
             router_subnets_by_cidr: self.router_subnets_by_cidr,
             transit: self.transit,
@@ -187,6 +232,25 @@ impl<'a> Overlay<'a> {
     /// Reads from `known` alone, writes only recorded: the batched resync. Never calls a cloud.
     pub fn of(known: &'a Known) -> Self {
         Self::new(Some(known), None, false)
+    }
+
+    /// Reads from `known`, else from `cloud`, whose answers `known` then keeps for the next
+    /// overlay over it (the same request answered once a window); writes only recorded: the
+    /// batched resync of a cross-tenant link, whose customer side no snapshot holds.
+    pub fn learning(known: &'a Known, cloud: &'a dyn Neutron) -> Self {
+        Self {
+            learn: true,
+            ..Self::new(Some(known), Some(cloud), false)
+        }
+    }
+
+    /// Routers' interfaces and subnets read from the cloud below are held in `interfaces`,
+    /// and answered from there while a router's revision (read in this run) is unchanged.
+    pub fn holding(self, interfaces: Arc<Interfaces>) -> Self {
+        Self {
+            interfaces: Some(interfaces),
+            ..self
+        }
     }
 
     /// Writes reach the cloud, and are recorded with the ports this run created named as a
@@ -244,6 +308,12 @@ impl<'a> Overlay<'a> {
         self.with(|s| s.picked.clone())
     }
 
+    /// Everything recorded, writes and misses, in order, each with the credential it was
+    /// asked with.
+    pub fn recorded_by(&self) -> Vec<(Whose, Recorded)> {
+        self.with(|s| s.log.clone())
+    }
+
     /// Everything recorded, writes and misses, in order.
     pub fn recorded(&self) -> Vec<Recorded> {
         self.with(|s| s.log.iter().map(|(_, r)| r.clone()).collect())
@@ -275,6 +345,45 @@ impl<'a> Overlay<'a> {
                 })
             }
         }
+    }
+
+    /// Where a learning overlay keeps what the cloud answered; `None` for any other.
+    fn learning_into(&self) -> Option<&'a Known> {
+        self.known.filter(|_| self.learn)
+    }
+
+    /// What an earlier overlay learned of exactly `request` (learning overlays only).
+    fn recalled(&self, request: &str) -> Option<Learned> {
+        self.learning_into().and_then(|k| k.recall(request))
+    }
+
+    /// Keep the cloud's answer to `request` for the next overlay (learning overlays only).
+    fn keep(&self, request: String, answer: Learned) {
+        if let Some(k) = self.learning_into() {
+            k.learn(request, answer);
+        }
+    }
+
+    /// For a query of exactly one router's ports, when this run read that router from the
+    /// cloud: the router at its revision, and its ports if held at that revision.
+    fn held_interfaces(&self, q: &PortQuery) -> Option<HeldAt> {
+        let i = self.interfaces.as_ref()?;
+        let [router] = q.device_ids.as_slice() else {
+            return None;
+        };
+        let only_device = PortQuery {
+            device_ids: q.device_ids.clone(),
+            ..Default::default()
+        };
+        if *q != only_device {
+            return None;
+        }
+        let revision = self.with(|s| s.revisions.get(router).copied())?;
+        Some(HeldAt {
+            ports: i.ports(router, revision),
+            router: router.clone(),
+            revision,
+        })
     }
 
     /// The cloud a tap writes to; `None`: writes are only recorded.
@@ -366,9 +475,8 @@ impl<'a> Overlay<'a> {
         if let Some(p) = self.known.and_then(|k| k.port(id)) {
             return Ok(p);
         }
-        self.below(|| format!("GET /ports/{id}"))?
-            .get_port(id)
-            .await
+        read_through!(self, format!("GET /ports/{id}"), Learned::Port, |n| n
+            .get_port(id))
     }
 
     async fn router_now(&self, id: &str) -> Result<Router> {
@@ -385,9 +493,15 @@ impl<'a> Overlay<'a> {
         if let Some(r) = self.known.and_then(|k| k.router(id)) {
             return Ok(r);
         }
-        self.below(|| format!("GET /routers/{id}"))?
+        let r = self
+            .below(|| format!("GET /routers/{id}"))?
             .get_router(id)
-            .await
+            .await?;
+        if let Some(k) = self.learning_into() {
+            k.learn_router(r.clone());
+        }
+        self.with(|s| s.revisions.insert(r.id.clone(), r.revision_number));
+        Ok(r)
     }
 
     async fn subnet_now(&self, id: &str) -> Result<Subnet> {
@@ -405,9 +519,19 @@ impl<'a> Overlay<'a> {
         if let Some(s) = self.known.and_then(|k| k.subnet(id)) {
             return Ok(s);
         }
-        self.below(|| format!("GET /subnets/{id}"))?
-            .get_subnet(id)
-            .await
+        let request = format!("GET /subnets/{id}");
+        if let Some(Learned::Subnet(s)) = self.recalled(&request) {
+            return Ok(s);
+        }
+        if let Some(s) = self.interfaces.as_ref().and_then(|i| i.subnet(id)) {
+            return Ok(s);
+        }
+        let sub = self.below(|| request.clone())?.get_subnet(id).await?;
+        self.keep(request, Learned::Subnet(sub.clone()));
+        if let Some(i) = &self.interfaces {
+            i.keep_subnet(sub.clone());
+        }
+        Ok(sub)
     }
 
     /// The CIDR of a subnet the recorded writes created.
@@ -536,9 +660,8 @@ impl Neutron for Overlay<'_> {
             }
             None => {}
         }
-        self.below(|| format!("GET /networks/{id}"))?
-            .get_network(id)
-            .await
+        read_through!(self, format!("GET /networks/{id}"), Learned::Network, |n| n
+            .get_network(id))
     }
 
     async fn get_subnet(&self, id: &str) -> Result<Subnet> {
@@ -546,13 +669,26 @@ impl Neutron for Overlay<'_> {
     }
 
     async fn list_ports(&self, query: &PortQuery) -> Result<Vec<Port>> {
+        let request = format!("GET /ports {query:?}");
         let listed = match self.known.and_then(|k| k.answers(query)) {
             Some(ports) => ports,
-            None => {
-                self.below(|| format!("GET /ports {query:?}"))?
-                    .list_ports(query)
-                    .await?
-            }
+            None => match (self.recalled(&request), self.held_interfaces(query)) {
+                (Some(Learned::Ports(ports)), _)
+                | (
+                    None,
+                    Some(HeldAt {
+                        ports: Some(ports), ..
+                    }),
+                ) => ports,
+                (_, held) => {
+                    let ports = self.below(|| request.clone())?.list_ports(query).await?;
+                    self.keep(request, Learned::Ports(ports.clone()));
+                    if let (Some(i), Some(at)) = (&self.interfaces, held) {
+                        i.keep_ports(&at.router, at.revision, ports.clone());
+                    }
+                    ports
+                }
+            },
         };
         Ok(self.with(|s| {
             // What was listed, as the recorded writes left it, then the ports those writes
@@ -705,10 +841,25 @@ impl Neutron for Overlay<'_> {
                 return Ok(routers);
             }
         }
-        let listed = self
-            .below(|| format!("GET /routers {query:?}"))?
-            .list_routers(query)
-            .await?;
+        let request = format!("GET /routers {query:?}");
+        let recalled = match (self.recalled(&request), self.known) {
+            (Some(Learned::Routers(ids)), Some(k)) => ids.iter().map(|id| k.router(id)).collect(),
+            _ => None,
+        };
+        let listed = match recalled {
+            Some(routers) => routers,
+            None => {
+                let routers = self.below(|| request.clone())?.list_routers(query).await?;
+                if let Some(k) = self.learning_into() {
+                    k.learn_routers(routers.clone());
+                }
+                self.keep(
+                    request,
+                    Learned::Routers(routers.iter().map(|r| r.id.clone()).collect()),
+                );
+                routers
+            }
+        };
         Ok(self.with(|s| {
             let mut out: Vec<Router> = listed
                 .iter()
@@ -869,9 +1020,9 @@ impl Neutron for Overlay<'_> {
     }
 
     async fn list_rbac_policies(&self, object_id: &str) -> Result<Vec<RbacPolicy>> {
-        self.below(|| format!("GET /rbac-policies?object_id={object_id}"))?
-            .list_rbac_policies(object_id)
-            .await
+        let request = format!("GET /rbac-policies?object_id={object_id}");
+        read_through!(self, request, Learned::Rbac, |n| n
+            .list_rbac_policies(object_id))
     }
 
     async fn delete_rbac_policy(&self, id: &str) -> Result<()> {
@@ -898,18 +1049,16 @@ impl Neutron for Overlay<'_> {
     }
 
     async fn list_networks(&self, query: &NetworkQuery) -> Result<Vec<Network>> {
-        let listed = self
-            .below(|| format!("GET /networks {query:?}"))?
-            .list_networks(query)
-            .await?;
+        let request = format!("GET /networks {query:?}");
+        let listed: Vec<Network> =
+            read_through!(self, request, Learned::Networks, |n| n.list_networks(query))?;
         Ok(self.with(|s| as_written(listed, &s.networks, |n| &n.id, |n| query.matches(n))))
     }
 
     async fn list_subnets(&self, query: &SubnetQuery) -> Result<Vec<Subnet>> {
-        let listed = self
-            .below(|| format!("GET /subnets {query:?}"))?
-            .list_subnets(query)
-            .await?;
+        let request = format!("GET /subnets {query:?}");
+        let listed: Vec<Subnet> =
+            read_through!(self, request, Learned::Subnets, |n| n.list_subnets(query))?;
         Ok(self.with(|s| as_written(listed, &s.subnets, |n| &n.id, |n| query.matches(n))))
     }
 

@@ -8,9 +8,10 @@
 //!   else added meanwhile is neither replaced nor removed by them). This is what a gateway
 //!   change costs every link: one write per router whose route set changed, no read.
 //! - Anything else — a read the snapshot cannot answer (a router it does not hold, a port
-//!   query other than the transit network's), or any other write (a port to create, tag,
-//!   attach or delete, a whole-table PUT) — falls back to the per-link path, which reads
-//!   afresh and repairs. Such a write was never made: the dry run only recorded it.
+//!   query other than the transit network's), any other write (a port to create, tag,
+//!   attach or delete, a whole-table PUT), or any write with a cross-tenant link's customer
+//!   credential — falls back to the per-link path, which reads afresh and repairs. Such a
+//!   write was never made: the dry run only recorded it.
 
 use bnerd_cloud::Route;
 
@@ -25,6 +26,9 @@ pub enum Noted {
     RemoveRoutes { router: String, routes: Vec<Route> },
     /// Any other write (what it was).
     OtherWrite(String),
+    /// A write with a cross-tenant link's customer credential (what it was): made only by
+    /// the per-link path, which reads that side afresh and names the credential if it fails.
+    CustomerWrite(String),
 }
 
 /// A route write to make on the cloud, in the order the steps asked for it.
@@ -53,6 +57,9 @@ pub fn plan(noted: &[Noted]) -> ResyncPlan {
             }
             Noted::OtherWrite(what) => {
                 return ResyncPlan::PerLink(format!("needs {what}"));
+            }
+            Noted::CustomerWrite(what) => {
+                return ResyncPlan::PerLink(format!("needs {what} with the customer's credential"));
             }
             Noted::AddRoutes { router, routes } => writes.push(RouteWrite::Add {
                 router: router.clone(),
@@ -129,6 +136,17 @@ mod tests {
                 "a leg port to recreate (deleted out of band): per link, nothing replayed",
                 vec![add("gw"), Noted::OtherWrite("POST /ports".into())],
                 ResyncPlan::PerLink("needs POST /ports".into()),
+            ),
+            (
+                "a return route missing on a customer's router: per link, which reads that \
+                 side afresh with the customer's credential",
+                vec![
+                    add("edge"),
+                    Noted::CustomerWrite("add routes on router svc".into()),
+                ],
+                ResyncPlan::PerLink(
+                    "needs add routes on router svc with the customer's credential".into(),
+                ),
             ),
             (
                 "a miss after a route write: per link, the write is not replayed",

@@ -306,6 +306,28 @@ pub fn new_link(stage: &Stage, s: ClusterLinkSpec) -> ClusterLink {
 /// One reconcile as a fresh process runs it, every cloud call (the customer's token
 /// included) going through `crash`.
 pub async fn reconcile_with(stage: &Stage, link: &ClusterLink, crash: &Arc<Crash>) -> Outcome {
+    through_door(stage, link, crash, None).await.outcome
+}
+
+/// One resync of a converged link as the controller runs it in a resync window: offered the
+/// window's snapshot (`snaps`), every cloud call through `crash`; the outcome and the path
+/// the resync took.
+pub async fn resync_batched(
+    stage: &Stage,
+    link: &ClusterLink,
+    snaps: &bnerd_engine::resync::Snapshots,
+    crash: &Arc<Crash>,
+) -> (Outcome, Option<bnerd_engine::ResyncPath>) {
+    let done = through_door(stage, link, crash, Some(snaps)).await;
+    (done.outcome, done.resync)
+}
+
+async fn through_door(
+    stage: &Stage,
+    link: &ClusterLink,
+    crash: &Arc<Crash>,
+    snaps: Option<&bnerd_engine::resync::Snapshots>,
+) -> bnerd_engine::Reconciled {
     let status = link.status.clone().unwrap_or_default();
     let input = link_input(link, &status, &[], &stage.env.reverse).expect("uid");
     let net = Crashing::new(stage.env.net.clone(), crash.clone());
@@ -313,10 +335,14 @@ pub async fn reconcile_with(stage: &Stage, link: &ClusterLink, crash: &Arc<Crash
         side,
         crash: crash.clone(),
     });
+    let no_routers = Vec::new;
     engine(stage, &net, source.as_ref())
+        .with_batch(snaps.map(|snapshots| bnerd_engine::Batch {
+            snapshots,
+            routers: &no_routers,
+        }))
         .reconcile(&input)
         .await
-        .outcome
 }
 
 /// The engine through the door, as the controller makes it: a cross-tenant link's customer
