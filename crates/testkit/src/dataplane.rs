@@ -441,25 +441,37 @@ impl Endpoint {
         }
     }
 
-    /// The time until the first echo reply from `dst`, probing every 50 ms (each probe waits
-    /// at most 200 ms for its reply); None when nothing came back within `limit`.
+    /// The time until the first echo reply from `dst`; None when nothing came back within
+    /// `limit`. One `ping` sends a request every 20 ms and prints each reply as it comes, so
+    /// the time is the reply's to within about 20 ms (probes of their own, each waiting for
+    /// its reply, read a path back up to a probe's whole wait late).
     pub async fn first_reply_within(&self, dst: &str, limit: Duration) -> Option<Duration> {
+        use tokio::io::AsyncBufReadExt;
         let start = Instant::now();
-        while start.elapsed() < limit {
-            let ok = tokio::process::Command::new("ip")
-                .args([
-                    "netns", "exec", &self.ns, "ping", "-n", "-q", "-c", "1", "-W", "0.2", dst,
-                ])
-                .output()
-                .await
-                .map(|o| o.status.success())
-                .unwrap_or(false);
-            if ok {
-                return Some(start.elapsed());
+        let count = (limit.as_millis() / 20).max(1).to_string();
+        let mut ping = tokio::process::Command::new("ip")
+            .args([
+                "netns", "exec", &self.ns, "ping", "-n", "-i", "0.02", "-W", "0.2",
+            ])
+            .args(["-c", &count, dst])
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("ping starts");
+        let mut lines = tokio::io::BufReader::new(ping.stdout.take()?).lines();
+        // "64 bytes from <dst>: icmp_seq=… time=…"; an ICMP error reads "From <hop> …".
+        let reply = format!(" bytes from {dst}: ");
+        let replied = tokio::time::timeout(limit, async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if line.contains(&reply) && line.contains(" time=") {
+                    return true;
+                }
             }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        None
+            false
+        })
+        .await;
+        let _ = ping.kill().await;
+        matches!(replied, Ok(true)).then(|| start.elapsed())
     }
 
     /// A route in the namespace (a more specific path than its default route).
