@@ -70,19 +70,36 @@ impl Engine<'_> {
         // here, under the project's lock, before it is shared. Its network, subnet and edge
         // router first; the edge router's two interfaces, which only the routes need, are made
         // beside the share and the leg.
+        // The share needs only the network: it is made while the subnet is cut.
         let _building;
         let on_footing;
         let mut footing = None;
+        let mut shared_early = None;
+        let mut fresh_network = false;
         let e = match &self.side {
             Side::PerCustomer(c, None) => {
                 _building = customer_transit::hold(c.project_id).await;
-                match crate::per_customer::footing(self, c, input, &found, r).await {
-                    Some(f) => {
+                let share = |n: customer_transit::NetworkKnown| async move {
+                    let mut actions = vec![];
+                    let shared = share::ensure_on(self, c, &n.id, n.made, &mut actions).await;
+                    (shared, actions)
+                };
+                match crate::per_customer::footing(self, c, input, &found, share, r).await {
+                    (Some(f), shared) => {
                         on_footing = self.on_customer_transit(c, f.transit.clone());
+                        fresh_network = f.network_made;
+                        shared_early = shared;
                         footing = Some((c, f));
                         &on_footing
                     }
-                    None => return,
+                    (None, shared) => {
+                        // A share made before the footing failed is reported; the next
+                        // reconcile finds it.
+                        if let Some((_, actions)) = shared {
+                            r.actions.extend(actions);
+                        }
+                        return;
+                    }
                 }
             }
             Side::Operator | Side::Shared(_) | Side::PerCustomer(_, Some(_)) => self,
@@ -94,7 +111,11 @@ impl Engine<'_> {
             }
         };
         let at = r.actions.len();
-        let (edge, chain) = futures::join!(edge, share_and_leg(e, input, valid, found, r));
+        let early = Early {
+            shared: shared_early,
+            fresh_network,
+        };
+        let (edge, chain) = futures::join!(edge, share_and_leg(e, input, valid, found, early, r));
         let whole;
         let e = match edge {
             None => e,
@@ -497,6 +518,15 @@ enum Stop {
     Leg(plan::StepFail, Option<String>),
 }
 
+/// What a `PerCustomer` link's footing already did for the share and the leg.
+struct Early {
+    /// The share, made beside the subnet, with its actions.
+    shared: Option<(Result<String, plan::StepFail>, Vec<Action>)>,
+    /// The customer transit is this reconcile's: no port stands on it yet but what this
+    /// reconcile makes.
+    fresh_network: bool,
+}
+
 /// The share (cross-tenant: the customer may only create a port on a network shared with its
 /// project) and the leg, after the router was found. The share's message when there is one,
 /// and the leg.
@@ -505,17 +535,22 @@ async fn share_and_leg(
     input: &Input<'_>,
     valid: &plan::validated::Valid,
     found: leg::FoundRouter,
+    early: Early,
     r: &mut report::Report,
 ) -> Result<(Option<String>, leg::Leg), Stop> {
     let mut shared = None;
     if let Some(c) = e.customer() {
-        shared = Some(
-            share::ensure(e, c, &mut r.actions)
-                .await
-                .map_err(Stop::Share)?,
-        );
+        let made = match early.shared {
+            Some((made, actions)) => {
+                r.actions.extend(actions);
+                made
+            }
+            None => share::ensure(e, c, &mut r.actions).await,
+        };
+        shared = Some(made.map_err(Stop::Share)?);
     }
     let found = match e.customer_transit() {
+        Some(_) if early.fresh_network => Ok(found.with_ports(vec![])),
         // The router's read saw the main transit's ports; the leg stands on the customer
         // transit's.
         Some(_) => match ops::leg_network_ports(e).await {

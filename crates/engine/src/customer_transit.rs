@@ -126,6 +126,15 @@ pub(crate) struct Footing {
     pieces: Vec<(bool, String)>,
     /// The edge router is this reconcile's: it has no interfaces to read yet.
     router_made: bool,
+    /// The network is this reconcile's: no port stands on it but what this reconcile makes.
+    pub network_made: bool,
+}
+
+/// The footing's network, as soon as it is found or made.
+pub(crate) struct NetworkKnown {
+    pub id: String,
+    /// Made by this reconcile (under the project's lock).
+    pub made: bool,
 }
 
 /// Find or build the project's customer transit in two halves (docs/design.md, "Per-customer
@@ -133,41 +142,62 @@ pub(crate) struct Footing {
 /// leg need, then the edge router's two interfaces ([`ensure_edge`]), which only the routes
 /// need. The caller runs the second beside the share and the leg. The pool is needed only to
 /// cut a new subnet: a built customer transit keeps working without it.
-pub(crate) async fn ensure_footing(
+pub(crate) async fn ensure_footing<T, Beside>(
     e: &Engine<'_>,
     project: &str,
     taken: Taken<'_>,
-) -> Result<Footing, StepFail> {
+    beside: impl FnOnce(NetworkKnown) -> Beside,
+) -> (Result<Footing, StepFail>, Option<T>)
+where
+    Beside: std::future::Future<Output = T>,
+{
     let name = customer_transit_name(&e.fabric.transit_network_id, project);
     // The network with its subnet, and beside them the edge router: independent until the
-    // edge router's interfaces, which need the subnet (ensure_edge).
+    // edge router's interfaces, which need the subnet (ensure_edge). `beside` (the share)
+    // needs only the network: it runs while the subnet is found or cut.
     let network = async {
-        let networks = networks(e, project).await?;
+        let networks = match networks(e, project).await {
+            Ok(n) => n,
+            Err(f) => return (Err(f), None),
+        };
         let (network, made) = match keeper(networks, |n| &n.id) {
             Some(n) => (n, false),
             None => {
-                pool(e)?;
-                let n =
-                    e.net.create_network(&name).await.map_err(|err| {
-                        call_failed("creating the customer transit network", &err)
-                    })?;
-                (n, true)
+                if let Err(f) = pool(e) {
+                    return (Err(f), None);
+                }
+                match e.net.create_network(&name).await {
+                    Ok(n) => (n, true),
+                    Err(err) => {
+                        return (
+                            Err(call_failed("creating the customer transit network", &err)),
+                            None,
+                        );
+                    }
+                }
             }
         };
-        // A network this reconcile just made has no subnet yet (the project's lock is held):
-        // nothing to read.
-        let found = match made {
-            true => None,
-            false => subnet_of(e, &network.id).await?,
-        };
-        let subnet = match found {
-            Some((s, cidr)) => (s, cidr, false),
-            None => {
-                let (s, cidr) = cut_subnet(e, &network, &taken).await?;
-                (s, cidr, true)
+        let subnet = async {
+            // A network this reconcile just made has no subnet yet (the project's lock is
+            // held): nothing to read.
+            let found = match made {
+                true => None,
+                false => subnet_of(e, &network.id).await?,
+            };
+            match found {
+                Some((s, cidr)) => Ok::<_, StepFail>((s, cidr, false)),
+                None => {
+                    let (s, cidr) = cut_subnet(e, &network, &taken).await?;
+                    Ok((s, cidr, true))
+                }
             }
         };
-        Ok::<_, StepFail>(((network, made), subnet))
+        let known = NetworkKnown {
+            id: network.id.clone(),
+            made,
+        };
+        let (subnet, aside) = futures::join!(subnet, beside(known));
+        (subnet.map(|s| ((network, made), s)), Some(aside))
     };
     let router = async {
         let edge_name = edge_router_name(&e.fabric.transit_network_id, project);
@@ -183,9 +213,13 @@ pub(crate) async fn ensure_footing(
             }
         }
     };
-    let (network, router) = futures::join!(network, router);
-    let ((network, network_made), (subnet, cidr, subnet_made)) = network?;
-    let (router, router_made) = router?;
+    let ((network, aside), router) = futures::join!(network, router);
+    let footing = network.and_then(|n| router.map(|r| (n, r)));
+    let (((network, network_made), (subnet, cidr, subnet_made)), (router, router_made)) =
+        match footing {
+            Ok(f) => f,
+            Err(f) => return (Err(f), aside),
+        };
     // Each piece, and whether this reconcile made it: one Event names them all, since the
     // Recorder folds Events of one reason into one series that keeps the first note only.
     let pieces = vec![
@@ -194,7 +228,7 @@ pub(crate) async fn ensure_footing(
         (router_made, format!("edge router {}", router.id)),
     ];
     let gateway = gateway_of(&subnet, cidr);
-    Ok(Footing {
+    let footing = Footing {
         transit: CustomerTransit {
             network_id: network.id,
             subnet_id: subnet.id,
@@ -205,7 +239,9 @@ pub(crate) async fn ensure_footing(
         },
         pieces,
         router_made,
-    })
+        network_made,
+    };
+    (Ok(footing), aside)
 }
 
 /// The pool customer transits are cut from: needed only to build one (a built customer
@@ -276,6 +312,7 @@ pub(crate) async fn ensure_edge(
         mut transit,
         mut pieces,
         router_made,
+        ..
     } = footing;
     let edge_name = edge_router_name(&e.fabric.transit_network_id, project);
     let router_id = transit.edge_router_id.clone();

@@ -94,25 +94,30 @@ pub(crate) async fn isolation(
 }
 
 /// The customer-transit step's first half: the project's network, subnet and edge router
-/// found or built (the caller holds the project's lock). `None` when it failed, with
-/// TransitNetworkShared saying why.
-pub(crate) async fn footing(
+/// found or built (the caller holds the project's lock), with `beside` run on the network
+/// while its subnet is found or cut. `None` when the footing failed, with
+/// TransitNetworkShared saying why; `beside`'s answer whenever it ran.
+pub(crate) async fn footing<T, Beside>(
     base: &Engine<'_>,
     c: &Customer<'_>,
     input: &Input<'_>,
     found: &FoundRouter,
+    beside: impl FnOnce(customer_transit::NetworkKnown) -> Beside,
     r: &mut Report,
-) -> Option<customer_transit::Footing> {
+) -> (Option<customer_transit::Footing>, Option<T>)
+where
+    Beside: std::future::Future<Output = T>,
+{
     let (link_cidrs, _) = taken_by_links(input);
     let taken = customer_transit::Taken {
         link_cidrs: &link_cidrs,
         router: (c, found.router_id()),
     };
-    match customer_transit::ensure_footing(base, c.project_id, taken).await {
-        Ok(f) => Some(f),
-        Err(f) => {
+    match customer_transit::ensure_footing(base, c.project_id, taken, beside).await {
+        (Ok(f), aside) => (Some(f), aside),
+        (Err(f), aside) => {
             r.fail(ConditionType::TransitNetworkShared, f);
-            None
+            (None, aside)
         }
     }
 }

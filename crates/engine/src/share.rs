@@ -21,15 +21,29 @@ pub(crate) async fn ensure(
     actions: &mut Vec<Action>,
 ) -> Result<String, StepFail> {
     let network = e.leg_network().network_id.to_string();
-    let network = &network;
+    ensure_on(e, c, &network, false, actions).await
+}
+
+/// [`ensure`] on `network`, which a `PerCustomer` link's footing may share while its subnet is
+/// cut. `made`: this reconcile made the network moments ago, under its project's lock, so no
+/// rule can share it yet and there is nothing to read.
+pub(crate) async fn ensure_on(
+    e: &Engine<'_>,
+    c: &Customer<'_>,
+    network: &str,
+    made: bool,
+    actions: &mut Vec<Action>,
+) -> Result<String, StepFail> {
     let project = c.project_id;
-    let own = e
-        .net
-        .list_rbac_policies(network)
-        .await
-        .map_err(|err| list_failed(&err))?;
-    if already_shared(&own, network, project) {
-        return Ok(shared_message(network, project));
+    if !made {
+        let own = e
+            .net
+            .list_rbac_policies(network)
+            .await
+            .map_err(|err| list_failed(&err))?;
+        if already_shared(&own, network, project) {
+            return Ok(shared_message(network, project));
+        }
     }
     let req = ShareNetwork {
         network_id: network.to_string(),

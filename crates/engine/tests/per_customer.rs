@@ -253,7 +253,7 @@ async fn two_links_share_one_customer_transit(stage: &Stage) {
     let out = reconcile_with(stage, &one, &crash).await;
     one.status = Some(out.status.clone());
     assert!(support::ready(&out.status), "{:#?}", out.status.conditions);
-    as_the_table_says(&crash, "a project's first link, create", (35, 15));
+    as_the_table_says(&crash, "a project's first link, create", (33, 15));
     let st = one.status.clone().unwrap();
     let attested = st
         .conditions
