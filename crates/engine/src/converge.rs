@@ -67,10 +67,9 @@ impl Engine<'_> {
             }
         };
         // A `PerCustomer` link's legs stand on its project's customer transit: found or built
-        // here, under the project's lock, before it is shared. Its network, subnet and edge
-        // router first; the edge router's two interfaces, which only the routes need, are made
-        // beside the share and the leg.
-        // The share needs only the network: it is made while the subnet is cut.
+        // here, under the project's lock. Its network, subnet and edge router first, the share
+        // made as soon as the network is there (while the subnet is cut); the edge router's
+        // two interfaces, which only the routes need, are made beside the leg.
         let _building;
         let on_footing;
         let mut footing = None;

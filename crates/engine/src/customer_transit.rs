@@ -57,6 +57,24 @@ async fn networks(e: &Engine<'_>, project: &str) -> Result<Vec<Network>, StepFai
         .map_err(|err| call_failed("listing the customer transit networks", &err))
 }
 
+/// The project's customer transit network, found or made (and whether made).
+async fn network_of(
+    e: &Engine<'_>,
+    project: &str,
+    name: &str,
+) -> Result<(Network, bool), StepFail> {
+    if let Some(n) = keeper(networks(e, project).await?, |n| &n.id) {
+        return Ok((n, false));
+    }
+    pool(e)?;
+    let n = e
+        .net
+        .create_network(name)
+        .await
+        .map_err(|err| call_failed("creating the customer transit network", &err))?;
+    Ok((n, true))
+}
+
 /// The subnet of a customer transit network, with its CIDR (none: not made yet, or not
 /// IPv4).
 async fn subnet_of(
@@ -156,26 +174,9 @@ where
     // edge router's interfaces, which need the subnet (ensure_edge). `beside` (the share)
     // needs only the network: it runs while the subnet is found or cut.
     let network = async {
-        let networks = match networks(e, project).await {
-            Ok(n) => n,
+        let (network, made) = match network_of(e, project, &name).await {
+            Ok(found) => found,
             Err(f) => return (Err(f), None),
-        };
-        let (network, made) = match keeper(networks, |n| &n.id) {
-            Some(n) => (n, false),
-            None => {
-                if let Err(f) = pool(e) {
-                    return (Err(f), None);
-                }
-                match e.net.create_network(&name).await {
-                    Ok(n) => (n, true),
-                    Err(err) => {
-                        return (
-                            Err(call_failed("creating the customer transit network", &err)),
-                            None,
-                        );
-                    }
-                }
-            }
         };
         let subnet = async {
             // A network this reconcile just made has no subnet yet (the project's lock is
