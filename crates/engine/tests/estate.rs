@@ -475,17 +475,14 @@ async fn per_customer_links_resync_beside_the_snapshot() {
     assert_eq!(writes, 0, "a converged estate's resync writes nothing");
     let now: Vec<_> = links.iter().map(|l| l.status.clone()).collect();
     assert_eq!(now, before, "the snapshot decides as the per-link path did");
-    // The customer's side: the link's own credential reads its router (and proves it still
-    // works) and whether its project sees the main transit, each link; the operator's side:
-    // the snapshot, then one read of each request per project.
     report::note(&format!(
         "PerCustomer resync: {N} links in {PROJECTS} projects: batched {reads} reads ({:.1} a link; first window {first}) \
          against {per_link} a link on the per-link path ({per_link_calls:?}); calls {calls:?}",
         reads as f64 / N as f64
     ));
-    // Customer side, each link: its router (its credential proves itself) and whether its
-    // project sees the main transit. Operator side: the snapshot's two reads, then at most
-    // six a project.
+    // Customer side, each link with its own credential: its router (the credential proves
+    // itself) and whether its project sees the main transit. Operator side: the snapshot's
+    // two reads, then at most six a project (one read of each request).
     assert!(
         reads <= 2 + (PROJECTS * 6 + N * 2) as u64,
         "{reads} reads for {N} links in {PROJECTS} projects"
