@@ -25,6 +25,7 @@ use std::time::{Duration, Instant};
 
 use bnerd_api::ClusterLink;
 use bnerd_cloud::{Neutron, Port, Route, Router};
+use bnerd_testkit::cloud_cpu::CloudCpu;
 use bnerd_testkit::dataplane::{DataPlane, Dest, Endpoint, Probe, ServiceNet};
 use bnerd_testkit::kube_lab::{install_crd, kube_client};
 use bnerd_testkit::operator_proc::{
@@ -54,6 +55,8 @@ struct Fixture {
     lab: BTreeMap<String, String>,
     env: Env,
     plane: DataPlane,
+    /// The lab cloud's control plane, for the CPU a link's build costs it.
+    cpu: Option<CloudCpu>,
     _exclusive: std::fs::File,
 }
 
@@ -66,12 +69,14 @@ async fn fixture(test: &str) -> Option<Fixture> {
     let plane = DataPlane::from_lab(&lab);
     let exclusive = kube_lab_exclusive(&kubeconfig).await;
     sweep_leftovers(&client).await;
+    let cpu = CloudCpu::of_lab(&lab);
     Some(Fixture {
         client,
         kubeconfig,
         lab,
         env,
         plane,
+        cpu,
         _exclusive: exclusive,
     })
 }
@@ -226,25 +231,32 @@ fn ms(d: Duration) -> u128 {
 /// apply → the first reply from `dst` at `from` (probing all along), printed as a `NOTE`
 /// named `what`.
 async fn timed(
+    cpu: Option<&CloudCpu>,
     from: &Endpoint,
     dst: &str,
     what: &str,
     create: impl std::future::Future<Output = ClusterLink>,
-) -> (ClusterLink, Duration, Duration) {
+) -> (ClusterLink, Duration, Duration, Option<u64>) {
     let t0 = Instant::now();
+    let cpu0 = cpu.map(CloudCpu::used_ms);
     let ready = async {
         let l = create.await;
         (l, t0.elapsed())
     };
-    let first = from.first_reply_within(dst, Duration::from_secs(90));
-    let ((l, to_ready), first) = tokio::join!(ready, first);
+    let first = async {
+        let first = from.first_reply_within(dst, Duration::from_secs(90)).await;
+        (first, cpu.map(CloudCpu::used_ms))
+    };
+    let ((l, to_ready), (first, cpu1)) = tokio::join!(ready, first);
     let to_packet = first.unwrap_or_else(|| panic!("no reply from {dst} within 90 s of the apply"));
+    let cloud_cpu = cpu0.zip(cpu1).map(|(a, b)| b.saturating_sub(a));
     report::note(&format!(
-        "{what}: apply->Ready {} ms, apply->first packet {} ms",
+        "{what}: apply->Ready {} ms, apply->first packet {} ms, the cloud's CPU meanwhile {}",
         ms(to_ready),
-        ms(to_packet)
+        ms(to_packet),
+        cloud_cpu.map_or("not read".into(), |c| format!("{c} ms"))
     ));
-    (l, to_ready, to_packet)
+    (l, to_ready, to_packet, cloud_cpu)
 }
 
 /// Create a same-tenant link and measure apply → Ready and apply → the first reply from
@@ -255,23 +267,25 @@ async fn apply_and_time(
     dst: &str,
     name: &str,
     spec: serde_json::Value,
-) -> (ClusterLink, Duration, Duration) {
+) -> (ClusterLink, Duration, Duration, Option<u64>) {
     let api = f.links();
-    let t0 = Instant::now();
-    api.create(&PostParams::default(), &test_link(name, spec))
-        .await
-        .expect("create link");
-    let ready = async {
-        let l = wait_for("Ready=True", 90, async || {
+    let create = async {
+        api.create(&PostParams::default(), &test_link(name, spec))
+            .await
+            .expect("create link");
+        wait_for("Ready=True", 90, async || {
             api.get(name).await.ok().filter(is_ready)
         })
-        .await;
-        (l, t0.elapsed())
+        .await
     };
-    let first = from.first_reply_within(dst, Duration::from_secs(90));
-    let ((l, to_ready), first) = tokio::join!(ready, first);
-    let first = first.unwrap_or_else(|| panic!("no reply from {dst} within 90 s of the apply"));
-    (l, to_ready, first)
+    timed(
+        f.cpu.as_ref(),
+        from,
+        dst,
+        &format!("{name} (same-tenant)"),
+        create,
+    )
+    .await
 }
 
 /// Same-tenant: before the link nothing routes; once Ready the gateway pod reaches the service
@@ -292,7 +306,7 @@ async fn same_tenant_link_carries_packets_both_ways_and_delete_cuts_them() {
 
     let _op = f.operator("10s");
     let name = unique("pk-st");
-    let (l, to_ready, to_packet) = apply_and_time(
+    let (l, to_ready, to_packet, _) = apply_and_time(
         &f,
         &pod,
         SVC_VM,
@@ -408,7 +422,8 @@ async fn cross_tenant_links_carry_packets_and_the_shared_transit_gap_is_real() {
     let _op = f.operator("10s");
     let api = f.links();
     let (na, nb) = (unique("pk-ct-a"), unique("pk-ct-b"));
-    let (la, _, _) = timed(
+    let (la, _, _, _) = timed(
+        f.cpu.as_ref(),
         &pod,
         "10.252.0.5",
         "packets cross-tenant",
@@ -582,7 +597,8 @@ async fn per_customer_links_cut_the_gap_packet_by_packet() {
         unique("pk-sh-a"),
         unique("pk-sh-b"),
     );
-    let (la, _, _) = timed(
+    let (la, _, _, _) = timed(
+        f.cpu.as_ref(),
         &pod,
         "10.252.0.5",
         "packets PerCustomer (the project's first link builds its customer transit)",
@@ -905,6 +921,9 @@ struct Heals {
     to_packet: Vec<u128>,
     route: Vec<u128>,
     leg: Vec<u128>,
+    /// The cloud's CPU time from the apply to the first packet, ms (when the lab's processes
+    /// are readable here).
+    cloud_cpu: Vec<u64>,
 }
 
 impl Heals {
@@ -988,7 +1007,7 @@ async fn drift_breaks_the_path_and_the_operator_heals_it() {
     for _ in 0..rounds() {
         // Same-tenant.
         let name = unique("pk-dr");
-        let (l, ready, packet) = apply_and_time(
+        let (l, ready, packet, cpu) = apply_and_time(
             &f,
             &pod,
             SVC_VM,
@@ -998,6 +1017,7 @@ async fn drift_breaks_the_path_and_the_operator_heals_it() {
         .await;
         same.to_ready.push(ms(ready));
         same.to_packet.push(ms(packet));
+        same.cloud_cpu.extend(cpu);
         let ip = transit_ip(&l);
         let route = Route::new(SVC_CIDR, &ip);
         let d = time_route_heal(&f, &pod, &vm, "same-tenant", &route).await;
@@ -1027,7 +1047,8 @@ async fn drift_breaks_the_path_and_the_operator_heals_it() {
 
         // PerCustomer (customer2's project).
         let nb = unique("pk-dr-pc");
-        let (lb, ready, packet) = timed(
+        let (lb, ready, packet, cpu) = timed(
+            f.cpu.as_ref(),
             &pod,
             "10.253.0.5",
             "packets drift PerCustomer",
@@ -1044,6 +1065,7 @@ async fn drift_breaks_the_path_and_the_operator_heals_it() {
         .await;
         per_customer.to_ready.push(ms(ready));
         per_customer.to_packet.push(ms(packet));
+        per_customer.cloud_cpu.extend(cpu);
         let route = lb
             .status
             .as_ref()
@@ -1079,7 +1101,8 @@ async fn drift_breaks_the_path_and_the_operator_heals_it() {
 
         // Shared (customer's project).
         let na = unique("pk-dr-sh");
-        let (la, ready, packet) = timed(
+        let (la, ready, packet, cpu) = timed(
+            f.cpu.as_ref(),
             &pod,
             "10.252.0.5",
             "packets drift Shared",
@@ -1096,6 +1119,7 @@ async fn drift_breaks_the_path_and_the_operator_heals_it() {
         .await;
         shared.to_ready.push(ms(ready));
         shared.to_packet.push(ms(packet));
+        shared.cloud_cpu.extend(cpu);
         let old = transit_ip(&la);
         let route = Route::new("10.252.0.0/16", &old);
         let d = time_route_heal(&f, &pod, &vm_a, "Shared", &route).await;
@@ -1172,6 +1196,25 @@ async fn drift_breaks_the_path_and_the_operator_heals_it() {
         "packets drift: a project's first PerCustomer link, apply->first packet, is {:.2}x a Shared link's in this run (medians {pc} ms / {sh} ms)",
         pc as f64 / sh.max(1) as f64
     ));
+    // What the builds cost the cloud: on cores the cloud's control plane saturates, no order
+    // of the calls brings a build in under its CPU time over the core count.
+    if !per_customer.cloud_cpu.is_empty() && !shared.cloud_cpu.is_empty() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
+        let widen = |v: &[u64]| v.iter().map(|c| u128::from(*c)).collect::<Vec<_>>();
+        let (pc_cpu, sh_cpu, st_cpu) = (
+            median(&widen(&per_customer.cloud_cpu)),
+            median(&widen(&shared.cloud_cpu)),
+            median(&widen(&same.cloud_cpu)),
+        );
+        let floor = pc_cpu / u128::from(cores);
+        report::note(&format!(
+            "packets drift: the cloud's CPU from the apply to the first packet (Keystone, MariaDB, Neutron, OVN; medians): same-tenant {st_cpu} ms {:?}, PerCustomer first link {pc_cpu} ms {:?}, Shared {sh_cpu} ms {:?}; on this machine's {cores} core(s) a first PerCustomer link needs at least {floor} ms however its calls are ordered, {:.2}x the Shared link's first packet",
+            same.cloud_cpu,
+            per_customer.cloud_cpu,
+            shared.cloud_cpu,
+            floor as f64 / sh.max(1) as f64
+        ));
+    }
     // BNERD_PACKET_OPERATOR_LOG=<filter> (e.g. info,bnerd_cloud=debug: every request with its
     // wait) keeps the operator's log for the breakdown of docs/performance.md.
     if std::env::var("BNERD_PACKET_OPERATOR_LOG").is_ok() {

@@ -12,6 +12,7 @@
 //! path. What stands on its own is a module: crash points, hostile input, the data plane, the
 //! operator process, the Kubernetes lab, the test report.
 
+pub mod cloud_cpu;
 pub mod crash;
 pub mod customers;
 pub mod dataplane;
