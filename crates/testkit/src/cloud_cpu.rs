@@ -1,7 +1,8 @@
 //! The CPU time the lab cloud's control plane spends, read from `/proc`: how much work a
 //! link's build asks of Neutron, its database and OVN, apart from how long it takes. On a
 //! machine whose cores that work saturates, a build cannot finish in less than its CPU time
-//! over the core count, however its calls are ordered (docs/performance.md, "Packets").
+//! over the core count, however its calls are ordered (docs/performance.md, "Packets: apply
+//! to first packet, break to first packet again (ML2/OVN)").
 //!
 //! Counted: every daemon the lab records a pid file for under `$LAB_DIR/run` and
 //! `$LAB_DIR/ovn/run` (Keystone, MariaDB, the Neutrons and their workers, the OVN databases,
