@@ -1208,7 +1208,7 @@ async fn drift_breaks_the_path_and_the_operator_heals_it() {
         );
         let floor = pc_cpu / u128::from(cores);
         report::note(&format!(
-            "packets drift: the cloud's CPU from the apply to the first packet (Keystone, MariaDB, Neutron, OVN; medians): same-tenant {st_cpu} ms {:?}, PerCustomer first link {pc_cpu} ms {:?}, Shared {sh_cpu} ms {:?}; on this machine's {cores} core(s) a first PerCustomer link needs at least {floor} ms however its calls are ordered, {:.2}x the Shared link's first packet",
+            "packets drift: the cloud's CPU from the apply to the first packet (Keystone, MariaDB, Neutron, OVN, whoever they serve: a build's own only on an otherwise idle machine; medians): same-tenant {st_cpu} ms {:?}, PerCustomer first link {pc_cpu} ms {:?}, Shared {sh_cpu} ms {:?}; on this machine's {cores} core(s) a first PerCustomer link needs at least {floor} ms however its calls are ordered, {:.2}x the Shared link's first packet",
             same.cloud_cpu,
             per_customer.cloud_cpu,
             shared.cloud_cpu,
