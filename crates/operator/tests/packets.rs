@@ -263,8 +263,8 @@ async fn timed(
 /// `dst` through it (probing all along).
 async fn apply_and_time(
     f: &Fixture,
-    from: &Endpoint,
-    dst: &str,
+    (from, dst): (&Endpoint, &str),
+    what: &str,
     name: &str,
     spec: serde_json::Value,
 ) -> (ClusterLink, Duration, Duration, Option<u64>) {
@@ -278,14 +278,7 @@ async fn apply_and_time(
         })
         .await
     };
-    timed(
-        f.cpu.as_ref(),
-        from,
-        dst,
-        &format!("{name} (same-tenant)"),
-        create,
-    )
-    .await
+    timed(f.cpu.as_ref(), from, dst, what, create).await
 }
 
 /// Same-tenant: before the link nothing routes; once Ready the gateway pod reaches the service
@@ -306,19 +299,14 @@ async fn same_tenant_link_carries_packets_both_ways_and_delete_cuts_them() {
 
     let _op = f.operator("10s");
     let name = unique("pk-st");
-    let (l, to_ready, to_packet, _) = apply_and_time(
+    let (l, _, _, _) = apply_and_time(
         &f,
-        &pod,
-        SVC_VM,
+        (&pod, SVC_VM),
+        "packets same-tenant",
         &name,
         json!({"serviceClusterRouter": router.id, "serviceClusterCIDR": SVC_CIDR}),
     )
     .await;
-    report::note(&format!(
-        "packets same-tenant: apply->Ready {} ms, apply->first packet {} ms",
-        ms(to_ready),
-        ms(to_packet)
-    ));
     pod.assert_delivered(vm.dest(), "gateway pod -> service VM and back")
         .await;
     pod.assert_tcp_delivered(
@@ -1009,8 +997,8 @@ async fn drift_breaks_the_path_and_the_operator_heals_it() {
         let name = unique("pk-dr");
         let (l, ready, packet, cpu) = apply_and_time(
             &f,
-            &pod,
-            SVC_VM,
+            (&pod, SVC_VM),
+            "packets drift same-tenant",
             &name,
             json!({"serviceClusterRouter": router.id, "serviceClusterCIDR": SVC_CIDR}),
         )
