@@ -73,8 +73,10 @@ impl Engine<'_> {
         let _building;
         let on_footing;
         let mut footing = None;
-        let mut shared_early = None;
-        let mut fresh_network = false;
+        let mut early = Early {
+            shared: None,
+            fresh_network: false,
+        };
         let e = match &self.side {
             Side::PerCustomer(c, None) => {
                 _building = customer_transit::hold(c.project_id).await;
@@ -86,8 +88,10 @@ impl Engine<'_> {
                 match crate::per_customer::footing(self, c, input, &found, share, r).await {
                     (Some(f), shared) => {
                         on_footing = self.on_customer_transit(c, f.transit.clone());
-                        fresh_network = f.network_made;
-                        shared_early = shared;
+                        early = Early {
+                            shared,
+                            fresh_network: f.network_made,
+                        };
                         footing = Some((c, f));
                         &on_footing
                     }
@@ -110,10 +114,6 @@ impl Engine<'_> {
             }
         };
         let at = r.actions.len();
-        let early = Early {
-            shared: shared_early,
-            fresh_network,
-        };
         let (edge, chain) = futures::join!(edge, share_and_leg(e, input, valid, found, early, r));
         let whole;
         let e = match edge {

@@ -911,7 +911,7 @@ struct Heals {
     leg: Vec<u128>,
     /// The cloud's CPU time from the apply to the first packet, ms (when the lab's processes
     /// are readable here).
-    cloud_cpu: Vec<u64>,
+    cloud_cpu: Vec<u128>,
 }
 
 impl Heals {
@@ -1005,7 +1005,7 @@ async fn drift_breaks_the_path_and_the_operator_heals_it() {
         .await;
         same.to_ready.push(ms(ready));
         same.to_packet.push(ms(packet));
-        same.cloud_cpu.extend(cpu);
+        same.cloud_cpu.extend(cpu.map(u128::from));
         let ip = transit_ip(&l);
         let route = Route::new(SVC_CIDR, &ip);
         let d = time_route_heal(&f, &pod, &vm, "same-tenant", &route).await;
@@ -1053,7 +1053,7 @@ async fn drift_breaks_the_path_and_the_operator_heals_it() {
         .await;
         per_customer.to_ready.push(ms(ready));
         per_customer.to_packet.push(ms(packet));
-        per_customer.cloud_cpu.extend(cpu);
+        per_customer.cloud_cpu.extend(cpu.map(u128::from));
         let route = lb
             .status
             .as_ref()
@@ -1107,7 +1107,7 @@ async fn drift_breaks_the_path_and_the_operator_heals_it() {
         .await;
         shared.to_ready.push(ms(ready));
         shared.to_packet.push(ms(packet));
-        shared.cloud_cpu.extend(cpu);
+        shared.cloud_cpu.extend(cpu.map(u128::from));
         let old = transit_ip(&la);
         let route = Route::new("10.252.0.0/16", &old);
         let d = time_route_heal(&f, &pod, &vm_a, "Shared", &route).await;
@@ -1187,14 +1187,13 @@ async fn drift_breaks_the_path_and_the_operator_heals_it() {
     // What the builds cost the cloud: on cores the cloud's control plane saturates, no order
     // of the calls brings a build in under its CPU time over the core count.
     if !per_customer.cloud_cpu.is_empty() && !shared.cloud_cpu.is_empty() {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u64;
-        let widen = |v: &[u64]| v.iter().map(|c| u128::from(*c)).collect::<Vec<_>>();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as u128;
         let (pc_cpu, sh_cpu, st_cpu) = (
-            median(&widen(&per_customer.cloud_cpu)),
-            median(&widen(&shared.cloud_cpu)),
-            median(&widen(&same.cloud_cpu)),
+            median(&per_customer.cloud_cpu),
+            median(&shared.cloud_cpu),
+            median(&same.cloud_cpu),
         );
-        let floor = pc_cpu / u128::from(cores);
+        let floor = pc_cpu / cores;
         report::note(&format!(
             "packets drift: the cloud's CPU from the apply to the first packet (Keystone, MariaDB, Neutron, OVN, whoever they serve: a build's own only on an otherwise idle machine; medians): same-tenant {st_cpu} ms {:?}, PerCustomer first link {pc_cpu} ms {:?}, Shared {sh_cpu} ms {:?}; on this machine's {cores} core(s) a first PerCustomer link needs at least {floor} ms however its calls are ordered, {:.2}x the Shared link's first packet",
             same.cloud_cpu,

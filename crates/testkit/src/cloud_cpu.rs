@@ -64,19 +64,23 @@ impl CloudCpu {
     }
 }
 
-/// `utime + stime` of `pid`, from `/proc/<pid>/stat` (fields 14 and 15; the command name in
-/// field 2 may hold spaces, so fields are counted after its closing parenthesis).
-fn ticks(pid: u32) -> Option<u64> {
+/// The fields of `/proc/<pid>/stat` after the command name (field 2, which may hold spaces,
+/// so the split starts at its closing parenthesis): the state is the first.
+fn stat_after_command(pid: u32) -> Option<Vec<String>> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &stat[stat.rfind(')')? + 1..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // After the command: state is field 3, so utime (14) and stime (15) sit at 11 and 12.
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// `utime + stime` of `pid` (fields 14 and 15 of its stat).
+fn ticks(pid: u32) -> Option<u64> {
+    let fields = stat_after_command(pid)?;
     let utime: u64 = fields.get(11)?.parse().ok()?;
     let stime: u64 = fields.get(12)?.parse().ok()?;
     Some(utime + stime)
 }
 
-/// The pids whose parent is one of `parents`.
+/// The pids whose parent (field 4 of their stat) is one of `parents`.
 fn children_of(parents: &[u32]) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return vec![];
@@ -85,12 +89,8 @@ fn children_of(parents: &[u32]) -> Vec<u32> {
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| {
-            std::fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|s| {
-                    let rest = s[s.rfind(')')? + 1..].to_string();
-                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
-                })
+            stat_after_command(*pid)
+                .and_then(|f| f.get(1)?.parse::<u32>().ok())
                 .is_some_and(|ppid| parents.contains(&ppid))
         })
         .collect()
