@@ -114,15 +114,19 @@ impl Crash {
             .push(name);
         let plan = self.plan.lock().unwrap_or_else(|e| e.into_inner()).clone();
         match plan {
-            Some((k, Plan::Stop(kind))) if n >= k => {
-                // notify_one keeps a permit when nobody waits yet.
-                self.tripped.notify_one();
-                if n == k && kind == Kind::AnswerLost {
-                    Gate::CommitThenHang
-                } else {
+            Some((k, Plan::Stop(kind))) if n >= k => match kind {
+                // The pod dies once call `k` has committed: the stop is signalled after its
+                // answer comes (`gate`). Signalled here, the reconcile would be dropped with
+                // the request still in flight, and a real server may commit it after the
+                // next reconcile has looked.
+                Kind::AnswerLost if n == k => Gate::CommitThenHang,
+                Kind::AnswerLost => Gate::Hang,
+                Kind::Before => {
+                    // notify_one keeps a permit when nobody waits yet.
+                    self.tripped.notify_one();
                     Gate::Hang
                 }
-            }
+            },
             Some((k, Plan::Fail { error, commit })) if n == k => {
                 if commit {
                     Gate::CommitThenFail(error)
@@ -151,6 +155,7 @@ impl Crash {
             Gate::Hang => std::future::pending().await,
             Gate::CommitThenHang => {
                 let _ = f.await;
+                self.tripped.notify_one();
                 std::future::pending().await
             }
         }
