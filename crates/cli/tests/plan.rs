@@ -358,24 +358,24 @@ async fn plan_then_run(
 }
 
 /// A create whose middle runs two halves side by side (a `PerCustomer` link's edge half beside
-/// its share and leg: docs/design.md, "Per-customer transit") interleaves them as Neutron
-/// answers, and numbers the new objects in the order they were made. So does its footing (the
-/// first `head` writes): the edge router is made beside the network and its subnet. The plan
-/// holds when the footing's writes are the same ones with the network's before its subnet's,
-/// the last `tail` (made after both halves) are the same, and the writes in between are the
-/// same ones, whatever their interleaving.
+/// its leg: docs/design.md, "Per-customer transit") interleaves them as Neutron answers, and
+/// numbers the new objects in the order they were made. So does its footing (the first `head`
+/// writes): the edge router is made beside the network, and the network's subnet beside its
+/// share, so only the network's place before its subnet and its share is fixed. The plan holds
+/// when the footing's writes are the same ones with the network first on its branch, the last
+/// `tail` (made after both halves) are the same, and the writes in between are the same ones,
+/// whatever their interleaving.
 fn same_writes_side_by_side(planned: &[String], applied: &[String], head: usize, tail: usize) {
     assert_eq!(planned.len(), applied.len(), "{planned:#?}\n{applied:#?}");
     let n = planned.len();
     let footing = |l: &[String]| {
-        let mut all = l[..head].to_vec();
-        let network_branch: Vec<String> = all
+        let first_of_network_branch = l[..head]
             .iter()
-            .filter(|w| !w.contains("create router"))
-            .cloned()
-            .collect();
+            .find(|w| !w.contains("create router"))
+            .cloned();
+        let mut all = l[..head].to_vec();
         all.sort();
-        (all, network_branch)
+        (all, first_of_network_branch)
     };
     assert_eq!(footing(planned), footing(applied), "made before the halves");
     let ends = |l: &[String]| {
@@ -390,6 +390,50 @@ fn same_writes_side_by_side(planned: &[String], applied: &[String], head: usize,
         m
     };
     assert_eq!(middle(planned), middle(applied), "the halves' writes");
+}
+
+/// The footing's branches may answer in any order on a real Neutron (a run once made the
+/// subnet and the share before the edge router, where the plan had the router second); only a
+/// subnet or a share before its network breaks the plan.
+#[test]
+fn a_footing_interleaved_as_neutron_answered_still_holds_the_plan() {
+    let lines = |footing: [&str; 4]| -> Vec<String> {
+        footing
+            .iter()
+            .chain(&["attach subnet", "create port", "create route 1"])
+            .map(|w| w.to_string())
+            .collect()
+    };
+    let planned = lines([
+        "create network",
+        "create router",
+        "share network",
+        "create subnet",
+    ]);
+    for applied in [
+        [
+            "create network",
+            "create subnet",
+            "share network",
+            "create router",
+        ],
+        [
+            "create router",
+            "create network",
+            "share network",
+            "create subnet",
+        ],
+    ] {
+        same_writes_side_by_side(&planned, &lines(applied), 4, 1);
+    }
+    let broken = lines([
+        "create subnet",
+        "create network",
+        "share network",
+        "create router",
+    ]);
+    let held = std::panic::catch_unwind(|| same_writes_side_by_side(&planned, &broken, 4, 1));
+    assert!(held.is_err(), "a subnet before its network passed");
 }
 
 /// `w` without the creation-order number after a placeholder (`<new port> 3` -> `<new port>`,
@@ -719,7 +763,7 @@ async fn plan_predicts_a_per_customer_link(mut env: Env) {
     env.add_link("pc", s);
 
     let (p, planned, applied) = plan_then_run(&mut env, "pc", Some(&customer)).await;
-    same_writes_side_by_side(&planned, &applied, 3, 3);
+    same_writes_side_by_side(&planned, &applied, 4, 3);
     assert!(p.ready && p.cross_tenant, "{p:?}");
     let text = planned.join("\n");
     let project = &customer.project;
