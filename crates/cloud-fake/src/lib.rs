@@ -19,9 +19,9 @@ mod world;
 
 use async_trait::async_trait;
 use bnerd_cloud::{
-    CreatePort, CreateRouter, Identity, Network, NetworkQuery, Neutron, Port, PortQuery,
-    QuotaUsage, RbacPolicy, Result, Route, Router, RouterQuery, ShareNetwork, Subnet, SubnetQuery,
-    TokenInfo,
+    CreatePort, CreateRouter, CreateSubnet, Identity, Network, NetworkQuery, Neutron, Port,
+    PortQuery, QuotaUsage, RbacPolicy, Result, Route, Router, RouterQuery, ShareNetwork, Subnet,
+    SubnetQuery, TokenInfo,
 };
 
 pub use faults::{Fault, Op};
@@ -141,13 +141,8 @@ impl Neutron for FakeNeutron {
         self.network_delete(id).await
     }
 
-    async fn create_subnet(
-        &self,
-        network_id: &str,
-        cidr: &str,
-        gateway_ip: &str,
-    ) -> Result<Subnet> {
-        self.subnet_create(network_id, cidr, gateway_ip).await
+    async fn create_subnet_with(&self, req: &CreateSubnet) -> Result<Subnet> {
+        self.subnet_create(req).await
     }
 
     async fn create_router_with(&self, req: &CreateRouter) -> Result<Router> {

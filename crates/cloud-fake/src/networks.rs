@@ -1,7 +1,7 @@
 //! Networks and subnets: read as the operator reads the transit network, built and torn down
 //! as tests and the lab build their fabrics.
 
-use bnerd_cloud::{Network, NetworkQuery, Result, Subnet, SubnetQuery};
+use bnerd_cloud::{CreateSubnet, Network, NetworkQuery, Result, Subnet, SubnetQuery};
 use ipnet::Ipv4Net;
 
 use crate::faults::Op;
@@ -10,8 +10,8 @@ use crate::world::{FakeNeutron, api, new_id};
 /// ML2/OVN's metadata port (with `ovn_metadata_enabled`, the usual setting).
 pub(crate) const METADATA_OWNER: &str = "network:distributed";
 
-/// ML2/OVN gives the network's metadata port (made with the first subnet) the first free
-/// address of every new DHCP subnet: `.2` next to a `.1` gateway (measured).
+/// ML2/OVN gives the network's metadata port (made with the network) the first free
+/// address of every new DHCP subnet, and none on a subnet without DHCP: `.2` next to a `.1` gateway (measured).
 fn metadata_address(w: &mut crate::world::World, s: &Subnet) {
     let Some(net) = subnet_net(s) else { return };
     let taken: Vec<String> = w
@@ -42,17 +42,26 @@ fn metadata_address(w: &mut crate::world::World, s: &Subnet) {
         p.fixed_ips.push(fixed);
         return;
     }
-    let p = bnerd_cloud::Port {
+    let p = metadata_port(&s.network_id, &owner, vec![fixed]);
+    w.ports.insert(p.id.clone(), p);
+}
+
+/// The metadata port of network `network_id`, owned by the network's project.
+fn metadata_port(
+    network_id: &str,
+    owner: &str,
+    fixed_ips: Vec<bnerd_cloud::FixedIp>,
+) -> bnerd_cloud::Port {
+    bnerd_cloud::Port {
         id: new_id(),
-        network_id: s.network_id.clone(),
-        project_id: owner,
-        device_id,
+        network_id: network_id.into(),
+        project_id: owner.into(),
+        device_id: format!("ovnmeta-{network_id}"),
         device_owner: METADATA_OWNER.into(),
-        fixed_ips: vec![fixed],
+        fixed_ips,
         revision_number: 1,
         ..Default::default()
-    };
-    w.ports.insert(p.id.clone(), p);
+    }
 }
 
 /// A subnet's CIDR; one that does not parse contains nothing, so it never matches.
@@ -147,6 +156,12 @@ impl FakeNeutron {
                 subnets: vec![],
             };
             w.networks.insert(n.id.clone(), n.clone());
+            if w.ml2_ovn() {
+                // ML2/OVN makes the network's metadata port with it, addressless until a DHCP
+                // subnet comes (measured on the lab's ML2/OVN Neutron).
+                let p = metadata_port(&n.id, &n.project_id, vec![]);
+                w.ports.insert(p.id.clone(), p);
+            }
             Ok(n)
         })
         .await
@@ -181,12 +196,8 @@ impl FakeNeutron {
         .await
     }
 
-    pub(crate) async fn subnet_create(
-        &self,
-        network_id: &str,
-        cidr: &str,
-        gateway_ip: &str,
-    ) -> Result<Subnet> {
+    pub(crate) async fn subnet_create(&self, req: &CreateSubnet) -> Result<Subnet> {
+        let network_id = req.network_id.as_str();
         self.run(Op::CreateSubnet, "POST", "/subnets", |w| {
             if !w
                 .networks
@@ -205,15 +216,15 @@ impl FakeNeutron {
             let s = Subnet {
                 id: new_id(),
                 network_id: network_id.into(),
-                cidr: cidr.into(),
-                gateway_ip: Some(gateway_ip.into()),
+                cidr: req.cidr.clone(),
+                gateway_ip: Some(req.gateway_ip.clone()),
                 project_id: self.project_id.clone(),
             };
             w.subnets.insert(s.id.clone(), s.clone());
             if let Some(n) = w.networks.get_mut(network_id) {
                 n.subnets.push(s.id.clone());
             }
-            if w.ml2_ovn() {
+            if w.ml2_ovn() && req.dhcp {
                 metadata_address(w, &s);
             }
             Ok(s)

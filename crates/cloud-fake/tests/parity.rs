@@ -8,8 +8,8 @@
 use std::sync::Arc;
 
 use bnerd_cloud::{
-    ACCESS_AS_SHARED, CreatePort, CreateRouter, Identity, Neutron, OpenStack, PortQuery, Result,
-    Route, Router, RouterQuery, ShareNetwork, SubnetQuery,
+    ACCESS_AS_SHARED, CreatePort, CreateRouter, CreateSubnet, Identity, Neutron, OpenStack,
+    PortQuery, Result, Route, Router, RouterQuery, ShareNetwork, SubnetQuery,
 };
 use bnerd_cloud_fake::FakeCloud;
 use bnerd_testkit::{
@@ -204,6 +204,31 @@ fn share(network_id: &str, target: &str) -> ShareNetwork {
     }
 }
 
+/// The ports on network `net_id` that nobody but Neutron made, as a row's answer.
+async fn own_ports(op: &dyn Neutron, net_id: &str) -> String {
+    let own = op
+        .list_ports(&PortQuery {
+            network_id: Some(net_id.into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    match own.as_slice() {
+        [] => "none".to_string(),
+        [p] => format!(
+            "{} at {}, device_id {}",
+            p.device_owner,
+            p.first_ip().unwrap_or("no address"),
+            if p.device_id == format!("ovnmeta-{net_id}") {
+                "ovnmeta-<network>"
+            } else {
+                p.device_id.as_str()
+            }
+        ),
+        more => format!("{more:?}"),
+    }
+}
+
 async fn table(c: &Clouds) -> Vec<(&'static str, String)> {
     let op = c.op.as_ref();
     let mut out = vec![];
@@ -221,30 +246,26 @@ async fn table(c: &Clouds) -> Vec<(&'static str, String)> {
         ..Default::default()
     };
 
-    let own = op
-        .list_ports(&PortQuery {
-            network_id: Some(net.id.clone()),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
     out.push((
         "Neutron's own ports on a new subnet",
-        match own.as_slice() {
-            [] => "none".to_string(),
-            [p] => format!(
-                "{} at {}, device_id {}",
-                p.device_owner,
-                p.first_ip().unwrap_or("-"),
-                if p.device_id == format!("ovnmeta-{}", net.id) {
-                    "ovnmeta-<network>"
-                } else {
-                    p.device_id.as_str()
-                }
-            ),
-            more => format!("{more:?}"),
-        },
+        own_ports(op, &net.id).await,
     ));
+    // A subnet without DHCP, as a customer transit's: ML2/OVN's metadata port (made with the
+    // network) takes no address on it.
+    let bare = op.create_network(&unique("parity-bare")).await.unwrap();
+    op.create_subnet_with(&CreateSubnet {
+        network_id: bare.id.clone(),
+        cidr: "10.253.9.0/28".into(),
+        gateway_ip: "10.253.9.1".into(),
+        dhcp: false,
+    })
+    .await
+    .unwrap();
+    out.push((
+        "Neutron's own ports on a new subnet without DHCP",
+        own_ports(op, &bare.id).await,
+    ));
+    op.delete_network(&bare.id).await.unwrap();
     out.push((
         "tag-ports-during-bulk-creation listed",
         format!(
@@ -907,6 +928,7 @@ async fn table(c: &Clouds) -> Vec<(&'static str, String)> {
 
 const EXPECTED: &[(&str, &str)] = &[
     ("Neutron's own ports on a new subnet", "none"),
+    ("Neutron's own ports on a new subnet without DHCP", "none"),
     // Without ML2's tag_ports_during_bulk_creation driver (the lab's, and most clouds',
     // setup) create-body tags are dropped; `tag-creation` is listed either way and only
     // means POST /ports/{id}/tags.
@@ -1285,6 +1307,11 @@ const ML2_OVN: &[(&str, &str)] = &[
     (
         "Neutron's own ports on a new subnet",
         "network:distributed at 10.254.0.2, device_id ovnmeta-<network>",
+    ),
+    // ... made with the network, addressless on a subnet without DHCP.
+    (
+        "Neutron's own ports on a new subnet without DHCP",
+        "network:distributed at no address, device_id ovnmeta-<network>",
     ),
     // ... which carries no tags, so a not-tags query finds it too.
     ("filter not-tags", "3"),

@@ -579,7 +579,7 @@ mod tests {
         async fn delete_network(&self, _: &str) -> Result<()> {
             unused()
         }
-        async fn create_subnet(&self, _: &str, _: &str, _: &str) -> Result<Subnet> {
+        async fn create_subnet_with(&self, _: &CreateSubnet) -> Result<Subnet> {
             unused()
         }
         async fn create_router_with(&self, _: &CreateRouter) -> Result<Router> {

@@ -78,8 +78,22 @@ pub trait Neutron: Send + Sync {
     /// Deletes its subnets too; refused (409 NetworkInUse) while ports other than Neutron's
     /// own are on it.
     async fn delete_network(&self, id: &str) -> Result<()>;
-    async fn create_subnet(&self, network_id: &str, cidr: &str, gateway_ip: &str)
-    -> Result<Subnet>;
+    async fn create_subnet_with(&self, req: &CreateSubnet) -> Result<Subnet>;
+    /// A subnet with Neutron's defaults (DHCP on), as an admin's `openstack subnet create`.
+    async fn create_subnet(
+        &self,
+        network_id: &str,
+        cidr: &str,
+        gateway_ip: &str,
+    ) -> Result<Subnet> {
+        self.create_subnet_with(&CreateSubnet {
+            network_id: network_id.into(),
+            cidr: cidr.into(),
+            gateway_ip: gateway_ip.into(),
+            dhcp: true,
+        })
+        .await
+    }
     /// `POST /routers`; `project_id`, `ha` and `distributed` are sent only when set (the
     /// latter two need an admin, as with `openstack router create --ha|--distributed`).
     async fn create_router_with(&self, req: &CreateRouter) -> Result<Router>;

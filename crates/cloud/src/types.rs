@@ -237,6 +237,18 @@ pub struct ShareNetwork {
     pub target_tenant: String,
 }
 
+/// `POST /subnets` (IPv4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CreateSubnet {
+    pub network_id: String,
+    pub cidr: String,
+    pub gateway_ip: String,
+    /// Neutron's default is on: a DHCP server for the subnet (an agent's port under ML2/OVS;
+    /// under ML2/OVN, with its metadata service on, an address for the network's metadata
+    /// port, the subnet's first free one). A subnet of router interfaces only serves no one.
+    pub dhcp: bool,
+}
+
 /// `POST /routers`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CreateRouter {

@@ -14,7 +14,8 @@ use std::sync::LazyLock;
 use bnerd_api::names::{customer_transit_name, edge_router_name};
 use bnerd_cloud::fabric::CustomerTransitPool;
 use bnerd_cloud::{
-    CreatePort, Network, NetworkQuery, Port, PortQuery, Router, RouterQuery, Subnet, SubnetQuery,
+    CreatePort, CreateSubnet, Network, NetworkQuery, Port, PortQuery, Router, RouterQuery, Subnet,
+    SubnetQuery,
 };
 use ipnet::Ipv4Net;
 
@@ -290,9 +291,16 @@ async fn cut_subnet(
     all.extend(connected);
     let cidr = allocate_subnet(&pool, &all).ok_or_else(|| pool_exhausted(&pool))?;
     let gateway = cidr.hosts().next().unwrap_or(cidr.network());
+    // Only router interfaces stand on it: no DHCP server to run, and on ML2/OVN no address
+    // for the metadata port (docs/design.md, "Per-customer transit").
     let s = e
         .net
-        .create_subnet(&network.id, &cidr.to_string(), &gateway.to_string())
+        .create_subnet_with(&CreateSubnet {
+            network_id: network.id.clone(),
+            cidr: cidr.to_string(),
+            gateway_ip: gateway.to_string(),
+            dhcp: false,
+        })
         .await
         .map_err(|err| call_failed("creating the customer transit's subnet", &err))?;
     Ok((s, cidr))

@@ -361,7 +361,12 @@ async fn the_last_per_customer_links_delete_tells_the_customer_transit_went() {
         .await
         .expect("network");
     let subnet = net
-        .create_subnet(&anet.id, "10.255.128.0/28", "10.255.128.1")
+        .create_subnet_with(&bnerd_cloud::CreateSubnet {
+            network_id: anet.id.clone(),
+            cidr: "10.255.128.0/28".into(),
+            gateway_ip: "10.255.128.1".into(),
+            dhcp: false,
+        })
         .await
         .expect("subnet");
     let edge_name = edge_router_name(&transit, project);

@@ -14,9 +14,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use bnerd_cloud::{
-    CloudError, CreatePort, CreateRouter, Identity, Network, NetworkQuery, Neutron, Port,
-    PortQuery, RbacPolicy, Result, Route, Router, RouterQuery, ShareNetwork, Subnet, SubnetQuery,
-    TokenInfo,
+    CloudError, CreatePort, CreateRouter, CreateSubnet, Identity, Network, NetworkQuery, Neutron,
+    Port, PortQuery, RbacPolicy, Result, Route, Router, RouterQuery, ShareNetwork, Subnet,
+    SubnetQuery, TokenInfo,
 };
 use tokio::sync::Notify;
 
@@ -358,17 +358,9 @@ impl Neutron for Crashing {
             .gate("delete_network", self.inner.delete_network(id))
             .await
     }
-    async fn create_subnet(
-        &self,
-        network_id: &str,
-        cidr: &str,
-        gateway_ip: &str,
-    ) -> Result<Subnet> {
+    async fn create_subnet_with(&self, req: &CreateSubnet) -> Result<Subnet> {
         self.crash
-            .gate(
-                "create_subnet",
-                self.inner.create_subnet(network_id, cidr, gateway_ip),
-            )
+            .gate("create_subnet", self.inner.create_subnet_with(req))
             .await
     }
     async fn create_router_with(&self, req: &CreateRouter) -> Result<Router> {

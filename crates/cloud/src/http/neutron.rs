@@ -279,13 +279,14 @@ impl Neutron for OpenStack {
         Ok(())
     }
 
-    async fn create_subnet(
-        &self,
-        network_id: &str,
-        cidr: &str,
-        gateway_ip: &str,
-    ) -> Result<Subnet> {
-        let body = json!({"subnet": {"network_id": network_id, "cidr": cidr, "gateway_ip": gateway_ip, "ip_version": 4}});
+    async fn create_subnet_with(&self, req: &CreateSubnet) -> Result<Subnet> {
+        let body = json!({"subnet": {
+            "network_id": req.network_id,
+            "cidr": req.cidr,
+            "gateway_ip": req.gateway_ip,
+            "ip_version": 4,
+            "enable_dhcp": req.dhcp,
+        }});
         self.send(Method::POST, "/subnets", &body, "subnet").await
     }
 

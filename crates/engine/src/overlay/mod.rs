@@ -34,9 +34,9 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use bnerd_cloud::refusals::{self, SubnetRef};
 use bnerd_cloud::{
-    CloudError, CreatePort, CreateRouter, FixedIp, Identity, Network, NetworkQuery, Neutron, Port,
-    PortQuery, RbacPolicy, Result, Route, Router, RouterQuery, ShareNetwork, Subnet, SubnetQuery,
-    TokenInfo,
+    CloudError, CreatePort, CreateRouter, CreateSubnet, FixedIp, Identity, Network, NetworkQuery,
+    Neutron, Port, PortQuery, RbacPolicy, Result, Route, Router, RouterQuery, ShareNetwork, Subnet,
+    SubnetQuery, TokenInfo,
 };
 
 use crate::credentials::CustomerCloud;
@@ -1107,18 +1107,15 @@ impl Neutron for Overlay<'_> {
         Ok(())
     }
 
-    async fn create_subnet(
-        &self,
-        network_id: &str,
-        cidr: &str,
-        gateway_ip: &str,
-    ) -> Result<Subnet> {
+    async fn create_subnet_with(&self, req: &CreateSubnet) -> Result<Subnet> {
+        let (network_id, cidr, gateway_ip) = (&req.network_id, &req.cidr, &req.gateway_ip);
         let planned = PlannedWrite::CreateSubnet {
             network_id: self.called(network_id),
-            cidr: cidr.into(),
+            cidr: cidr.clone(),
+            dhcp: req.dhcp,
         };
         if let Some(cloud) = self.tapping() {
-            let call = cloud.create_subnet(network_id, cidr, gateway_ip);
+            let call = cloud.create_subnet_with(req);
             return self.tapped_made(planned, call, "subnet", |s| &s.id).await;
         }
         let network = self.get_network(network_id).await?;

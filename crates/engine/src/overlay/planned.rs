@@ -53,6 +53,7 @@ pub enum PlannedWrite {
     CreateSubnet {
         network_id: String,
         cidr: String,
+        dhcp: bool,
     },
     CreateRouter {
         name: String,
@@ -125,8 +126,16 @@ impl std::fmt::Display for PlannedWrite {
             PlannedWrite::DeleteNetwork { network_id } => {
                 write!(f, "delete network {network_id} (and its subnet)")
             }
-            PlannedWrite::CreateSubnet { network_id, cidr } => {
-                write!(f, "create subnet {cidr} on network {network_id}")
+            PlannedWrite::CreateSubnet {
+                network_id,
+                cidr,
+                dhcp,
+            } => {
+                write!(f, "create subnet {cidr} on network {network_id}")?;
+                match dhcp {
+                    true => Ok(()),
+                    false => write!(f, " without DHCP"),
+                }
             }
             PlannedWrite::CreateRouter { name } => write!(f, "create router {name}"),
             PlannedWrite::DeleteRouter { router_id } => write!(f, "delete router {router_id}"),
