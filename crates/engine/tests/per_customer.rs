@@ -1423,3 +1423,55 @@ async fn lab_sampled_crash_points_of_a_per_customer_link() {
     report::count("crash_points.lab.per_customer", covered);
     s.teardown().await;
 }
+
+/// A customer transit carries router interfaces only, so its subnet is made without DHCP: on
+/// ML2/OVN the network's metadata port stays without an address there (the parity table holds
+/// the real ML2/OVN answering so), and a /29 keeps every address but the edge router's for
+/// legs.
+#[tokio::test]
+async fn fake_a_customer_transit_has_no_dhcp_and_ml2_ovn_gives_its_metadata_port_no_address() {
+    let s = stage(fake_env_with(FakeCloud::new().ml2_ovn(true)).await).await;
+    let (a, _) = s.routers.clone();
+    let mut link = per_customer_link(&s, &a, CIDR);
+    converge(&s, &mut link, "create").await;
+    let anet = link
+        .status
+        .as_ref()
+        .and_then(|st| st.customer_transit.clone())
+        .and_then(|c| c.network_id)
+        .expect("status.customerTransit.networkID");
+    let ports = s
+        .env
+        .net
+        .list_ports(&PortQuery {
+            network_id: Some(anet.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let metadata: Vec<_> = ports
+        .iter()
+        .filter(|p| p.device_owner == "network:distributed")
+        .collect();
+    assert_eq!(metadata.len(), 1, "ML2/OVN's metadata port: {ports:?}");
+    assert!(metadata[0].fixed_ips.is_empty(), "{:?}", metadata[0]);
+    // Every other port there is the edge router's interface or the link's leg.
+    let gateway = link
+        .status
+        .as_ref()
+        .and_then(|st| st.customer_transit.clone())
+        .and_then(|c| c.cidr)
+        .and_then(|c| c.parse::<ipnet::Ipv4Net>().ok())
+        .and_then(|c| c.hosts().next())
+        .map(|a| a.to_string());
+    let leg = link.status.as_ref().and_then(|st| st.transit_ip.clone());
+    let mut addresses: Vec<String> = ports
+        .iter()
+        .filter_map(|p| p.first_ip().map(str::to_string))
+        .collect();
+    addresses.sort();
+    let mut want: Vec<String> = gateway.into_iter().chain(leg).collect();
+    want.sort();
+    assert_eq!(addresses, want, "{ports:?}");
+    converge_delete(&s, &link, "delete").await;
+}
