@@ -10,8 +10,8 @@ use crate::world::{FakeNeutron, api, new_id};
 /// ML2/OVN's metadata port (with `ovn_metadata_enabled`, the usual setting).
 pub(crate) const METADATA_OWNER: &str = "network:distributed";
 
-/// ML2/OVN gives the network's metadata port (made with the network) the first free
-/// address of every new DHCP subnet, and none on a subnet without DHCP: `.2` next to a `.1` gateway (measured).
+/// ML2/OVN gives the network's metadata port (made with the network, in `network_create`)
+/// the first free address of every new DHCP subnet: `.2` next to a `.1` gateway (measured).
 fn metadata_address(w: &mut crate::world::World, s: &Subnet) {
     let Some(net) = subnet_net(s) else { return };
     let taken: Vec<String> = w
@@ -28,37 +28,24 @@ fn metadata_address(w: &mut crate::world::World, s: &Subnet) {
     else {
         return;
     };
-    let fixed = bnerd_cloud::FixedIp {
-        subnet_id: s.id.clone(),
-        ip_address: free,
-    };
-    let owner = w
-        .networks
-        .get(&s.network_id)
-        .map(|n| n.project_id.clone())
-        .unwrap_or_default();
     let device_id = format!("ovnmeta-{}", s.network_id);
     if let Some(p) = w.ports.values_mut().find(|p| p.device_id == device_id) {
-        p.fixed_ips.push(fixed);
-        return;
+        p.fixed_ips.push(bnerd_cloud::FixedIp {
+            subnet_id: s.id.clone(),
+            ip_address: free,
+        });
     }
-    let p = metadata_port(&s.network_id, &owner, vec![fixed]);
-    w.ports.insert(p.id.clone(), p);
 }
 
-/// The metadata port of network `network_id`, owned by the network's project.
-fn metadata_port(
-    network_id: &str,
-    owner: &str,
-    fixed_ips: Vec<bnerd_cloud::FixedIp>,
-) -> bnerd_cloud::Port {
+/// The metadata port of network `network_id`, owned by the network's project, without an
+/// address until a DHCP subnet comes.
+fn metadata_port(network_id: &str, owner: &str) -> bnerd_cloud::Port {
     bnerd_cloud::Port {
         id: new_id(),
         network_id: network_id.into(),
         project_id: owner.into(),
         device_id: format!("ovnmeta-{network_id}"),
         device_owner: METADATA_OWNER.into(),
-        fixed_ips,
         revision_number: 1,
         ..Default::default()
     }
@@ -157,9 +144,9 @@ impl FakeNeutron {
             };
             w.networks.insert(n.id.clone(), n.clone());
             if w.ml2_ovn() {
-                // ML2/OVN makes the network's metadata port with it, addressless until a DHCP
-                // subnet comes (measured on the lab's ML2/OVN Neutron).
-                let p = metadata_port(&n.id, &n.project_id, vec![]);
+                // ML2/OVN makes the network's metadata port with it (measured on the lab's
+                // ML2/OVN Neutron).
+                let p = metadata_port(&n.id, &n.project_id);
                 w.ports.insert(p.id.clone(), p);
             }
             Ok(n)

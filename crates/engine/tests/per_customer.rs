@@ -333,12 +333,7 @@ async fn two_links_share_one_customer_transit(stage: &Stage) {
 
     // Drift: the edge router's route and the customer router's way back removed out of
     // band; the next reconcile puts both back and says so.
-    let edge_id = one
-        .status
-        .as_ref()
-        .and_then(|s| s.customer_transit.clone())
-        .and_then(|c| c.edge_router_id)
-        .expect("edge router");
+    let edge_id = transit_of(&one).edge_router_id.expect("edge router");
     let edge = stage.env.net.get_router(&edge_id).await.unwrap();
     let mine: Vec<Route> = edge
         .routes
@@ -581,12 +576,7 @@ async fn fake_a_customer_port_stops_the_teardown_until_it_goes() {
     let (a, _) = s.routers.clone();
     let mut link = per_customer_link(&s, &a, CIDR);
     converge(&s, &mut link, "create").await;
-    let anet = link
-        .status
-        .as_ref()
-        .and_then(|st| st.customer_transit.clone())
-        .and_then(|c| c.network_id)
-        .expect("customer transit");
+    let anet = transit_of(&link).network_id.expect("customer transit");
     let vm = s
         .leg_client()
         .create_port(&bnerd_cloud::CreatePort {
@@ -622,12 +612,7 @@ async fn fake_a_foreign_marker_blocks_the_teardown_and_the_abandon_annotation_re
     let (a, _) = s.routers.clone();
     let mut link = per_customer_link(&s, &a, CIDR);
     converge(&s, &mut link, "create").await;
-    let anet = link
-        .status
-        .as_ref()
-        .and_then(|st| st.customer_transit.clone())
-        .and_then(|c| c.network_id)
-        .expect("customer transit");
+    let anet = transit_of(&link).network_id.expect("customer transit");
     // Made on the operator's credential: another project than the customer's.
     let forged = s
         .env
@@ -678,13 +663,17 @@ async fn fake_the_pool_skips_a_subnet_on_the_customers_router() {
     net.add_router_subnet(&a, &sub.id).await.unwrap();
     let mut link = per_customer_link(&s, &a, CIDR);
     converge(&s, &mut link, "create").await;
-    let cidr = link
-        .status
-        .as_ref()
-        .and_then(|st| st.customer_transit.clone())
-        .and_then(|c| c.cidr);
+    let cidr = transit_of(&link).cidr;
     assert_eq!(cidr.as_deref(), Some("10.255.128.16/28"));
     converge_delete(&s, &link, "delete").await;
+}
+
+/// What `link`'s status records of its customer transit (nothing when it records none).
+fn transit_of(link: &ClusterLink) -> bnerd_api::clusterlink::CustomerTransit {
+    link.status
+        .as_ref()
+        .and_then(|st| st.customer_transit.clone())
+        .unwrap_or_default()
 }
 
 fn gateway(name: &str, cidr: &str, hop: &str) -> bnerd_api::gateway::ReverseTarget {
@@ -1434,11 +1423,8 @@ async fn fake_a_customer_transit_has_no_dhcp_and_ml2_ovn_gives_its_metadata_port
     let (a, _) = s.routers.clone();
     let mut link = per_customer_link(&s, &a, CIDR);
     converge(&s, &mut link, "create").await;
-    let anet = link
-        .status
-        .as_ref()
-        .and_then(|st| st.customer_transit.clone())
-        .and_then(|c| c.network_id)
+    let anet = transit_of(&link)
+        .network_id
         .expect("status.customerTransit.networkID");
     let ports = s
         .env
@@ -1451,16 +1437,13 @@ async fn fake_a_customer_transit_has_no_dhcp_and_ml2_ovn_gives_its_metadata_port
         .unwrap();
     let metadata: Vec<_> = ports
         .iter()
-        .filter(|p| p.device_owner == "network:distributed")
+        .filter(|p| bnerd_testkit::is_neutron_owned(p))
         .collect();
     assert_eq!(metadata.len(), 1, "ML2/OVN's metadata port: {ports:?}");
     assert!(metadata[0].fixed_ips.is_empty(), "{:?}", metadata[0]);
     // Every other port there is the edge router's interface or the link's leg.
-    let gateway = link
-        .status
-        .as_ref()
-        .and_then(|st| st.customer_transit.clone())
-        .and_then(|c| c.cidr)
+    let gateway = transit_of(&link)
+        .cidr
         .and_then(|c| c.parse::<ipnet::Ipv4Net>().ok())
         .and_then(|c| c.hosts().next())
         .map(|a| a.to_string());

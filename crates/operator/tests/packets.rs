@@ -236,7 +236,7 @@ async fn timed(
     dst: &str,
     what: &str,
     create: impl std::future::Future<Output = ClusterLink>,
-) -> (ClusterLink, Duration, Duration, Option<u64>) {
+) -> (ClusterLink, Duration, Duration, Option<u128>) {
     let t0 = Instant::now();
     let cpu0 = cpu.map(CloudCpu::used_ms);
     let ready = async {
@@ -249,7 +249,8 @@ async fn timed(
     };
     let ((l, to_ready), (first, cpu1)) = tokio::join!(ready, first);
     let to_packet = first.unwrap_or_else(|| panic!("no reply from {dst} within 90 s of the apply"));
-    let cloud_cpu = cpu0.zip(cpu1).map(|(a, b)| b.saturating_sub(a));
+    // In the unit the medians take, as the times are.
+    let cloud_cpu = cpu0.zip(cpu1).map(|(a, b)| u128::from(b.saturating_sub(a)));
     report::note(&format!(
         "{what}: apply->Ready {} ms, apply->first packet {} ms, the cloud's CPU meanwhile {}",
         ms(to_ready),
@@ -267,7 +268,7 @@ async fn apply_and_time(
     what: &str,
     name: &str,
     spec: serde_json::Value,
-) -> (ClusterLink, Duration, Duration, Option<u64>) {
+) -> (ClusterLink, Duration, Duration, Option<u128>) {
     let api = f.links();
     let create = async {
         api.create(&PostParams::default(), &test_link(name, spec))
@@ -1005,7 +1006,7 @@ async fn drift_breaks_the_path_and_the_operator_heals_it() {
         .await;
         same.to_ready.push(ms(ready));
         same.to_packet.push(ms(packet));
-        same.cloud_cpu.extend(cpu.map(u128::from));
+        same.cloud_cpu.extend(cpu);
         let ip = transit_ip(&l);
         let route = Route::new(SVC_CIDR, &ip);
         let d = time_route_heal(&f, &pod, &vm, "same-tenant", &route).await;
@@ -1053,7 +1054,7 @@ async fn drift_breaks_the_path_and_the_operator_heals_it() {
         .await;
         per_customer.to_ready.push(ms(ready));
         per_customer.to_packet.push(ms(packet));
-        per_customer.cloud_cpu.extend(cpu.map(u128::from));
+        per_customer.cloud_cpu.extend(cpu);
         let route = lb
             .status
             .as_ref()
@@ -1107,7 +1108,7 @@ async fn drift_breaks_the_path_and_the_operator_heals_it() {
         .await;
         shared.to_ready.push(ms(ready));
         shared.to_packet.push(ms(packet));
-        shared.cloud_cpu.extend(cpu.map(u128::from));
+        shared.cloud_cpu.extend(cpu);
         let old = transit_ip(&la);
         let route = Route::new("10.252.0.0/16", &old);
         let d = time_route_heal(&f, &pod, &vm_a, "Shared", &route).await;
