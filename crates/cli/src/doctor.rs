@@ -225,11 +225,30 @@ pub async fn capacity_findings(net: &dyn Neutron, fabric: &Fabric) -> Vec<Findin
             )),
         })
         .collect();
+    let own = own_ports_per_network(net, fabric).await;
     out.push(Finding::ok(format!(
         "capacity: {}",
-        capacity::forecast(&rows).describe()
+        capacity::forecast(&rows, own).describe()
     )));
     out
+}
+
+/// The ports Neutron makes by itself with a new network (ML2/OVN's metadata port), judged by
+/// the transit network's (`capacity::own_ports_per_network`). A read that fails counts the
+/// port: a forecast one port short errs on the side of room left over.
+pub(crate) async fn own_ports_per_network(net: &dyn Neutron, fabric: &Fabric) -> u64 {
+    let query = PortQuery {
+        network_id: Some(fabric.transit_network_id.clone()),
+        device_owners: vec![capacity::METADATA_PORT_OWNER.into()],
+        fields: ["id", "network_id", "device_owner"]
+            .map(String::from)
+            .to_vec(),
+        ..Default::default()
+    };
+    match net.list_ports(&query).await {
+        Ok(ports) => capacity::own_ports_per_network(&ports),
+        Err(_) => 1,
+    }
 }
 
 /// Orphaned legs, legs gone, and gateway routes, appended to `out`; Err says why the rest

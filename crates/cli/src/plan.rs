@@ -96,7 +96,12 @@ async fn capacity_hints(
         }
         let (resource, n) = match w {
             PlannedWrite::CreatePort { .. } | PlannedWrite::AttachSubnet { .. } => ("port", 1),
-            PlannedWrite::CreateNetwork { .. } => ("network", 1),
+            PlannedWrite::CreateNetwork { .. } => {
+                // With the network, Neutron may make a port of its own in the same project.
+                let own = crate::doctor::own_ports_per_network(net, fabric).await;
+                *needs.entry("port").or_default() += own;
+                ("network", 1)
+            }
             PlannedWrite::CreateSubnet { .. } => ("subnet", 1),
             PlannedWrite::CreateRouter { .. } => ("router", 1),
             PlannedWrite::Share { .. } => ("rbac_policy", 1),

@@ -940,3 +940,102 @@ async fn plan_names_a_limit_the_link_would_exceed() {
         p.hints
     );
 }
+
+/// A project's first `PerCustomer` link on ML2/OVN costs the operator's project three ports:
+/// the edge router's two interfaces and the metadata port Neutron makes with the customer
+/// transit. With two left, the plan names the port quota (and Neutron then refuses the build);
+/// with three, or on a backend that makes no such port with two, the plan is clean and the link
+/// is built as planned.
+#[tokio::test]
+async fn plan_counts_the_port_ml2_ovn_makes_with_a_customer_transit() {
+    for (ovn, free, hinted) in [(true, 2, true), (true, 3, false), (false, 2, false)] {
+        let cloud = bnerd_cloud_fake::FakeCloud::new().ml2_ovn(ovn);
+        let mut env = bnerd_testkit::fake_env_with(cloud.clone()).await;
+        env.fabric.customer_transit = Some(bnerd_cloud::fabric::CustomerTransitPool {
+            pool: "10.255.170.0/24".parse().unwrap(),
+            prefix_len: 28,
+        });
+        let used = env
+            .net
+            .quota_details(&env.fabric.operator_project_id)
+            .await
+            .expect("quota details")
+            .into_iter()
+            .find(|q| q.resource == "port")
+            .expect("the port row")
+            .used;
+        let _ = cloud.clone().quota("port", used as usize + free);
+        let customer = Customer::of(&env);
+        let router = customer
+            .net(&customer.id, &customer.secret)
+            .create_router("plan-pc-quota")
+            .await
+            .expect("customer router");
+        let mut s = spec(&router.id, "10.91.0.0/16", None);
+        s.credentials_secret_ref = Some(SecretRef {
+            name: "clusterlink-pc".into(),
+            namespace: NS.into(),
+        });
+        s.customer_project_id = Some(customer.project.clone());
+        s.transit_isolation = Some(bnerd_api::TransitIsolation::PerCustomer);
+        env.add_link("pc", s);
+        let case = format!("ML2/OVN {ovn}, {free} ports left");
+        let port_hint = |p: &Plan| {
+            p.hints
+                .iter()
+                .find(|h| h.starts_with("this link needs") && h.contains(" of port,"))
+                .cloned()
+        };
+        if !hinted {
+            let (p, _, _) = plan_then_run(&mut env, "pc", Some(&customer)).await;
+            assert!(p.ready, "{case}: {p:?}");
+            assert_eq!(port_hint(&p), None, "{case}");
+            continue;
+        }
+        let link = env.link("pc").clone();
+        let p = plan(
+            env.net.as_ref(),
+            &env.fabric,
+            &link,
+            &env.links,
+            &env.reverse,
+            Some(customer.access()),
+        )
+        .await
+        .expect("plan");
+        let hint = port_hint(&p).unwrap_or_default();
+        assert!(
+            hint.starts_with(&format!(
+                "this link needs 3 more of port, which has {free} left"
+            )),
+            "{case}: {:?}",
+            p.hints
+        );
+        // Neutron agrees: the build runs out of ports.
+        let status = Default::default();
+        let input = input_of(&link, &status, &[], &env.reverse).expect("uid");
+        let tap = Overlay::tap(env.net.as_ref());
+        let side = CustomerSide::beside(&tap, &customer);
+        let engine = LinkEngine::new(
+            &tap,
+            &env.fabric,
+            Customers {
+                source: &side,
+                operator: &customer.operator,
+                namespace: NS,
+            },
+        );
+        let out = engine.reconcile(&input).await.outcome;
+        let failed: Vec<String> = out
+            .status
+            .conditions
+            .iter()
+            .filter(|c| c.status == "False")
+            .map(|c| c.message.clone())
+            .collect();
+        assert!(
+            failed.iter().any(|m| m.to_lowercase().contains("quota")),
+            "{case}: {failed:?}"
+        );
+    }
+}

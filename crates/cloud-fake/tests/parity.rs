@@ -265,6 +265,32 @@ async fn table(c: &Clouds) -> Vec<(&'static str, String)> {
         "Neutron's own ports on a new subnet without DHCP",
         own_ports(op, &bare.id).await,
     ));
+    // How `plan` and doctor tell whether a new network brings a port of Neutron's own: the
+    // transit's ports asked for by that owner, with only the fields they read.
+    let metadata = op
+        .list_ports(&PortQuery {
+            network_id: Some(net.id.clone()),
+            device_owners: vec!["network:distributed".into()],
+            fields: ["id", "network_id", "device_owner"]
+                .map(String::from)
+                .to_vec(),
+            ..Default::default()
+        })
+        .await;
+    out.push((
+        "metadata ports by device_owner, fields narrowed",
+        match metadata {
+            Ok(p) => format!(
+                "{} ({})",
+                p.len(),
+                p.iter()
+                    .map(|p| p.device_owner.as_str())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            Err(e) => format!("{e}"),
+        },
+    ));
     op.delete_network(&bare.id).await.unwrap();
     out.push((
         "tag-ports-during-bulk-creation listed",
@@ -929,6 +955,7 @@ async fn table(c: &Clouds) -> Vec<(&'static str, String)> {
 const EXPECTED: &[(&str, &str)] = &[
     ("Neutron's own ports on a new subnet", "none"),
     ("Neutron's own ports on a new subnet without DHCP", "none"),
+    ("metadata ports by device_owner, fields narrowed", "0 ()"),
     // Without ML2's tag_ports_during_bulk_creation driver (the lab's, and most clouds',
     // setup) create-body tags are dropped; `tag-creation` is listed either way and only
     // means POST /ports/{id}/tags.
@@ -1312,6 +1339,11 @@ const ML2_OVN: &[(&str, &str)] = &[
     (
         "Neutron's own ports on a new subnet without DHCP",
         "network:distributed at no address, device_id ovnmeta-<network>",
+    ),
+    // ... found by its owner, as `plan` and doctor ask for it.
+    (
+        "metadata ports by device_owner, fields narrowed",
+        "1 (network:distributed)",
     ),
     // ... which carries no tags, so a not-tags query finds it too.
     ("filter not-tags", "3"),

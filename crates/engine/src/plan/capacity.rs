@@ -114,17 +114,33 @@ const SAME_TENANT_LINK: [(&str, u64); 2] = [("port", 1), (GATEWAY_ROUTES, 1)];
 /// The first link of a `Shared` customer project (its leg is the customer's port).
 const SHARED_PROJECT: [(&str, u64); 2] = [("rbac_policy", 1), (GATEWAY_ROUTES, 1)];
 /// The first link of a `PerCustomer` customer project: the customer transit, its subnet,
-/// its share, the edge router and its two interfaces, and the port ML2/OVN makes with every
-/// network for its metadata service (in the network's project, so counted; other backends
-/// make none on a subnet without DHCP, and the forecast is then one port short of exact).
+/// its share, the edge router and its two interfaces; the ports Neutron makes itself with a
+/// new network come on top ([`own_ports_per_network`]).
 const PER_CUSTOMER_PROJECT: [(&str, u64); 6] = [
     ("network", 1),
     ("subnet", 1),
     ("rbac_policy", 1),
     ("router", 1),
-    ("port", 3),
+    ("port", 2),
     (GATEWAY_ROUTES, 1),
 ];
+
+/// The device owner of the port ML2/OVN makes with every network for its metadata service,
+/// with or without DHCP on the network's subnets.
+pub const METADATA_PORT_OWNER: &str = "network:distributed";
+
+/// The ports Neutron makes by itself with each new network, judged by what it made on the
+/// transit network: ML2/OVN with its metadata service on makes one (`network:distributed`),
+/// in the network's project, so it counts against the operator's port quota; other backends
+/// make none on a subnet without DHCP, which is how a customer transit is cut. The transit's
+/// DHCP port is not one of them: only a subnet with DHCP brings it.
+pub fn own_ports_per_network(transit_ports: &[bnerd_cloud::Port]) -> u64 {
+    u64::from(
+        transit_ports
+            .iter()
+            .any(|p| p.device_owner == METADATA_PORT_OWNER),
+    )
+}
 
 /// How many more of each kind fit: None where nothing limits it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -143,11 +159,17 @@ fn room_for(rows: &[Row], cost: &[(&str, u64)]) -> Option<u64> {
         .min()
 }
 
-pub fn forecast(rows: &[Row]) -> Forecast {
+/// How many more links of each kind fit, where each new network also brings
+/// `own_ports_per_network` ports Neutron makes itself ([`own_ports_per_network`]).
+pub fn forecast(rows: &[Row], own_ports_per_network: u64) -> Forecast {
+    let per_customer = PER_CUSTOMER_PROJECT.map(|(r, n)| match r {
+        "port" => (r, n + own_ports_per_network),
+        _ => (r, n),
+    });
     Forecast {
         same_tenant_links: room_for(rows, &SAME_TENANT_LINK),
         shared_projects: room_for(rows, &SHARED_PROJECT),
-        per_customer_projects: room_for(rows, &PER_CUSTOMER_PROJECT),
+        per_customer_projects: room_for(rows, &per_customer),
     }
 }
 
@@ -284,7 +306,7 @@ mod tests {
             q("router", 2, Some(10)),
             q("rbac_policy", 2, Some(10)),
         ];
-        let f = forecast(&rows(&quota, 7));
+        let f = forecast(&rows(&quota, 7), 1);
         assert_eq!(
             f,
             Forecast {
@@ -302,13 +324,37 @@ mod tests {
             q("rbac_policy", 2, None),
             q("router_route", 0, None),
         ];
-        let f = forecast(&rows(&quota, 7));
+        let f = forecast(&rows(&quota, 7), 1);
         assert_eq!(f.same_tenant_links, None);
         assert_eq!(f.shared_projects, None);
         assert_eq!(f.per_customer_projects, Some(1));
         assert_eq!(
             f.describe(),
             "room for unlimited more same-tenant links, unlimited more Shared customer projects, 1 more PerCustomer customer projects"
+        );
+    }
+
+    #[test]
+    fn a_network_neutron_gives_a_port_costs_a_per_customer_project_one_more() {
+        let port = |owner: &str| bnerd_cloud::Port {
+            device_owner: owner.into(),
+            ..Default::default()
+        };
+        // ML2/OVN: the transit's metadata port; every new network gets one.
+        let ovn = [port("network:router_interface"), port(METADATA_PORT_OWNER)];
+        assert_eq!(own_ports_per_network(&ovn), 1);
+        // A DHCP port comes with a DHCP subnet, and a customer transit has none.
+        let plain = [port("network:router_interface"), port("network:dhcp")];
+        assert_eq!(own_ports_per_network(&plain), 0);
+        assert_eq!(own_ports_per_network(&[]), 0);
+        // 6 ports left, nothing else scarce: 2 projects of 3 ports, or 3 of 2.
+        let quota = [q("port", 8, Some(14)), q("router", 2, None)];
+        assert_eq!(forecast(&rows(&quota, 7), 1).per_customer_projects, Some(2));
+        assert_eq!(forecast(&rows(&quota, 7), 0).per_customer_projects, Some(3));
+        // Other kinds of link make no network.
+        assert_eq!(
+            forecast(&rows(&quota, 7), 1).same_tenant_links,
+            forecast(&rows(&quota, 7), 0).same_tenant_links
         );
     }
 
