@@ -235,7 +235,7 @@ pub async fn capacity_findings(net: &dyn Neutron, fabric: &Fabric) -> Vec<Findin
 
 /// The ports Neutron makes by itself with a new network (ML2/OVN's metadata port), judged by
 /// the transit network's (`capacity::own_ports_per_network`). A read that fails counts the
-/// port: a forecast one port short errs on the side of room left over.
+/// port, so the forecast and the plan's hint err towards less room, never more.
 pub(crate) async fn own_ports_per_network(net: &dyn Neutron, fabric: &Fabric) -> u64 {
     let query = PortQuery {
         network_id: Some(fabric.transit_network_id.clone()),
