@@ -239,7 +239,7 @@ pub async fn capacity_findings(net: &dyn Neutron, fabric: &Fabric) -> Vec<Findin
 pub(crate) async fn own_ports_per_network(net: &dyn Neutron, fabric: &Fabric) -> u64 {
     let query = PortQuery {
         network_id: Some(fabric.transit_network_id.clone()),
-        device_owners: vec![capacity::METADATA_PORT_OWNER.into()],
+        device_owners: vec![bnerd_cloud::OWNER_METADATA.into()],
         fields: ["id", "network_id", "device_owner"]
             .map(String::from)
             .to_vec(),
@@ -463,7 +463,8 @@ pub enum Seen {
 /// The verdict on a project whose cross-tenant links are all `PerCustomer`: `own` are the
 /// IDs of the operator's own rules sharing the transit network with it (what
 /// `decommission-share` removes), `seen` what the project's credential sees (which also
-/// catches a rule an admin made, invisible to the operator's credential).
+/// catches a rule an admin made, invisible to the operator's credential; how an admin finds
+/// and removes such a rule: docs/operations.md, "Decommission a share").
 pub fn not_shared_finding(
     network_id: &str,
     project: &str,
@@ -485,7 +486,7 @@ pub fn not_shared_finding(
     }
     match seen {
         Seen::Visible => Finding::problem(format!(
-            "{who}: the transit network {network_id} is still visible to it, through a rule the operator's credential cannot see (an admin's): {reach}; an OpenStack admin finds it with openstack network rbac list --target-project {} --type network --long -c ID -c \"Object ID\" -f value and removes it with openstack network rbac delete <rbac-policy-id> ({command} names only the operator's own rules)",
+            "{who}: the transit network {network_id} is still visible to it, through a rule the operator's credential cannot see (an admin's): {reach}; an OpenStack admin finds it with openstack network rbac list --target-project {} --type network -f value -c ID -c \"Object ID\" --long and removes it with openstack network rbac delete <rbac-policy-id> ({command} names only the operator's own rules)",
             shell_word(project)
         )),
         Seen::Hidden => Finding::ok(format!("{who}: the transit network is not shared with it")),
