@@ -612,19 +612,14 @@ both!(plan_predicts_the_unwind);
 /// gateway route (operator); the real reconcile writes the same list with the same
 /// credentials. Then its unwind, planned and run the same way.
 async fn plan_predicts_a_cross_tenant_link(mut env: Env) {
-    let customer = Customer::of(&env);
+    let (customer, router) = add_cross_tenant_link(
+        &mut env,
+        "ct",
+        "10.89.0.0/16",
+        &bnerd_testkit::unique("plan-ct"),
+    )
+    .await;
     let cnet = customer.net(&customer.id, &customer.secret);
-    let router = cnet
-        .create_router(&bnerd_testkit::unique("plan-ct"))
-        .await
-        .expect("customer router");
-    let mut s = spec(&router.id, "10.89.0.0/16", None);
-    s.credentials_secret_ref = Some(SecretRef {
-        name: "clusterlink-ct".into(),
-        namespace: NS.into(),
-    });
-    s.customer_project_id = Some(customer.project.clone());
-    env.add_link("ct", s);
     let i = env.links.len() - 1;
     env.links[i].metadata.annotations =
         Some([(ANNOTATION_API_ACCESS.to_string(), "none".to_string())].into());
@@ -727,6 +722,47 @@ async fn plan_predicts_a_cross_tenant_link(mut env: Env) {
 }
 both!(plan_predicts_a_cross_tenant_link);
 
+/// A cross-tenant link `name` of the customer's project to `cidr`, on a new router of the
+/// customer's named `router`, with the customer's Secret: the customer and the router.
+async fn add_cross_tenant_link(
+    env: &mut Env,
+    name: &str,
+    cidr: &str,
+    router: &str,
+) -> (Customer, bnerd_cloud::Router) {
+    let customer = Customer::of(env);
+    let router = customer
+        .net(&customer.id, &customer.secret)
+        .create_router(router)
+        .await
+        .expect("customer router");
+    let mut s = spec(&router.id, cidr, None);
+    s.credentials_secret_ref = Some(SecretRef {
+        name: format!("clusterlink-{name}"),
+        namespace: NS.into(),
+    });
+    s.customer_project_id = Some(customer.project.clone());
+    env.add_link(name, s);
+    (customer, router)
+}
+
+/// A `PerCustomer` link "pc" (as [`add_cross_tenant_link`], to 10.91.0.0/16), its customer
+/// transits cut from `pool` (/28 each).
+async fn add_per_customer_link(
+    env: &mut Env,
+    pool: &str,
+    router: &str,
+) -> (Customer, bnerd_cloud::Router) {
+    env.fabric.customer_transit = Some(bnerd_cloud::fabric::CustomerTransitPool {
+        pool: pool.parse().unwrap(),
+        prefix_len: 28,
+    });
+    let added = add_cross_tenant_link(env, "pc", "10.91.0.0/16", router).await;
+    let i = env.links.len() - 1;
+    env.links[i].spec.transit_isolation = Some(bnerd_api::TransitIsolation::PerCustomer);
+    added
+}
+
 /// A `PerCustomer` link's plan shows its project's customer transit being built (network,
 /// subnet, edge router, its interface and transit leg, the share), then the leg and the three
 /// routes; the real reconcile makes the same writes (its two halves interleaved as Neutron
@@ -743,24 +779,9 @@ async fn plan_predicts_a_per_customer_link(mut env: Env) {
     };
     let block = pool.replace(".0/24", ".0/28");
     let gateway = pool.replace(".0/24", ".1");
-    env.fabric.customer_transit = Some(bnerd_cloud::fabric::CustomerTransitPool {
-        pool: pool.parse().unwrap(),
-        prefix_len: 28,
-    });
-    let customer = Customer::of(&env);
+    let (customer, router) =
+        add_per_customer_link(&mut env, pool, &bnerd_testkit::unique("plan-pc")).await;
     let cnet = customer.net(&customer.id, &customer.secret);
-    let router = cnet
-        .create_router(&bnerd_testkit::unique("plan-pc"))
-        .await
-        .expect("customer router");
-    let mut s = spec(&router.id, "10.91.0.0/16", None);
-    s.credentials_secret_ref = Some(SecretRef {
-        name: "clusterlink-pc".into(),
-        namespace: NS.into(),
-    });
-    s.customer_project_id = Some(customer.project.clone());
-    s.transit_isolation = Some(bnerd_api::TransitIsolation::PerCustomer);
-    env.add_link("pc", s);
 
     let (p, planned, applied) = plan_then_run(&mut env, "pc", Some(&customer)).await;
     same_writes_side_by_side(&planned, &applied, 4, 3);
@@ -951,10 +972,6 @@ async fn plan_counts_the_port_ml2_ovn_makes_with_a_customer_transit() {
     for (ovn, free, hinted) in [(true, 2, true), (true, 3, false), (false, 2, false)] {
         let cloud = bnerd_cloud_fake::FakeCloud::new().ml2_ovn(ovn);
         let mut env = bnerd_testkit::fake_env_with(cloud.clone()).await;
-        env.fabric.customer_transit = Some(bnerd_cloud::fabric::CustomerTransitPool {
-            pool: "10.255.170.0/24".parse().unwrap(),
-            prefix_len: 28,
-        });
         let used = env
             .net
             .quota_details(&env.fabric.operator_project_id)
@@ -965,20 +982,8 @@ async fn plan_counts_the_port_ml2_ovn_makes_with_a_customer_transit() {
             .expect("the port row")
             .used;
         let _ = cloud.clone().quota("port", used as usize + free);
-        let customer = Customer::of(&env);
-        let router = customer
-            .net(&customer.id, &customer.secret)
-            .create_router("plan-pc-quota")
-            .await
-            .expect("customer router");
-        let mut s = spec(&router.id, "10.91.0.0/16", None);
-        s.credentials_secret_ref = Some(SecretRef {
-            name: "clusterlink-pc".into(),
-            namespace: NS.into(),
-        });
-        s.customer_project_id = Some(customer.project.clone());
-        s.transit_isolation = Some(bnerd_api::TransitIsolation::PerCustomer);
-        env.add_link("pc", s);
+        let (customer, _) =
+            add_per_customer_link(&mut env, "10.255.170.0/24", "plan-pc-quota").await;
         let case = format!("ML2/OVN {ovn}, {free} ports left");
         let port_hint = |p: &Plan| {
             p.hints

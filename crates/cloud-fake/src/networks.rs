@@ -7,9 +7,6 @@ use ipnet::Ipv4Net;
 use crate::faults::Op;
 use crate::world::{FakeNeutron, api, new_id};
 
-/// ML2/OVN's metadata port (with `ovn_metadata_enabled`, the usual setting).
-pub(crate) const METADATA_OWNER: &str = "network:distributed";
-
 /// ML2/OVN gives the network's metadata port (made with the network, in `network_create`)
 /// the first free address of every new DHCP subnet: `.2` next to a `.1` gateway (measured).
 fn metadata_address(w: &mut crate::world::World, s: &Subnet) {
@@ -45,7 +42,7 @@ fn metadata_port(network_id: &str, owner: &str) -> bnerd_cloud::Port {
         network_id: network_id.into(),
         project_id: owner.into(),
         device_id: format!("ovnmeta-{network_id}"),
-        device_owner: METADATA_OWNER.into(),
+        device_owner: bnerd_cloud::OWNER_METADATA.into(),
         revision_number: 1,
         ..Default::default()
     }
@@ -161,7 +158,7 @@ impl FakeNeutron {
                 return Err(api("DELETE", &path, 404, "NetworkNotFound", format!("Network {id} could not be found.")));
             }
             // Neutron's own ports (ML2/OVN's metadata port) go with the network.
-            w.ports.retain(|_, p| !(p.network_id == id && p.device_owner == METADATA_OWNER));
+            w.ports.retain(|_, p| !(p.network_id == id && p.device_owner == bnerd_cloud::OWNER_METADATA));
             let in_use: Vec<String> = w.ports.values().filter(|p| p.network_id == id).map(|p| p.id.clone()).collect();
             if !in_use.is_empty() {
                 return Err(api(

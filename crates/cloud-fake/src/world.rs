@@ -348,10 +348,10 @@ impl FakeCloud {
     /// Answer as a Neutron on ML2/OVN does where it differs (measured on the lab's ML2/OVN
     /// Neutron, the parity table's ML2/OVN rows): `external-gateway-multihoming` is listed;
     /// every network gets a metadata port (`network:distributed`, `ovnmeta-<network>`),
-    /// given the first free address of each DHCP subnet and removed with the network; router interfaces are always
-    /// `network:router_interface` (OVN routers say `ha: true` and are not HA routers in
-    /// Neutron's sense); `distributed` is an unknown attribute (no `dvr`); a second interface
-    /// on a subnet is refused in the CIDR-overlap wording.
+    /// given the first free address of each DHCP subnet and removed with the network; router
+    /// interfaces are always `network:router_interface` (OVN routers say `ha: true` and are
+    /// not HA routers in Neutron's sense); `distributed` is an unknown attribute (no `dvr`); a
+    /// second interface on a subnet is refused in the CIDR-overlap wording.
     pub fn ml2_ovn(self, on: bool) -> Self {
         self.lock().settings.ml2_ovn = on;
         self

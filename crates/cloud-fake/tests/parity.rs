@@ -270,7 +270,7 @@ async fn table(c: &Clouds) -> Vec<(&'static str, String)> {
     let metadata = op
         .list_ports(&PortQuery {
             network_id: Some(net.id.clone()),
-            device_owners: vec!["network:distributed".into()],
+            device_owners: vec![bnerd_cloud::OWNER_METADATA.into()],
             fields: ["id", "network_id", "device_owner"]
                 .map(String::from)
                 .to_vec(),

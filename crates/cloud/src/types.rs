@@ -37,6 +37,11 @@ pub const OWNER_ROUTER_INTERFACE: &str = "network:router_interface";
 pub const OWNER_ROUTER_INTERFACE_HA: &str = "network:ha_router_replicated_interface";
 /// ... on a distributed (DVR) router's interface port.
 pub const OWNER_ROUTER_INTERFACE_DVR: &str = "network:router_interface_distributed";
+/// ... on the port ML2/OVN makes with every network for its metadata service (with
+/// `ovn_metadata_enabled`, the usual setting), with or without DHCP on the network's subnets.
+pub const OWNER_METADATA: &str = "network:distributed";
+/// ... on a DHCP agent's port, made with a subnet that has DHCP on.
+pub const OWNER_DHCP: &str = "network:dhcp";
 /// Every device_owner Neutron gives a router interface (its ROUTER_INTERFACE_OWNERS). An HA
 /// router's heartbeat port (`network:router_ha_interface`) is not among them: it is never a leg.
 pub const ROUTER_INTERFACE_OWNERS: [&str; 3] = [

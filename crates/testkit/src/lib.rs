@@ -321,10 +321,7 @@ pub fn unique(prefix: &str) -> String {
 
 /// A port Neutron makes for itself on a network: ML2/OVN's metadata port, a DHCP agent's port.
 pub fn is_neutron_owned(p: &Port) -> bool {
-    matches!(
-        p.device_owner.as_str(),
-        "network:distributed" | "network:dhcp"
-    )
+    [bnerd_cloud::OWNER_METADATA, bnerd_cloud::OWNER_DHCP].contains(&p.device_owner.as_str())
 }
 
 /// A fresh transit network (10.254.0.0/24, gateway .1) and gateway router, per test, so

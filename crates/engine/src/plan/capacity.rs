@@ -125,10 +125,6 @@ const PER_CUSTOMER_PROJECT: [(&str, u64); 6] = [
     (GATEWAY_ROUTES, 1),
 ];
 
-/// The device owner of the port ML2/OVN makes with every network for its metadata service,
-/// with or without DHCP on the network's subnets.
-pub const METADATA_PORT_OWNER: &str = "network:distributed";
-
 /// The ports Neutron makes by itself with each new network, judged by what it made on the
 /// transit network: ML2/OVN with its metadata service on makes one (`network:distributed`),
 /// in the network's project, so it counts against the operator's port quota; other backends
@@ -138,7 +134,7 @@ pub fn own_ports_per_network(transit_ports: &[bnerd_cloud::Port]) -> u64 {
     u64::from(
         transit_ports
             .iter()
-            .any(|p| p.device_owner == METADATA_PORT_OWNER),
+            .any(|p| p.device_owner == bnerd_cloud::OWNER_METADATA),
     )
 }
 
@@ -341,7 +337,10 @@ mod tests {
             ..Default::default()
         };
         // ML2/OVN: the transit's metadata port; every new network gets one.
-        let ovn = [port("network:router_interface"), port(METADATA_PORT_OWNER)];
+        let ovn = [
+            port("network:router_interface"),
+            port(bnerd_cloud::OWNER_METADATA),
+        ];
         assert_eq!(own_ports_per_network(&ovn), 1);
         // A DHCP port comes with a DHCP subnet, and a customer transit has none.
         let plain = [port("network:router_interface"), port("network:dhcp")];
