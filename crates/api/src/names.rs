@@ -76,6 +76,25 @@ pub fn edge_router_name(transit: &str, project: &str) -> String {
 }
 
 const EDGE_PREFIX: &str = "bnerd-vpn-edge-";
+const CUSTOMER_TRANSIT_PREFIX: &str = "bnerd-vpn-customer-";
+
+/// The project a name from [`customer_transit_name`] on `transit` is for; `None` for any
+/// other name. The batched resync finds every customer transit in one list by it.
+pub fn customer_transit_project<'a>(transit: &str, name: &'a str) -> Option<&'a str> {
+    project_in(name, CUSTOMER_TRANSIT_PREFIX, transit)
+}
+
+/// The project a name from [`edge_router_name`] on `transit` is for; `None` for any other.
+pub fn edge_router_project<'a>(transit: &str, name: &'a str) -> Option<&'a str> {
+    project_in(name, EDGE_PREFIX, transit)
+}
+
+fn project_in<'a>(name: &'a str, prefix: &str, transit: &str) -> Option<&'a str> {
+    name.strip_prefix(prefix)?
+        .strip_suffix(transit)?
+        .strip_suffix("-on-")
+        .filter(|p| !p.is_empty())
+}
 
 /// Whether a port's name makes it an edge router's leg (attached or left loose by a crash):
 /// never a gateway's port.
@@ -96,4 +115,31 @@ pub fn credentials_secret_name(link_name: &str) -> String {
 pub fn is_managed(tags: &[String]) -> bool {
     tags.iter()
         .any(|t| t == TAG_MANAGED || t.starts_with(UID_PREFIX) || t.starts_with(NAME_PREFIX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_customer_transits_name_gives_its_project_back_and_no_other_name_does() {
+        let (t, p) = ("5f0c-transit", "c0ffee01");
+        assert_eq!(
+            customer_transit_project(t, &customer_transit_name(t, p)),
+            Some(p)
+        );
+        assert_eq!(edge_router_project(t, &edge_router_name(t, p)), Some(p));
+        // Another transit network's, the other kind's, an empty project, a hand-made name.
+        assert_eq!(
+            customer_transit_project("other", &customer_transit_name(t, p)),
+            None
+        );
+        assert_eq!(customer_transit_project(t, &edge_router_name(t, p)), None);
+        assert_eq!(edge_router_project(t, &customer_transit_name(t, p)), None);
+        assert_eq!(
+            customer_transit_project(t, &customer_transit_name(t, "")),
+            None
+        );
+        assert_eq!(customer_transit_project(t, "vpn-transit"), None);
+    }
 }

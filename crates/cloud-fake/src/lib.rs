@@ -110,7 +110,14 @@ impl Neutron for FakeNeutron {
     }
 
     async fn list_rbac_policies(&self, object_id: &str) -> Result<Vec<RbacPolicy>> {
-        self.rbac_list(object_id).await
+        self.rbac_list(&[object_id.to_string()]).await
+    }
+
+    async fn list_rbac_policies_of(&self, object_ids: &[String]) -> Result<Vec<RbacPolicy>> {
+        if object_ids.is_empty() {
+            return Ok(vec![]);
+        }
+        self.rbac_list(object_ids).await
     }
 
     async fn delete_rbac_policy(&self, id: &str) -> Result<()> {

@@ -76,11 +76,11 @@ impl FakeNeutron {
         .await
     }
 
-    pub(crate) async fn rbac_list(&self, object_id: &str) -> Result<Vec<RbacPolicy>> {
+    pub(crate) async fn rbac_list(&self, object_ids: &[String]) -> Result<Vec<RbacPolicy>> {
         self.run(Op::ListRbacPolicies, "GET", "/rbac-policies", |w| {
             Ok(w.rbac
                 .values()
-                .filter(|r| r.object_id == object_id && self.owns(&r.project_id))
+                .filter(|r| object_ids.contains(&r.object_id) && self.owns(&r.project_id))
                 .cloned()
                 .collect())
         })

@@ -204,6 +204,31 @@ fn share(network_id: &str, target: &str) -> ShareNetwork {
     }
 }
 
+/// Objects as (ID, the network or object they belong to), sorted.
+fn ids_of<'a>(v: impl Iterator<Item = (&'a String, &'a String)>) -> Vec<(String, String)> {
+    let mut v: Vec<_> = v.map(|(a, b)| (a.clone(), b.clone())).collect();
+    v.sort();
+    v
+}
+
+/// A row's answer for one list against the lists it should be together: `same` when they
+/// hold the same objects and those belong to two networks, else both.
+fn together(whole: Result<Vec<(String, String)>>, each: Result<Vec<(String, String)>>) -> String {
+    match (whole, each) {
+        (Ok(w), Ok(e)) => {
+            let mut of: Vec<&String> = w.iter().map(|(_, n)| n).collect();
+            of.sort();
+            of.dedup();
+            if w == e && of.len() == 2 {
+                "same, of both".into()
+            } else {
+                format!("{w:?} against {e:?}")
+            }
+        }
+        (w, e) => format!("{:?} / {:?}", w.err(), e.err()),
+    }
+}
+
 /// The ports on network `net_id` that nobody but Neutron made, as a row's answer.
 async fn own_ports(op: &dyn Neutron, net_id: &str) -> String {
     let own = op
@@ -291,6 +316,59 @@ async fn table(c: &Clouds) -> Vec<(&'static str, String)> {
             Err(e) => format!("{e}"),
         },
     ));
+    // The batched resync lists many customer transits' ports and subnets in one call each
+    // (repeated network_id): the answer must be each network's own list, together.
+    let mut mine = vec![];
+    for n in [&net.id, &bare.id] {
+        let p = op
+            .create_port(&CreatePort {
+                network_id: n.clone(),
+                name: unique("p"),
+                ..Default::default()
+            })
+            .await;
+        mine.push(p);
+    }
+    let both = [net.id.clone(), bare.id.clone()];
+    let ports_each = |id: &str| PortQuery {
+        network_id: Some(id.into()),
+        ..Default::default()
+    };
+    let of_both = PortQuery {
+        network_ids: both.to_vec(),
+        ..Default::default()
+    };
+    let whole = op.list_ports(&of_both).await;
+    let a = op.list_ports(&ports_each(&net.id)).await;
+    let b = op.list_ports(&ports_each(&bare.id)).await;
+    out.push((
+        "ports of two networks by repeated network_id",
+        together(
+            whole.map(|v| ids_of(v.iter().map(|p| (&p.id, &p.network_id)))),
+            a.and_then(|a| b.map(|b| ids_of(a.iter().chain(&b).map(|p| (&p.id, &p.network_id))))),
+        ),
+    ));
+    let subnets_each = |id: &str| SubnetQuery {
+        network_id: Some(id.into()),
+        ..Default::default()
+    };
+    let of_both = SubnetQuery {
+        network_ids: both.to_vec(),
+        ..Default::default()
+    };
+    let whole = op.list_subnets(&of_both).await;
+    let a = op.list_subnets(&subnets_each(&net.id)).await;
+    let b = op.list_subnets(&subnets_each(&bare.id)).await;
+    out.push((
+        "subnets of two networks by repeated network_id",
+        together(
+            whole.map(|v| ids_of(v.iter().map(|s| (&s.id, &s.network_id)))),
+            a.and_then(|a| b.map(|b| ids_of(a.iter().chain(&b).map(|s| (&s.id, &s.network_id))))),
+        ),
+    ));
+    for p in mine.into_iter().flatten() {
+        op.delete_port(&p.id).await.unwrap();
+    }
     op.delete_network(&bare.id).await.unwrap();
     out.push((
         "tag-ports-during-bulk-creation listed",
@@ -818,6 +896,25 @@ async fn table(c: &Clouds) -> Vec<(&'static str, String)> {
         "target lists the policies",
         format!("{}", cust.list_rbac_policies(&net.id).await.unwrap().len()),
     ));
+    // The operator's policies on many customer transits in one call (repeated object_id).
+    let other = op.create_network(&unique("parity-rbac")).await.unwrap();
+    let other_share = op
+        .create_rbac_policy(&share(&other.id, &cust_project))
+        .await
+        .unwrap();
+    let two = [net.id.clone(), other.id.clone()];
+    let whole = op.list_rbac_policies_of(&two).await;
+    let a = op.list_rbac_policies(&net.id).await;
+    let b = op.list_rbac_policies(&other.id).await;
+    out.push((
+        "owner lists its policies on two networks by repeated object_id",
+        together(
+            whole.map(|v| ids_of(v.iter().map(|r| (&r.id, &r.object_id)))),
+            a.and_then(|a| b.map(|b| ids_of(a.iter().chain(&b).map(|r| (&r.id, &r.object_id))))),
+        ),
+    ));
+    op.delete_rbac_policy(&other_share.id).await.unwrap();
+    op.delete_network(&other.id).await.unwrap();
     out.push((
         "shared flag, owner's view",
         format!("{}", op.get_network(&net.id).await.unwrap().shared),
@@ -956,6 +1053,14 @@ const EXPECTED: &[(&str, &str)] = &[
     ("Neutron's own ports on a new subnet", "none"),
     ("Neutron's own ports on a new subnet without DHCP", "none"),
     ("metadata ports by device_owner, fields narrowed", "0 ()"),
+    (
+        "ports of two networks by repeated network_id",
+        "same, of both",
+    ),
+    (
+        "subnets of two networks by repeated network_id",
+        "same, of both",
+    ),
     // Without ML2's tag_ports_during_bulk_creation driver (the lab's, and most clouds',
     // setup) create-body tags are dropped; `tag-creation` is listed either way and only
     // means POST /ports/{id}/tags.
@@ -1107,6 +1212,10 @@ const EXPECTED: &[(&str, &str)] = &[
     ),
     ("owner lists its policies", "1"),
     ("target lists the policies", "0"),
+    (
+        "owner lists its policies on two networks by repeated object_id",
+        "same, of both",
+    ),
     ("shared flag, owner's view", "false"),
     ("shared flag, target's view", "true"),
     ("target reads the subnet", "ok"),

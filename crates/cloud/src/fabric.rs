@@ -564,6 +564,9 @@ mod tests {
         async fn list_rbac_policies(&self, _: &str) -> Result<Vec<RbacPolicy>> {
             unused()
         }
+        async fn list_rbac_policies_of(&self, _: &[String]) -> Result<Vec<RbacPolicy>> {
+            unused()
+        }
         async fn delete_rbac_policy(&self, _: &str) -> Result<()> {
             unused()
         }

@@ -57,6 +57,9 @@ pub trait Neutron: Send + Sync {
     async fn create_rbac_policy(&self, req: &ShareNetwork) -> Result<RbacPolicy>;
     /// `GET /rbac-policies?object_id=`: only the caller's own policies are listed.
     async fn list_rbac_policies(&self, object_id: &str) -> Result<Vec<RbacPolicy>>;
+    /// `GET /rbac-policies?object_id=a&object_id=b…`: the caller's own policies on any of
+    /// these objects, in one call. None named: none listed, and no call.
+    async fn list_rbac_policies_of(&self, object_ids: &[String]) -> Result<Vec<RbacPolicy>>;
     async fn delete_rbac_policy(&self, id: &str) -> Result<()>;
     /// The privilege probe, [`ADMIN_READ_PROBE`]: the quota usage of a project that is not
     /// the caller's. Neutron's quota-details controller answers it only when the request

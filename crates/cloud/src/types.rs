@@ -135,6 +135,9 @@ pub struct Subnet {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PortQuery {
     pub network_id: Option<String>,
+    /// Ports on any of these networks (`?network_id=a&network_id=b…`): the batched resync
+    /// lists every customer transit's ports in one call. Set this or `network_id`, not both.
+    pub network_ids: Vec<String>,
     /// Ports of any of these devices (`?device_id=a&device_id=b…`), so one call can list the
     /// interfaces of many routers.
     pub device_ids: Vec<String>,
@@ -159,6 +162,7 @@ impl PortQuery {
     /// tags.
     pub fn matches(&self, p: &Port) -> bool {
         self.network_id.as_ref().is_none_or(|n| *n == p.network_id)
+            && (self.network_ids.is_empty() || self.network_ids.contains(&p.network_id))
             && (self.device_ids.is_empty() || self.device_ids.contains(&p.device_id))
             && self.ip_address.as_ref().is_none_or(|ip| p.has_ip(ip))
             && self.tags.iter().all(|t| p.has_tag(t))
@@ -187,6 +191,9 @@ impl NetworkQuery {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SubnetQuery {
     pub network_id: Option<String>,
+    /// Subnets of any of these networks (`?network_id=a&network_id=b…`). Set this or
+    /// `network_id`, not both.
+    pub network_ids: Vec<String>,
     pub project_id: Option<String>,
     /// Any of these subnets (`?id=a&id=b…`).
     pub ids: Vec<String>,
@@ -196,6 +203,7 @@ impl SubnetQuery {
     /// Whether Neutron lists `s` for this query.
     pub fn matches(&self, s: &Subnet) -> bool {
         self.network_id.as_ref().is_none_or(|x| *x == s.network_id)
+            && (self.network_ids.is_empty() || self.network_ids.contains(&s.network_id))
             && self.project_id.as_ref().is_none_or(|x| *x == s.project_id)
             && (self.ids.is_empty() || self.ids.contains(&s.id))
     }

@@ -14,8 +14,7 @@ use std::sync::LazyLock;
 use bnerd_api::names::{customer_transit_name, edge_router_name};
 use bnerd_cloud::fabric::CustomerTransitPool;
 use bnerd_cloud::{
-    CreatePort, CreateSubnet, Network, NetworkQuery, Port, PortQuery, Router, RouterQuery, Subnet,
-    SubnetQuery,
+    CreatePort, CreateSubnet, Network, Port, PortQuery, Router, Subnet, SubnetQuery,
 };
 use ipnet::Ipv4Net;
 
@@ -31,6 +30,7 @@ use super::plan::customer_transit::{
     removed_note, teardown,
 };
 use super::plan::leg::port_ip;
+use super::queries::{edge_routers_query, interfaces_query, networks_query, subnets_query};
 
 /// One lock per customer project: its links build and take down one customer transit, and a
 /// reconcile must not take it down while another builds on it.
@@ -50,10 +50,7 @@ pub(crate) async fn hold(project: &str) -> tokio::sync::OwnedMutexGuard<()> {
 /// name after a lost create answer), in the operator's project.
 async fn networks(e: &Engine<'_>, project: &str) -> Result<Vec<Network>, StepFail> {
     e.net
-        .list_networks(&NetworkQuery {
-            name: Some(customer_transit_name(&e.fabric.transit_network_id, project)),
-            project_id: Some(e.fabric.operator_project_id.clone()),
-        })
+        .list_networks(&networks_query(e.fabric, project))
         .await
         .map_err(|err| call_failed("listing the customer transit networks", &err))
 }
@@ -84,10 +81,7 @@ async fn subnet_of(
 ) -> Result<Option<(Subnet, Ipv4Net)>, StepFail> {
     let subnets = e
         .net
-        .list_subnets(&SubnetQuery {
-            network_id: Some(network_id.to_string()),
-            ..Default::default()
-        })
+        .list_subnets(&subnets_query(network_id))
         .await
         .map_err(|err| call_failed("listing the customer transit's subnets", &err))?;
     Ok(keeper(subnets, |s| &s.id).and_then(|s| s.cidr.parse().ok().map(|c| (s, c))))
@@ -106,10 +100,7 @@ fn gateway_of(subnet: &Subnet, cidr: Ipv4Net) -> Ipv4Addr {
 /// The project's edge routers on this transit network, in the operator's project.
 async fn edge_routers(e: &Engine<'_>, project: &str) -> Result<Vec<Router>, StepFail> {
     Ok(e.net
-        .list_routers(&RouterQuery {
-            name: Some(edge_router_name(&e.fabric.transit_network_id, project)),
-            ..Default::default()
-        })
+        .list_routers(&edge_routers_query(e.fabric, project))
         .await
         .map_err(|err| call_failed("listing the edge routers", &err))?
         .into_iter()
@@ -120,10 +111,7 @@ async fn edge_routers(e: &Engine<'_>, project: &str) -> Result<Vec<Router>, Step
 /// A router's interface ports.
 async fn interfaces(e: &Engine<'_>, router_id: &str) -> Result<Vec<Port>, StepFail> {
     e.net
-        .list_ports(&PortQuery {
-            device_ids: vec![router_id.to_string()],
-            ..Default::default()
-        })
+        .list_ports(&interfaces_query(router_id))
         .await
         .map_err(|err| call_failed("listing the edge router's interfaces", &err))
 }

@@ -7,6 +7,7 @@
 //! failing step sets its own condition False and the later ones Unknown; nothing after it
 //! touches the cloud. Callers reach it through the door, `LinkEngine`.
 
+mod ahead;
 mod context;
 mod converge;
 mod credentials;
@@ -21,6 +22,7 @@ mod ops;
 pub mod overlay;
 mod per_customer;
 pub mod plan;
+mod queries;
 mod report;
 pub mod resync;
 mod reverse_routes;

@@ -13,6 +13,7 @@ use bnerd_cloud::{
 use super::context::Engine;
 use super::keyed_lock::KeyedLocks;
 use super::plan::unwind::{UnwindError, detach_blocked, gateway_routes_via, reverse_to_remove};
+use super::queries::network_ports_query;
 
 /// Retries of a read-modify-write of a route table when another writer got in between.
 const IF_MATCH_RETRIES: usize = 3;
@@ -23,20 +24,16 @@ const MAX_PORT_TEXT: usize = 255;
 /// Every port on the network the link's legs stand on: the transit network, or a
 /// `PerCustomer` link's customer transit (the operator owns both, so it sees every port).
 pub(crate) async fn leg_network_ports(e: &Engine<'_>) -> Result<Vec<Port>, CloudError> {
-    let q = PortQuery {
-        network_id: Some(e.leg_network().network_id.to_string()),
-        ..Default::default()
-    };
-    e.net.list_ports(&q).await
+    e.net
+        .list_ports(&network_ports_query(e.leg_network().network_id))
+        .await
 }
 
 /// Every port on the main transit network.
 pub(crate) async fn main_transit_ports(e: &Engine<'_>) -> Result<Vec<Port>, CloudError> {
-    let q = PortQuery {
-        network_id: Some(e.fabric.transit_network_id.clone()),
-        ..Default::default()
-    };
-    e.net.list_ports(&q).await
+    e.net
+        .list_ports(&network_ports_query(&e.fabric.transit_network_id))
+        .await
 }
 
 /// The IPv4 subnets a router is connected to: its interface ports' subnets. The transit

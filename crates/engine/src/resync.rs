@@ -63,6 +63,9 @@ pub struct Snapshot {
     reads: u64,
     /// Customers' routers' interfaces held across windows ([`Interfaces`]).
     interfaces: Arc<Interfaces>,
+    /// The reads that answered every `PerCustomer` project's customer transit ahead
+    /// ([`crate::ahead`]), made when the window's first `PerCustomer` link asks.
+    ahead: tokio::sync::OnceCell<u64>,
 }
 
 /// Every port on the transit network, in one read.
@@ -134,16 +137,34 @@ impl Snapshot {
             known,
             reads,
             interfaces: Arc::default(),
+            ahead: tokio::sync::OnceCell::new(),
         })
+    }
+
+    /// Answer every `PerCustomer` project's customer transit reads ahead, once a window. If
+    /// a list fails, each link reads its own as before (one read of each request a window).
+    async fn answer_ahead(&self, net: &dyn Neutron, fabric: &Fabric) {
+        self.ahead
+            .get_or_init(|| async {
+                match crate::ahead::read(net, fabric, ROUTER_IDS_PER_CALL).await {
+                    Ok((lists, reads)) => {
+                        crate::ahead::teach(&self.known, crate::ahead::answers(fabric, &lists));
+                        reads
+                    }
+                    // Only a cost: the links make the reads themselves.
+                    Err(_) => 0,
+                }
+            })
+            .await;
     }
 
     pub fn age(&self) -> Duration {
         self.taken.elapsed()
     }
 
-    /// The cloud reads it cost.
+    /// The cloud reads it cost (those answering customer transits ahead included).
     pub fn reads(&self) -> u64 {
-        self.reads
+        self.reads + self.ahead.get().copied().unwrap_or(0)
     }
 }
 
@@ -340,6 +361,9 @@ pub async fn resync_from(
             // window (the first link of a project reads its customer transit for the others);
             // the customer's side read with the link's own credential, as a live reconcile
             // reads it: the credential proves itself every resync. Writes only recorded.
+            if input.shape.is_per_customer() {
+                snap.answer_ahead(net, fabric).await;
+            }
             let dry = Overlay::learning(&snap.known, net)
                 .holding(snap.interfaces.clone())
                 .worded_for(fabric);

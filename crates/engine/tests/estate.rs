@@ -12,7 +12,7 @@ use bnerd_api::names::tag_link_uid;
 use bnerd_api::{ClusterLink, GatewayRef};
 use bnerd_cloud::fabric::CustomerTransitPool;
 use bnerd_cloud::{Neutron, OpenStack, PortQuery, Route};
-use bnerd_cloud_fake::FakeCloud;
+use bnerd_cloud_fake::{FakeCloud, Op};
 use bnerd_engine::ResyncPath;
 use bnerd_engine::resync::{Resynced, Snapshots, resync_from};
 use bnerd_testkit::customers::{per_customer_links, reconcile_each};
@@ -482,11 +482,23 @@ async fn per_customer_links_resync_beside_the_snapshot() {
     ));
     // Customer side, each link with its own credential: its router (the credential proves
     // itself) and whether its project sees the main transit. Operator side: the snapshot's
-    // two reads, then at most six a project (one read of each request).
-    assert!(
-        reads <= 2 + (PROJECTS * 6 + N * 2) as u64,
-        "{reads} reads for {N} links in {PROJECTS} projects"
+    // two reads, then six for every project's customer transit at once (the operator
+    // project's networks and routers; the customer transits' subnets, ports and shares, the
+    // edge routers' ports), none a project.
+    assert_eq!(
+        reads,
+        2 + 6 + (N * 2) as u64,
+        "{reads} reads for {N} links in {PROJECTS} projects: {calls:?}"
     );
+    for (op, n) in [
+        (Op::ListNetworks, 1),
+        (Op::ListSubnets, 1),
+        (Op::ListRbacPolicies, 1),
+        (Op::ListRouters, 2),
+        (Op::ListPorts, 3),
+    ] {
+        assert_eq!(calls.get(&op).copied().unwrap_or(0), n, "{op:?}: {calls:?}");
+    }
     assert_eq!(
         first,
         reads + (N + PROJECTS) as u64,

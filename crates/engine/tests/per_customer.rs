@@ -314,8 +314,9 @@ async fn two_links_share_one_customer_transit(stage: &Stage) {
     as_the_table_says(&crash, "resync of a converged link", (17, 0));
 
     // Both links in one batched resync window: the operator's side from the window's
-    // snapshot and one read of each request for the project, the customer's side with each
-    // link's own credential. Nothing written, nothing changed.
+    // snapshot and the lists that answer the project's customer transit ahead (on a lab, the
+    // real Neutron's repeated filters), the customer's side with each link's own credential.
+    // Nothing written, nothing changed.
     let snaps = bnerd_engine::resync::Snapshots::new(std::time::Duration::from_secs(30));
     let crash = Crash::counting();
     for l in [&one, &two] {

@@ -323,6 +323,14 @@ impl Neutron for Crashing {
             )
             .await
     }
+    async fn list_rbac_policies_of(&self, object_ids: &[String]) -> Result<Vec<RbacPolicy>> {
+        self.crash
+            .gate(
+                "list_rbac_policies",
+                self.inner.list_rbac_policies_of(object_ids),
+            )
+            .await
+    }
     async fn delete_rbac_policy(&self, id: &str) -> Result<()> {
         self.crash
             .gate("delete_rbac_policy", self.inner.delete_rbac_policy(id))

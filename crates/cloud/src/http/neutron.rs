@@ -52,6 +52,7 @@ impl Neutron for OpenStack {
         if let Some(n) = &q.network_id {
             p.push(("network_id", n.clone()));
         }
+        p.extend(q.network_ids.iter().map(|n| ("network_id", n.clone())));
         p.extend(q.device_ids.iter().map(|d| ("device_id", d.clone())));
         p.extend(q.device_owners.iter().map(|d| ("device_owner", d.clone())));
         if let Some(ip) = &q.ip_address {
@@ -195,6 +196,19 @@ impl Neutron for OpenStack {
             .await
     }
 
+    async fn list_rbac_policies_of(&self, object_ids: &[String]) -> Result<Vec<RbacPolicy>> {
+        // No filter would list every policy the caller sees.
+        if object_ids.is_empty() {
+            return Ok(vec![]);
+        }
+        let p: Vec<_> = object_ids
+            .iter()
+            .map(|o| ("object_id", o.clone()))
+            .collect();
+        self.list(&format!("/rbac-policies{}", query(&p)), "rbac_policies")
+            .await
+    }
+
     async fn delete_rbac_policy(&self, id: &str) -> Result<()> {
         let path = format!("/rbac-policies/{}", enc(id));
         self.call(Method::DELETE, &path, None, None).await?;
@@ -240,6 +254,7 @@ impl Neutron for OpenStack {
         if let Some(n) = &q.network_id {
             p.push(("network_id", n.clone()));
         }
+        p.extend(q.network_ids.iter().map(|n| ("network_id", n.clone())));
         if let Some(n) = &q.project_id {
             p.push(("project_id", n.clone()));
         }

@@ -3,7 +3,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Mutex, MutexGuard};
 
-use bnerd_cloud::{Network, Port, PortQuery, RbacPolicy, Router, Subnet};
+use bnerd_cloud::{
+    Network, NetworkQuery, Port, PortQuery, RbacPolicy, Router, RouterQuery, Subnet, SubnetQuery,
+};
 
 /// What the overlay was given: every port of some networks, some routers, some subnets.
 /// Shared by every link of a resync window; the routers follow the writes replayed on the
@@ -111,6 +113,34 @@ impl Known {
             .insert(request, answer);
     }
 
+    /// Answer `q` with `networks` for every learning overlay that asks it: the batched resync
+    /// knows the answer ahead, from a list that holds every network `q` can match.
+    pub fn ahead_networks(&self, q: &NetworkQuery, networks: Vec<Network>) {
+        self.learn(networks_request(q), Learned::Networks(networks));
+    }
+
+    /// As [`Known::ahead_networks`], for subnets.
+    pub fn ahead_subnets(&self, q: &SubnetQuery, subnets: Vec<Subnet>) {
+        self.learn(subnets_request(q), Learned::Subnets(subnets));
+    }
+
+    /// As [`Known::ahead_networks`], for ports.
+    pub fn ahead_ports(&self, q: &PortQuery, ports: Vec<Port>) {
+        self.learn(ports_request(q), Learned::Ports(ports));
+    }
+
+    /// As [`Known::ahead_networks`], for routers (their tables join the routers known).
+    pub fn ahead_routers(&self, q: &RouterQuery, routers: Vec<Router>) {
+        let ids = routers.iter().map(|r| r.id.clone()).collect();
+        self.learn_routers(routers);
+        self.learn(routers_request(q), Learned::Routers(ids));
+    }
+
+    /// As [`Known::ahead_networks`], for the caller's RBAC policies on one object.
+    pub fn ahead_rbac(&self, object_id: &str, policies: Vec<RbacPolicy>) {
+        self.learn(rbac_request(object_id), Learned::Rbac(policies));
+    }
+
     /// How many reads were learned.
     pub fn learned(&self) -> usize {
         self.learned.lock().unwrap_or_else(|e| e.into_inner()).len()
@@ -215,4 +245,27 @@ impl Interfaces {
         h.ports.retain(|id, _| used.contains(id));
         h.subnets.retain(|id, _| used.contains(id));
     }
+}
+
+// The requests a learning overlay keeps its answers by: one spelling for the reads and for
+// the answers known ahead.
+
+pub(super) fn networks_request(q: &NetworkQuery) -> String {
+    format!("GET /networks {q:?}")
+}
+
+pub(super) fn subnets_request(q: &SubnetQuery) -> String {
+    format!("GET /subnets {q:?}")
+}
+
+pub(super) fn ports_request(q: &PortQuery) -> String {
+    format!("GET /ports {q:?}")
+}
+
+pub(super) fn routers_request(q: &RouterQuery) -> String {
+    format!("GET /routers {q:?}")
+}
+
+pub(super) fn rbac_request(object_id: &str) -> String {
+    format!("GET /rbac-policies?object_id={object_id}")
 }

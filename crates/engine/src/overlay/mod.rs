@@ -669,7 +669,7 @@ impl Neutron for Overlay<'_> {
     }
 
     async fn list_ports(&self, query: &PortQuery) -> Result<Vec<Port>> {
-        let request = format!("GET /ports {query:?}");
+        let request = known::ports_request(query);
         let listed = match self.known.and_then(|k| k.answers(query)) {
             Some(ports) => ports,
             None => match (self.recalled(&request), self.held_interfaces(query)) {
@@ -841,7 +841,7 @@ impl Neutron for Overlay<'_> {
                 return Ok(routers);
             }
         }
-        let request = format!("GET /routers {query:?}");
+        let request = known::routers_request(query);
         let recalled = match (self.recalled(&request), self.known) {
             (Some(Learned::Routers(ids)), Some(k)) => ids.iter().map(|id| k.router(id)).collect(),
             _ => None,
@@ -874,6 +874,7 @@ impl Neutron for Overlay<'_> {
                     .filter(|r| {
                         query.name.as_ref().is_none_or(|n| *n == r.name)
                             && (query.ids.is_empty() || query.ids.contains(&r.id))
+                            && query.project_id.as_ref().is_none_or(|p| *p == r.project_id)
                     })
                     .cloned(),
             );
@@ -1020,9 +1021,17 @@ impl Neutron for Overlay<'_> {
     }
 
     async fn list_rbac_policies(&self, object_id: &str) -> Result<Vec<RbacPolicy>> {
-        let request = format!("GET /rbac-policies?object_id={object_id}");
+        let request = known::rbac_request(object_id);
         read_through!(self, request, Learned::Rbac, |n| n
             .list_rbac_policies(object_id))
+    }
+
+    async fn list_rbac_policies_of(&self, object_ids: &[String]) -> Result<Vec<RbacPolicy>> {
+        let mut out = vec![];
+        for id in object_ids {
+            out.extend(self.list_rbac_policies(id).await?);
+        }
+        Ok(out)
     }
 
     async fn delete_rbac_policy(&self, id: &str) -> Result<()> {
@@ -1049,14 +1058,14 @@ impl Neutron for Overlay<'_> {
     }
 
     async fn list_networks(&self, query: &NetworkQuery) -> Result<Vec<Network>> {
-        let request = format!("GET /networks {query:?}");
+        let request = known::networks_request(query);
         let listed: Vec<Network> =
             read_through!(self, request, Learned::Networks, |n| n.list_networks(query))?;
         Ok(self.with(|s| as_written(listed, &s.networks, |n| &n.id, |n| query.matches(n))))
     }
 
     async fn list_subnets(&self, query: &SubnetQuery) -> Result<Vec<Subnet>> {
-        let request = format!("GET /subnets {query:?}");
+        let request = known::subnets_request(query);
         let listed: Vec<Subnet> =
             read_through!(self, request, Learned::Subnets, |n| n.list_subnets(query))?;
         Ok(self.with(|s| as_written(listed, &s.subnets, |n| &n.id, |n| query.matches(n))))
