@@ -67,12 +67,12 @@ pub fn leg_port_name(link_name: &str) -> String {
 /// gateway clusters, each with its transit network): the name is their identity, and the
 /// operator finds them again by it (docs/design.md, "Per-customer transit").
 pub fn customer_transit_name(transit: &str, project: &str) -> String {
-    format!("bnerd-vpn-customer-{project}-on-{transit}")
+    named(CUSTOMER_TRANSIT_PREFIX, transit, project)
 }
 
 /// A customer project's edge router on the transit network `transit`, and its leg port there.
 pub fn edge_router_name(transit: &str, project: &str) -> String {
-    format!("{EDGE_PREFIX}{project}-on-{transit}")
+    named(EDGE_PREFIX, transit, project)
 }
 
 const EDGE_PREFIX: &str = "bnerd-vpn-edge-";
@@ -89,10 +89,17 @@ pub fn edge_router_project<'a>(transit: &str, name: &'a str) -> Option<&'a str> 
     project_in(name, EDGE_PREFIX, transit)
 }
 
+// The one spelling of a per-project name and its reading back.
+const ON: &str = "-on-";
+
+fn named(prefix: &str, transit: &str, project: &str) -> String {
+    format!("{prefix}{project}{ON}{transit}")
+}
+
 fn project_in<'a>(name: &'a str, prefix: &str, transit: &str) -> Option<&'a str> {
     name.strip_prefix(prefix)?
         .strip_suffix(transit)?
-        .strip_suffix("-on-")
+        .strip_suffix(ON)
         .filter(|p| !p.is_empty())
 }
 

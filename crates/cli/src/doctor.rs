@@ -237,15 +237,10 @@ pub async fn capacity_findings(net: &dyn Neutron, fabric: &Fabric) -> Vec<Findin
 /// the transit network's (`capacity::own_ports_per_network`). A read that fails counts the
 /// port, so the forecast and the plan's hint err towards less room, never more.
 pub(crate) async fn own_ports_per_network(net: &dyn Neutron, fabric: &Fabric) -> u64 {
-    let query = PortQuery {
-        network_id: Some(fabric.transit_network_id.clone()),
-        device_owners: vec![bnerd_cloud::OWNER_METADATA.into()],
-        fields: ["id", "network_id", "device_owner"]
-            .map(String::from)
-            .to_vec(),
-        ..Default::default()
-    };
-    match net.list_ports(&query).await {
+    match net
+        .list_ports(&PortQuery::metadata_ports(&fabric.transit_network_id))
+        .await
+    {
         Ok(ports) => capacity::own_ports_per_network(&ports),
         Err(_) => 1,
     }

@@ -216,9 +216,7 @@ impl FakeNeutron {
                 .routers
                 .values()
                 .filter(|r| self.owns(&r.project_id))
-                .filter(|r| q.name.as_ref().is_none_or(|n| &r.name == n))
-                .filter(|r| q.ids.is_empty() || q.ids.contains(&r.id))
-                .filter(|r| q.project_id.as_ref().is_none_or(|p| &r.project_id == p))
+                .filter(|r| q.matches(r))
                 .cloned()
                 .collect();
             crate::world::only_fields("GET", "/routers", routers, &q.fields)

@@ -292,16 +292,7 @@ async fn table(c: &Clouds) -> Vec<(&'static str, String)> {
     ));
     // How `plan` and doctor tell whether a new network brings a port of Neutron's own: the
     // transit's ports asked for by that owner, with only the fields they read.
-    let metadata = op
-        .list_ports(&PortQuery {
-            network_id: Some(net.id.clone()),
-            device_owners: vec![bnerd_cloud::OWNER_METADATA.into()],
-            fields: ["id", "network_id", "device_owner"]
-                .map(String::from)
-                .to_vec(),
-            ..Default::default()
-        })
-        .await;
+    let metadata = op.list_ports(&PortQuery::metadata_ports(&net.id)).await;
     out.push((
         "metadata ports by device_owner, fields narrowed",
         match metadata {

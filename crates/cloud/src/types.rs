@@ -170,6 +170,20 @@ impl PortQuery {
             && (self.not_tags.is_empty() || !self.not_tags.iter().all(|t| p.has_tag(t)))
             && (self.device_owners.is_empty() || self.device_owners.contains(&p.device_owner))
     }
+
+    /// The network's ports of ML2/OVN's metadata service ([`OWNER_METADATA`]), with only the
+    /// fields that tell whether there is one: how `plan` and doctor judge whether a new
+    /// network brings a port of Neutron's own.
+    pub fn metadata_ports(network_id: &str) -> Self {
+        PortQuery {
+            network_id: Some(network_id.to_string()),
+            device_owners: vec![OWNER_METADATA.into()],
+            fields: ["id", "network_id", "device_owner"]
+                .map(String::from)
+                .to_vec(),
+            ..Default::default()
+        }
+    }
 }
 
 /// Filters for `GET /networks`; every set field narrows the result.
@@ -224,6 +238,15 @@ pub struct RouterQuery {
     /// Only these attributes of each router (`?fields=a&fields=b…`); empty: all. `id` must be
     /// among them.
     pub fields: Vec<String>,
+}
+
+impl RouterQuery {
+    /// Whether Neutron lists `r` for this query (`fields` narrows what is shown, not which).
+    pub fn matches(&self, r: &Router) -> bool {
+        self.name.as_ref().is_none_or(|n| *n == r.name)
+            && (self.ids.is_empty() || self.ids.contains(&r.id))
+            && self.project_id.as_ref().is_none_or(|p| *p == r.project_id)
+    }
 }
 
 /// The RBAC action that lets a project create ports on a network it does not own.

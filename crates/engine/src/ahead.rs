@@ -65,6 +65,11 @@ fn found<'a>(fabric: &Fabric, networks: &'a [Network], routers: &'a [Router]) ->
     Found { transits, edges }
 }
 
+/// The items of a list one read would have listed.
+fn kept<T: Clone>(all: &[T], keep: impl Fn(&T) -> bool) -> Vec<T> {
+    all.iter().filter(|x| keep(x)).cloned().collect()
+}
+
 struct Found<'a> {
     transits: Vec<(&'a str, &'a Network)>,
     edges: Vec<(&'a str, &'a Router)>,
@@ -81,60 +86,39 @@ pub(crate) fn answers(fabric: &Fabric, lists: &Lists) -> Vec<Answer> {
         .collect();
     projects.sort_unstable();
     projects.dedup();
-    let operator = &fabric.operator_project_id;
     let mut out = vec![];
     for p in projects {
         let q = networks_query(fabric, p);
-        let of: Vec<Network> = lists
-            .networks
-            .iter()
-            .filter(|n| q.matches(n))
-            .cloned()
-            .collect();
-        out.push(Answer::Networks(q, of));
+        out.push(Answer::Networks(
+            q.clone(),
+            kept(&lists.networks, |n| q.matches(n)),
+        ));
         let q = edge_routers_query(fabric, p);
-        let of: Vec<Router> = lists
-            .routers
-            .iter()
-            .filter(|r| q.name.as_ref().is_some_and(|n| *n == r.name) && r.project_id == *operator)
-            .cloned()
-            .collect();
-        out.push(Answer::Routers(q, of));
+        out.push(Answer::Routers(
+            q.clone(),
+            kept(&lists.routers, |r| q.matches(r)),
+        ));
     }
     for (_, n) in &transits {
         let q = subnets_query(&n.id);
-        let of = lists
-            .subnets
-            .iter()
-            .filter(|s| q.matches(s))
-            .cloned()
-            .collect();
-        out.push(Answer::Subnets(q, of));
+        out.push(Answer::Subnets(
+            q.clone(),
+            kept(&lists.subnets, |s| q.matches(s)),
+        ));
         let q = network_ports_query(&n.id);
-        let of = lists
-            .ports
-            .iter()
-            .filter(|x| q.matches(x))
-            .cloned()
-            .collect();
-        out.push(Answer::Ports(q, of));
-        let of = lists
-            .rbac
-            .iter()
-            .filter(|r| r.object_id == n.id)
-            .cloned()
-            .collect();
+        out.push(Answer::Ports(
+            q.clone(),
+            kept(&lists.ports, |x| q.matches(x)),
+        ));
+        let of = kept(&lists.rbac, |r| r.object_id == n.id);
         out.push(Answer::Rbac(n.id.clone(), of));
     }
     for (_, r) in &edges {
         let q = interfaces_query(&r.id);
-        let of = lists
-            .edge_ports
-            .iter()
-            .filter(|x| q.matches(x))
-            .cloned()
-            .collect();
-        out.push(Answer::Ports(q, of));
+        out.push(Answer::Ports(
+            q.clone(),
+            kept(&lists.edge_ports, |x| q.matches(x)),
+        ));
     }
     out
 }

@@ -871,11 +871,7 @@ impl Neutron for Overlay<'_> {
                 s.routers
                     .values()
                     .filter(|r| !listed.iter().any(|l| l.id == r.id))
-                    .filter(|r| {
-                        query.name.as_ref().is_none_or(|n| *n == r.name)
-                            && (query.ids.is_empty() || query.ids.contains(&r.id))
-                            && query.project_id.as_ref().is_none_or(|p| *p == r.project_id)
-                    })
+                    .filter(|r| query.matches(r))
                     .cloned(),
             );
             out
